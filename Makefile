@@ -1,0 +1,34 @@
+# The two entry points a newcomer needs are `make demo` and `make test` (see README.md).
+# Everything else here is what those two need: a virtualenv, the C limiter, the control plane.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint unit venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(BIN)/gpupool simulate
+
+lint: venv
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: venv
+	$(BIN)/pytest
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) build native/build .mypy_cache .ruff_cache .pytest_cache
