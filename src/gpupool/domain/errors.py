@@ -1,0 +1,41 @@
+"""Typed errors for bad input: one class per kind, each message says what to fix."""
+
+from __future__ import annotations
+
+
+class GpupoolError(ValueError):
+    """Base of every error gpupool raises for input a user can correct."""
+
+
+class InvalidQuantity(GpupoolError):
+    """A size such as `12Gi` could not be parsed, or is not positive."""
+
+
+class UnknownGpuModel(GpupoolError):
+    """A GPU model name is not in the catalogue."""
+
+
+class InvalidRequest(GpupoolError):
+    """A workload's resource request is impossible or inconsistent."""
+
+
+class InvalidNode(GpupoolError):
+    """A node or GPU description is impossible or inconsistent."""
+
+
+class RequestExceedsCluster(InvalidRequest):
+    """A request can never fit: no node in the cluster is large enough."""
+
+
+class InputFileError(GpupoolError):
+    """A trace or scenario file is malformed; the message names file, line and column."""
+
+    def __init__(self, path: str, line: int, column: str | int | None, problem: str) -> None:
+        where = f"{path}:{line}"
+        if column is not None:
+            where += f": column {column}"
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        self.line = line
+        self.column = column
+        self.problem = problem
