@@ -1,0 +1,191 @@
+"""`gpupool dev-cluster up|down|status|kubeconfig`: a real control plane on loopback.
+
+Wiring only: the work is in `gpupool.devcluster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
+from gpupool.devcluster.binaries import default_bin_dir
+from gpupool.devcluster.cluster import Ports, default_state_dir
+from gpupool.devcluster.nodes import VGPU_PER_GPU, node_specs, parse_gpu_spec
+from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.errors import GpupoolError
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the `dev-cluster` command and its subcommands."""
+    parser = subparsers.add_parser(
+        "dev-cluster",
+        help="run a real Kubernetes control plane with fake GPU nodes on this machine",
+        description=(
+            "etcd, kube-apiserver, kube-scheduler and kwok on free 127.0.0.1 ports, with fake "
+            "GPU nodes. Binaries come from `make k8s` (tools/k8s/build.sh)."
+        ),
+    )
+    parser.set_defaults(func=lambda _args: _usage(parser))
+    commands = parser.add_subparsers(dest="dev_cluster_command", metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--dir",
+            type=Path,
+            default=None,
+            help=f"state folder (default: $GPUPOOL_DEV_CLUSTER_DIR or {default_state_dir()})",
+        )
+
+    up = commands.add_parser("up", help="start the cluster and create the fake GPU nodes")
+    common(up)
+    up.add_argument("--nodes", type=int, default=4, help="number of fake GPU nodes (default 4)")
+    up.add_argument(
+        "--gpus",
+        default="8xA100-80GB",
+        help=(
+            "GPUs per node as COUNTxMODEL (default 8xA100-80GB); each card also advertises "
+            f"{VGPU_PER_GPU} gpupool.io/vgpu"
+        ),
+    )
+    up.add_argument(
+        "--bin-dir",
+        type=Path,
+        default=None,
+        help=f"folder of the binaries (default: $GPUPOOL_K8S_BIN or {default_bin_dir()})",
+    )
+    up.add_argument(
+        "--extender-url",
+        default=None,
+        help="make kube-scheduler call gpupool's scheduler extender at this URL prefix",
+    )
+    up.add_argument("--extender-weight", type=int, default=1, help="extender priority weight")
+    up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
+    up.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds each component may take to be ready"
+    )
+    up.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay in the foreground and stop the cluster on Ctrl-C or SIGTERM",
+    )
+    up.set_defaults(func=_guard(_up))
+
+    down = commands.add_parser("down", help="stop every process the cluster started")
+    common(down)
+    down.set_defaults(func=_guard(_down))
+
+    status = commands.add_parser("status", help="show the components and whether they run")
+    common(status)
+    status.set_defaults(func=_guard(_status))
+
+    kubeconfig = commands.add_parser("kubeconfig", help="print the admin kubeconfig's path")
+    common(kubeconfig)
+    kubeconfig.set_defaults(func=_guard(_kubeconfig))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+_Handler = Callable[[argparse.Namespace], int]
+
+
+def _guard(handler: _Handler) -> _Handler:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = handler(args)
+        except (DevClusterError, GpupoolError) as err:
+            print(f"gpupool dev-cluster: error: {err}", file=sys.stderr)
+            return 1
+        return code
+
+    return run
+
+
+class _Terminated(BaseException):
+    """SIGTERM, turned into an exception so that the cleanup paths run."""
+
+
+def _raise_terminated(_signum: int, _frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def _up(args: argparse.Namespace) -> int:
+    gpus = parse_gpu_spec(args.gpus)
+    extender = (
+        ExtenderConfig(url_prefix=args.extender_url, weight=args.extender_weight)
+        if args.extender_url
+        else None
+    )
+    spec = ClusterSpec(
+        nodes=tuple(node_specs(args.nodes, gpus)),
+        extender=extender,
+        ports=Ports(apiserver=args.apiserver_port),
+        ready_timeout_s=args.timeout,
+    )
+    cluster = DevCluster(args.dir, args.bin_dir)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    started = time.monotonic()
+    try:
+        state = cluster.up(spec)
+    except (KeyboardInterrupt, _Terminated):
+        print("gpupool dev-cluster: interrupted; stopped what had started", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    elapsed = time.monotonic() - started
+    print(f"dev cluster up in {elapsed:.1f}s: {state.server}")
+    print(f"  nodes:      {len(state.nodes)} × {gpus} (type=kwok)")
+    print(f"  scheduler:  {'extender ' + state.extender_url if state.extender_url else 'plain'}")
+    print(f"  kubeconfig: {state.kubeconfig}")
+    print(f"  logs:       {cluster.log_dir}")
+    print(f"  try:        {state.bin_dir}/kubectl --kubeconfig {state.kubeconfig} get nodes")
+    if not args.foreground:
+        print("  stop with:  gpupool dev-cluster down" + (f" --dir {args.dir}" if args.dir else ""))
+        return 0
+    print("running in the foreground; Ctrl-C stops the cluster")
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        while True:
+            time.sleep(3600)
+    except (KeyboardInterrupt, _Terminated):
+        pass
+    finally:
+        stopped = cluster.down()
+        print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    stopped = DevCluster(args.dir).down()
+    print(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    cluster = DevCluster(args.dir)
+    components = cluster.status()
+    if not components:
+        print(f"no dev cluster in {cluster.state_dir}")
+        return 1
+    state = cluster.load_state()
+    assert state is not None
+    print(f"server:     {state.server}")
+    print(f"kubeconfig: {state.kubeconfig}")
+    for c in components:
+        print(f"  {c.name:<15} pid {c.pid:<8} {'running' if c.running else 'STOPPED':<8} {c.log}")
+    return 0 if all(c.running for c in components) else 1
+
+
+def _kubeconfig(args: argparse.Namespace) -> int:
+    state = DevCluster(args.dir).running_state()
+    print(state.kubeconfig)
+    return 0

@@ -1,0 +1,425 @@
+"""The dev cluster: etcd, kube-apiserver, kube-scheduler and kwok on loopback, and fake GPU nodes.
+
+Everything lives in one state folder: `pki/`, `etcd/` (data), `logs/<component>.log`,
+`kubeconfig` (admin), `scheduler.kubeconfig`, `scheduler.yaml` and `state.json` (ports, pids and
+start times). `up` writes `state.json` after every process it starts, so `down` — from this or
+any later gpupool process — stops exactly what was started, by pid, even after a failed `up`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpupool.devcluster import processes
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.binaries import Binaries
+from gpupool.devcluster.certs import SERVICE_CLUSTER_IP_RANGE, Pki, generate_pki
+from gpupool.devcluster.errors import (
+    ApiError,
+    ClusterAlreadyRunning,
+    ClusterNotRunning,
+    ComponentNotReady,
+)
+from gpupool.devcluster.kubeconfig import write_kubeconfig
+from gpupool.devcluster.nodes import FakeNodeSpec, build_node
+from gpupool.devcluster.ports import LOOPBACK, claim
+from gpupool.devcluster.processes import ProcessRecord
+from gpupool.devcluster.scheduler_config import ExtenderConfig, write_scheduler_configuration
+
+# Start order; `down` stops in reverse.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
+POD_CIDR = "10.244.0.1/16"
+STATE_FILE = "state.json"
+
+
+def default_state_dir() -> Path:
+    """$GPUPOOL_DEV_CLUSTER_DIR, else ~/.cache/gpupool/dev-cluster."""
+    override = os.environ.get("GPUPOOL_DEV_CLUSTER_DIR")
+    if override:
+        return Path(override)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "gpupool" / "dev-cluster"
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """Fixed ports; None means: pick a free one."""
+
+    etcd: int | None = None
+    etcd_peer: int | None = None
+    apiserver: int | None = None
+    scheduler: int | None = None
+    kwok: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    nodes: tuple[FakeNodeSpec, ...] = ()
+    extender: ExtenderConfig | None = None
+    ports: Ports = Ports()
+    ready_timeout_s: float = 60.0
+
+
+@dataclass(slots=True)
+class ClusterState:
+    """What `state.json` holds."""
+
+    state_dir: str
+    server: str = ""
+    kubeconfig: str = ""
+    bin_dir: str = ""
+    ports: dict[str, int] = field(default_factory=dict)
+    processes: list[ProcessRecord] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    extender_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state_dir": self.state_dir,
+            "server": self.server,
+            "kubeconfig": self.kubeconfig,
+            "bin_dir": self.bin_dir,
+            "ports": self.ports,
+            "processes": [p.to_json() for p in self.processes],
+            "nodes": self.nodes,
+            "extender_url": self.extender_url,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
+        return cls(
+            state_dir=str(data["state_dir"]),
+            server=str(data.get("server", "")),
+            kubeconfig=str(data.get("kubeconfig", "")),
+            bin_dir=str(data.get("bin_dir", "")),
+            ports={str(k): int(v) for k, v in dict(data.get("ports", {})).items()},
+            processes=[ProcessRecord.from_json(p) for p in data.get("processes", [])],
+            nodes=[str(n) for n in data.get("nodes", [])],
+            extender_url=data.get("extender_url"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentStatus:
+    name: str
+    pid: int
+    running: bool
+    log: str
+
+
+def _env() -> dict[str, str]:
+    """The components' environment: ours, with loopback exempt from any proxy."""
+    env = dict(os.environ)
+    for key in ("NO_PROXY", "no_proxy"):
+        current = [h for h in env.get(key, "").split(",") if h]
+        missing = [h for h in ("127.0.0.1", "localhost") if h not in current]
+        env[key] = ",".join([*current, *missing])
+    return env
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    opener = urllib.request.build_opener(*handlers)
+    try:
+        with opener.open(url, timeout=2) as resp:
+            return int(resp.status) == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class DevCluster:
+    """One dev cluster, identified by its state folder."""
+
+    def __init__(self, state_dir: Path | None = None, bin_dir: Path | None = None) -> None:
+        self.state_dir = (state_dir or default_state_dir()).expanduser().resolve()
+        self.bin_dir = bin_dir
+        self.pki_dir = self.state_dir / "pki"
+        self.etcd_dir = self.state_dir / "etcd"
+        self.log_dir = self.state_dir / "logs"
+        self.kubeconfig_path = self.state_dir / "kubeconfig"
+        self.scheduler_kubeconfig_path = self.state_dir / "scheduler.kubeconfig"
+        self.scheduler_config_path = self.state_dir / "scheduler.yaml"
+        self.state_path = self.state_dir / STATE_FILE
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def load_state(self) -> ClusterState | None:
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return None
+        return ClusterState.from_json(data)
+
+    def _save(self, state: ClusterState) -> None:
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n")
+        tmp.replace(self.state_path)
+
+    def running_state(self) -> ClusterState:
+        """The state of a cluster whose components all run; ClusterNotRunning otherwise."""
+        state = self.load_state()
+        if state is None or not state.processes:
+            raise ClusterNotRunning(
+                f"no dev cluster in {self.state_dir}; start one with `gpupool dev-cluster up`"
+            )
+        stopped = [p.name for p in state.processes if not processes.is_running(p)]
+        if stopped:
+            raise ClusterNotRunning(
+                f"dev cluster in {self.state_dir} is broken: {', '.join(stopped)} not running "
+                f"(logs in {self.log_dir}); run `gpupool dev-cluster down` and `up` again"
+            )
+        return state
+
+    def status(self) -> list[ComponentStatus]:
+        state = self.load_state()
+        if state is None:
+            return []
+        return [
+            ComponentStatus(p.name, p.pid, processes.is_running(p), p.log) for p in state.processes
+        ]
+
+    def api(self) -> KubeApi:
+        state = self.running_state()
+        return self._api(state.server)
+
+    def _api(self, server: str) -> KubeApi:
+        return KubeApi(
+            server, self.pki_dir / "ca.crt", self.pki_dir / "admin.crt", self.pki_dir / "admin.key"
+        )
+
+    # ---- up ----------------------------------------------------------------------------------
+
+    def up(self, spec: ClusterSpec, *, die_with_parent: bool = False) -> ClusterState:
+        """Start every component, create the fake nodes, wait until all are ready.
+
+        On any failure (or Ctrl-C) stops what it started before raising. `die_with_parent`
+        ties the components' lives to this process (for test sessions).
+        """
+        previous = self.load_state()
+        if previous is not None and any(processes.is_running(p) for p in previous.processes):
+            raise ClusterAlreadyRunning(
+                f"a dev cluster already runs from {self.state_dir} (kubeconfig "
+                f"{previous.kubeconfig}); stop it with `gpupool dev-cluster down` first"
+            )
+        binaries = Binaries.locate(self.bin_dir)
+        for stale in (self.etcd_dir, self.pki_dir, self.log_dir):
+            shutil.rmtree(stale, ignore_errors=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir()
+
+        taken: set[int] = set()
+        ports = {
+            "etcd": claim("etcd", spec.ports.etcd, taken),
+            "etcd-peer": claim("etcd", spec.ports.etcd_peer, taken),
+            "kube-apiserver": claim("kube-apiserver", spec.ports.apiserver, taken),
+            "kube-scheduler": claim("kube-scheduler", spec.ports.scheduler, taken),
+            "kwok": claim("kwok", spec.ports.kwok, taken),
+        }
+        server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
+        state = ClusterState(
+            state_dir=str(self.state_dir),
+            server=server,
+            kubeconfig=str(self.kubeconfig_path),
+            bin_dir=str(binaries.kubectl.parent),
+            ports=ports,
+            extender_url=spec.extender.url_prefix if spec.extender else None,
+        )
+        self._save(state)
+
+        pki = generate_pki(self.pki_dir)
+        write_kubeconfig(
+            self.kubeconfig_path, server, pki.ca.cert, pki.admin.cert, pki.admin.key, "admin"
+        )
+        write_kubeconfig(
+            self.scheduler_kubeconfig_path,
+            server,
+            pki.ca.cert,
+            pki.scheduler.cert,
+            pki.scheduler.key,
+            "kube-scheduler",
+        )
+        write_scheduler_configuration(
+            self.scheduler_config_path, self.scheduler_kubeconfig_path, spec.extender
+        )
+        env = _env()
+        deadline_s = spec.ready_timeout_s
+
+        def launch(name: str, argv: list[str]) -> ProcessRecord:
+            record = processes.start(
+                name,
+                argv,
+                self.log_dir / f"{name}.log",
+                env=env,
+                cwd=self.state_dir,
+                die_with_parent=die_with_parent,
+            )
+            state.processes.append(record)
+            self._save(state)
+            return record
+
+        try:
+            etcd = launch("etcd", self._etcd_argv(binaries, ports))
+            apiserver = launch("kube-apiserver", self._apiserver_argv(binaries, ports, pki))
+            self._wait(
+                etcd, deadline_s, lambda: _http_ok(f"http://{LOOPBACK}:{ports['etcd']}/health")
+            )
+            api = self._api(server)
+            self._wait(apiserver, deadline_s, lambda: self._apiserver_ready(api))
+            scheduler = launch("kube-scheduler", self._scheduler_argv(binaries, ports))
+            kwok = launch("kwok", self._kwok_argv(binaries, ports))
+            for node in spec.nodes:
+                api.create("/api/v1/nodes", build_node(node))
+                state.nodes.append(node.name)
+            self._save(state)
+            insecure = ssl.create_default_context()
+            insecure.check_hostname = False
+            insecure.verify_mode = ssl.CERT_NONE
+            scheduler_url = f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz"
+            self._wait(scheduler, deadline_s, lambda: _http_ok(scheduler_url, insecure))
+            self._wait(kwok, deadline_s, lambda: self._nodes_ready(api, state.nodes))
+        except BaseException:
+            self._stop_all(state)
+            raise
+        return state
+
+    def _etcd_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
+        client = f"http://{LOOPBACK}:{ports['etcd']}"
+        peer = f"http://{LOOPBACK}:{ports['etcd-peer']}"
+        return [
+            str(binaries.etcd),
+            "--name=gpupool-dev",
+            f"--data-dir={self.etcd_dir}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=gpupool-dev={peer}",
+            "--initial-cluster-state=new",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=8589934592",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_argv(self, binaries: Binaries, ports: Mapping[str, int], pki: Pki) -> list[str]:
+        return [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers=http://{LOOPBACK}:{ports['etcd']}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={ports['kube-apiserver']}",
+            f"--cert-dir={self.state_dir / 'apiserver-certs'}",
+            f"--tls-cert-file={pki.apiserver.cert}",
+            f"--tls-private-key-file={pki.apiserver.key}",
+            f"--client-ca-file={pki.ca.cert}",
+            f"--service-account-key-file={pki.service_account_pub}",
+            f"--service-account-signing-key-file={pki.service_account_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--authorization-mode=RBAC",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            # No kube-controller-manager runs: no endpoints controller, no default ServiceAccount.
+            "--endpoint-reconciler-type=none",
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+        ]
+
+    def _scheduler_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
+        return [
+            str(binaries.kube_scheduler),
+            f"--config={self.scheduler_config_path}",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={ports['kube-scheduler']}",
+            f"--cert-dir={self.state_dir / 'scheduler-certs'}",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        ]
+
+    def _kwok_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
+        return [
+            str(binaries.kwok),
+            f"--kubeconfig={self.kubeconfig_path}",
+            "--manage-all-nodes=true",
+            f"--node-ip={LOOPBACK}",
+            f"--cidr={POD_CIDR}",
+            f"--server-address={LOOPBACK}:{ports['kwok']}",
+        ]
+
+    @staticmethod
+    def _apiserver_ready(api: KubeApi) -> bool:
+        try:
+            return bool(api.get("/readyz") == "ok")
+        except (ApiError, urllib.error.URLError, OSError):
+            return False
+
+    @staticmethod
+    def _nodes_ready(api: KubeApi, names: list[str]) -> bool:
+        if not names:
+            return True
+        try:
+            items = api.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]
+        except (ApiError, urllib.error.URLError, OSError):
+            return False
+        ready = {
+            item["metadata"]["name"]
+            for item in items
+            for cond in item.get("status", {}).get("conditions", [])
+            if cond.get("type") == "Ready" and cond.get("status") == "True"
+        }
+        return all(name in ready for name in names)
+
+    @staticmethod
+    def _wait(record: ProcessRecord, timeout_s: float, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not processes.is_running(record):
+                raise ComponentNotReady(
+                    record.name, "the process exited", record.log, processes.tail(record.log)
+                )
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise ComponentNotReady(
+                    record.name,
+                    f"not ready after {timeout_s:g}s",
+                    record.log,
+                    processes.tail(record.log),
+                )
+            time.sleep(0.1)
+
+    # ---- down --------------------------------------------------------------------------------
+
+    def down(self) -> list[str]:
+        """Stop every recorded process (newest first); return the names of those that ran."""
+        state = self.load_state()
+        if state is None:
+            return []
+        stopped = self._stop_all(state)
+        with contextlib.suppress(FileNotFoundError):
+            self.state_path.unlink()
+        return stopped
+
+    def _stop_all(self, state: ClusterState) -> list[str]:
+        stopped: list[str] = []
+        for record in reversed(state.processes):
+            if processes.is_running(record):
+                stopped.append(record.name)
+            processes.stop(record)
+        return stopped
+
+    def logs(self) -> Iterator[Path]:
+        """The component log files of the current or last cluster."""
+        if self.log_dir.is_dir():
+            yield from sorted(self.log_dir.glob("*.log"))

@@ -1,0 +1,131 @@
+"""Fake GPU nodes: parse `--gpus 8xA100-80GB` and build the Node objects kwok keeps alive.
+
+`build_node` is pure (a spec in, a JSON-ready Node out) so that later work can publish the
+matching GpuNode objects from the same specs. kwok keeps a node's `status.capacity` and
+`allocatable` as created, so the fake GPUs appear there:
+
+- `nvidia.com/gpu`: the number of cards, as NVIDIA's device plugin would advertise them;
+- `gpupool.io/vgpu`: cards × VGPU_PER_GPU (10) virtual devices, the resource gpupool's device
+  plugin advertises: at most ten slices share one card. The extender does the real per-card
+  memory/compute accounting; this count only bounds how many pods a card can hold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpupool.devcluster.errors import InvalidClusterSpec
+from gpupool.domain.errors import UnknownGpuModel
+from gpupool.domain.models import GpuModel, get_model
+
+VGPU_PER_GPU = 10
+
+VGPU_RESOURCE = "gpupool.io/vgpu"
+NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
+LABEL_GPU_MODEL = "gpupool.io/gpu-model"
+LABEL_GPU_COUNT = "gpupool.io/gpu-count"
+LABEL_GPU_MEMORY = "gpupool.io/gpu-memory-bytes"
+LABEL_TYPE = "type"
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+
+_GPU_SPEC = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?(\S.*?)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """`count` cards of one model per node."""
+
+    count: int
+    model: GpuModel
+
+    def __str__(self) -> str:
+        return f"{self.count}x{self.model.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class FakeNodeSpec:
+    name: str
+    gpus: GpuSpec
+    cpu: str = "96"
+    memory: str = "1024Gi"
+    pods: int = 110
+    vgpu_per_gpu: int = VGPU_PER_GPU
+
+    @property
+    def vgpus(self) -> int:
+        return self.gpus.count * self.vgpu_per_gpu
+
+
+def parse_gpu_spec(text: str) -> GpuSpec:
+    """`8xA100-80GB` → 8 × A100-80GB; a bare model name means one card; `0x...` means none."""
+    match = _GPU_SPEC.match(text)
+    if match is None:
+        raise InvalidClusterSpec(f"bad GPU spec {text!r}: expected COUNTxMODEL, e.g. 8xA100-80GB")
+    count = int(match.group(1)) if match.group(1) is not None else 1
+    if count > 64:
+        raise InvalidClusterSpec(f"bad GPU spec {text!r}: {count} GPUs on one node (at most 64)")
+    try:
+        model = get_model(match.group(2))
+    except UnknownGpuModel as err:
+        raise InvalidClusterSpec(f"bad GPU spec {text!r}: {err}") from None
+    return GpuSpec(count, model)
+
+
+def node_specs(count: int, gpus: GpuSpec, *, prefix: str = "gpu-node") -> list[FakeNodeSpec]:
+    """`count` identical nodes named `<prefix>-0` … `<prefix>-<count-1>`."""
+    if count < 0 or count > 10_000:
+        raise InvalidClusterSpec(f"bad node count {count}: expected 0..10000")
+    return [FakeNodeSpec(f"{prefix}-{i}", gpus) for i in range(count)]
+
+
+def node_labels(spec: FakeNodeSpec) -> dict[str, str]:
+    labels = {
+        "kubernetes.io/hostname": spec.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        LABEL_TYPE: "kwok",
+        LABEL_GPU_MODEL: spec.gpus.model.name,
+        LABEL_GPU_COUNT: str(spec.gpus.count),
+    }
+    if spec.gpus.model.memory_bytes is not None:
+        labels[LABEL_GPU_MEMORY] = str(spec.gpus.model.memory_bytes)
+    return labels
+
+
+def node_capacity(spec: FakeNodeSpec) -> dict[str, str]:
+    return {
+        "cpu": spec.cpu,
+        "memory": spec.memory,
+        "pods": str(spec.pods),
+        "ephemeral-storage": "1Ti",
+        NVIDIA_GPU_RESOURCE: str(spec.gpus.count),
+        VGPU_RESOURCE: str(spec.vgpus),
+    }
+
+
+def build_node(spec: FakeNodeSpec, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Node object (JSON-ready) of one fake GPU node; kwok adds conditions and addresses."""
+    capacity = node_capacity(spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "labels": {**node_labels(spec), **(extra_labels or {})},
+            "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+            },
+        },
+    }

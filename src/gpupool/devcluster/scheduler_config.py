@@ -1,0 +1,63 @@
+"""The KubeSchedulerConfiguration the dev cluster's kube-scheduler runs with.
+
+Plain by default. Given an extender (gpupool's scheduler extender), kube-scheduler calls its
+filter, prioritize and bind verbs for pods that request `gpupool.io/vgpu`; the scheduler itself
+then ignores that resource (the extender accounts for it per card).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+VGPU_RESOURCE = "gpupool.io/vgpu"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderConfig:
+    url_prefix: str
+    weight: int = 1
+    http_timeout_s: float = 5.0
+    filter_verb: str = "filter"
+    prioritize_verb: str = "prioritize"
+    bind_verb: str = "bind"
+    managed_resource: str = VGPU_RESOURCE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "urlPrefix": self.url_prefix,
+            "filterVerb": self.filter_verb,
+            "prioritizeVerb": self.prioritize_verb,
+            "bindVerb": self.bind_verb,
+            "weight": self.weight,
+            "nodeCacheCapable": True,
+            "enableHTTPS": self.url_prefix.startswith("https://"),
+            "httpTimeout": f"{self.http_timeout_s:g}s",
+            "managedResources": [{"name": self.managed_resource, "ignoredByScheduler": True}],
+        }
+
+
+def scheduler_configuration(
+    kubeconfig: Path, extender: ExtenderConfig | None = None
+) -> dict[str, Any]:
+    """The configuration as a JSON-ready dict; no leader election (a single scheduler)."""
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
+    }
+    if extender is not None:
+        config["extenders"] = [extender.to_json()]
+    return config
+
+
+def write_scheduler_configuration(
+    path: Path, kubeconfig: Path, extender: ExtenderConfig | None = None
+) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(scheduler_configuration(kubeconfig, extender), sort_keys=False))
+    return path

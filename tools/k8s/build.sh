@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds the real control plane gpupool's dev cluster and e2e tests run:
+#   kube-apiserver, kube-scheduler, kubectl  (k8s.io/kubernetes, wrapper module ./kubernetes)
+#   etcd                                     (go.etcd.io/etcd/server/v3, wrapper module ./etcd)
+#   kwok                                     (sigs.k8s.io/kwok/cmd/kwok, wrapper module ./kwok)
+# into a folder named after the versions, ~/.cache/gpupool/k8s/<versions>/bin (or $GPUPOOL_K8S_BIN).
+# Idempotent: does nothing when every binary is already there. Prints the bin folder last.
+# The versions are read from the wrapper modules' go.mod; src/gpupool/devcluster/binaries.py
+# names the same folder (a unit test keeps the two in step).
+#
+# Usage: tools/k8s/build.sh [--force]
+# Needs: go >= 1.24 and the Go module proxy (or a filled module cache).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+force=0
+[[ "${1:-}" == "--force" ]] && force=1
+
+command -v go >/dev/null || { echo "build.sh: go is not on PATH (need go >= 1.24)" >&2; exit 1; }
+
+# version of a required module, from a wrapper go.mod
+modver() { awk -v m="$2" '$1 == "require" && $2 == m {print $3} $1 == m && NF == 2 {print $2}' "$here/$1/go.mod" | head -n1; }
+
+kube_version="$(modver kubernetes k8s.io/kubernetes)"
+etcd_version="$(modver etcd go.etcd.io/etcd/server/v3)"
+kwok_version="$(modver kwok sigs.k8s.io/kwok)"
+for v in "$kube_version" "$etcd_version" "$kwok_version"; do
+  [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "build.sh: cannot read versions from go.mod files" >&2; exit 1; }
+done
+
+tag="kubernetes-${kube_version}_etcd-${etcd_version}_kwok-${kwok_version}"
+bin="${GPUPOOL_K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupool/k8s/$tag/bin}"
+binaries=(kube-apiserver kube-scheduler kubectl etcd kwok)
+
+complete() {
+  local b
+  for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
+  [[ "$(cat "$bin/.built" 2>/dev/null)" == "$tag" ]]
+}
+
+if [[ $force == 0 ]] && complete; then
+  echo "$bin"
+  exit 0
+fi
+
+# 2 cores on the reference machine: more parallelism only adds memory pressure.
+export GOFLAGS="${GOFLAGS:--mod=mod}"
+jobs="${GPUPOOL_K8S_BUILD_JOBS:-2}"
+mkdir -p "$bin"
+staging="$(mktemp -d "$bin/.staging.XXXXXX")"
+trap 'rm -rf "$staging"' EXIT
+
+t0=$SECONDS
+step() { echo "build.sh: $* ($((SECONDS - t0))s)" >&2; }
+
+major="${kube_version#v}"; major="${major%%.*}"
+minor="${kube_version#v*.}"; minor="${minor%%.*}"
+v=k8s.io/component-base/version
+kube_ldflags="-s -w -X $v.gitVersion=$kube_version -X $v.gitMajor=$major -X $v.gitMinor=$minor"
+kube_ldflags+=" -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
+# kubectl reports its version through the same package; client-go has a copy of it too.
+kube_ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$kube_version"
+kube_ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=$major -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+
+step "kwok $kwok_version"
+(cd "$here/kwok" && go build -p "$jobs" -trimpath \
+  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}" \
+  -o "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok)
+
+step "etcd $etcd_version"
+# etcd's version is a constant in go.etcd.io/etcd/api/v3/version; only the commit is a variable.
+(cd "$here/etcd" && go build -p "$jobs" -trimpath \
+  -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" \
+  -o "$staging/etcd" go.etcd.io/etcd/server/v3)
+
+for cmd in kube-apiserver kube-scheduler kubectl; do
+  step "$cmd $kube_version"
+  (cd "$here/kubernetes" && CGO_ENABLED=0 go build -p "$jobs" -trimpath -ldflags "$kube_ldflags" \
+    -o "$staging/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+done
+
+for b in "${binaries[@]}"; do mv -f "$staging/$b" "$bin/$b"; done
+echo "$tag" > "$bin/.built"
+step "done"
+echo "$bin"
