@@ -1,0 +1,124 @@
+"""A fake inventory from a spec such as `8xA100-80GB` or `2xH800,1xT4`, for kwok nodes and tests."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid as uuidlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+
+from gpupool.domain.devices import Gpu
+from gpupool.domain.errors import InvalidNode
+from gpupool.domain.models import get_model
+from gpupool.ports import GpuFacts, HealthEvent, InventoryFacts
+
+_PART = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?([A-Za-z0-9][A-Za-z0-9_. -]*?)\s*$")
+_NVLINK_FAMILIES = ("A100", "H100", "H800", "H200", "V100")  # SXM boards ship in NVLink systems
+_NAMESPACE = uuidlib.UUID("4f1c7e52-3f0a-4d55-9a39-6b8f0c7d2a11")
+
+
+def parse_fake_spec(spec: str) -> tuple[tuple[int, str], ...]:
+    """Parse `8xA100-80GB` / `2xH800,1xT4` / `T4` into (count, canonical model) pairs."""
+    parts = [p for p in spec.split(",") if p.strip()]
+    if not parts:
+        raise InvalidNode("fake GPU spec is empty; write it like 8xA100-80GB or 2xH800,1xT4")
+    result: list[tuple[int, str]] = []
+    for part in parts:
+        match = _PART.match(part)
+        if match is None:
+            raise InvalidNode(
+                f"fake GPU spec part {part.strip()!r} is not COUNTxMODEL (like 8xA100-80GB)"
+            )
+        count = int(match.group(1) or 1)
+        if count <= 0:
+            raise InvalidNode(f"fake GPU spec part {part.strip()!r}: count must be 1 or more")
+        model = get_model(match.group(2))
+        if not model.known:
+            raise InvalidNode(
+                f"fake GPU spec part {part.strip()!r}: {model.name} has no published memory size, "
+                f"so it cannot be faked; pick a model such as A100-80GB"
+            )
+        result.append((count, model.name))
+    return tuple(result)
+
+
+def fake_uuid(node: str, index: int) -> str:
+    """A stable, real-looking card uuid for card `index` of fake node `node`."""
+    return f"GPU-{uuidlib.uuid5(_NAMESPACE, f'{node}/{index}')}"
+
+
+class FakeInventory:
+    """Cards described, not discovered. `set_health` plays the part of an XID event."""
+
+    def __init__(self, gpus: Sequence[Gpu], facts: InventoryFacts | None = None) -> None:
+        self._gpus = {g.uuid: g for g in gpus}
+        if len(self._gpus) != len(gpus):
+            raise InvalidNode("fake inventory: card uuids repeat")
+        self._facts = facts or InventoryFacts(
+            driver_version="fake",
+            cuda_version="fake",
+            gpus=tuple(GpuFacts(g.uuid, g.spec.sm_count) for g in gpus),
+        )
+        self._events: asyncio.Queue[HealthEvent] = asyncio.Queue()
+
+    @classmethod
+    def from_spec(cls, spec: str, *, node: str) -> FakeInventory:
+        """Cards in spec order; a model group splits over two NUMA nodes; SXM families NVLink."""
+        gpus: list[Gpu] = []
+        domain = 0
+        for count, model in parse_fake_spec(spec):
+            nvlinked = count > 1 and model.split("-")[0] in _NVLINK_FAMILIES
+            half = max(1, -(-count // 2))
+            for i in range(count):
+                index = len(gpus)
+                gpus.append(
+                    Gpu(
+                        index=index,
+                        model=model,
+                        uuid=fake_uuid(node, index),
+                        numa_node=(i // half) if count > 1 else 0,
+                        nvlink_domain=domain if nvlinked else None,
+                    )
+                )
+            domain += 1 if nvlinked else 0
+        facts = InventoryFacts(
+            driver_version="fake",
+            cuda_version="fake",
+            gpus=tuple(
+                GpuFacts(
+                    g.uuid,
+                    g.spec.sm_count,
+                    tuple(
+                        o.uuid
+                        for o in gpus
+                        if o is not g and g.nvlink_domain is not None
+                        and o.nvlink_domain == g.nvlink_domain
+                    ),
+                )
+                for g in gpus
+            ),
+        )
+        return cls(gpus, facts)
+
+    def devices(self) -> tuple[Gpu, ...]:
+        return tuple(sorted(self._gpus.values(), key=lambda g: g.index))
+
+    def facts(self) -> InventoryFacts:
+        return self._facts
+
+    def set_health(self, uuid: str, healthy: bool, reason: str = "fake") -> None:
+        gpu = self._gpus.get(uuid)
+        if gpu is None:
+            raise InvalidNode(f"fake inventory has no card {uuid}")
+        if gpu.healthy == healthy:
+            return
+        self._gpus[uuid] = replace(gpu, healthy=healthy)
+        self._events.put_nowait(HealthEvent(uuid, healthy, reason))
+
+    async def health_events(self) -> AsyncIterator[HealthEvent]:
+        while True:
+            yield await self._events.get()
+
+    def close(self) -> None:
+        return None

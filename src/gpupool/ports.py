@@ -1,0 +1,86 @@
+"""Protocols the core and the agent need from the outside world, and the small values they carry.
+
+Implementations live in `gpupool.adapters` (real I/O) and in the tests (in-memory fakes of our own
+interfaces). Keep this module small: a Protocol, the values it returns, nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpupool.domain.allocations import Slice
+from gpupool.domain.devices import Gpu
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFacts:
+    """What discovery learns about one card beyond the domain `Gpu` (for the GpuNode report)."""
+
+    uuid: str
+    sm_count: int | None
+    nvlink_peers: tuple[str, ...] = ()  # uuids of the cards this one reaches over NVLink
+
+
+@dataclass(frozen=True, slots=True)
+class InventoryFacts:
+    driver_version: str
+    cuda_version: str
+    gpus: tuple[GpuFacts, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthEvent:
+    """A card changed health: from an XID event (NVML) or a test/kwok fake."""
+
+    uuid: str
+    healthy: bool
+    reason: str
+
+
+class Inventory(Protocol):
+    """The GPUs of this node: NVML on a real node, a spec such as `8xA100-80GB` on kwok nodes."""
+
+    def devices(self) -> tuple[Gpu, ...]:
+        """The cards now, health included, ordered by index."""
+        ...
+
+    def facts(self) -> InventoryFacts: ...
+
+    def health_events(self) -> AsyncIterator[HealthEvent]:
+        """Health changes as they happen; `devices()` already reflects an event when it arrives."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodLease:
+    """One pod's GPU lease as the node agent sees it (a GpuLease placed on this node)."""
+
+    lease: str  # namespace/name of the GpuLease
+    pod: str  # namespace/name of the pod
+    pod_uid: str
+    node: str
+    slices: tuple[Slice, ...]  # one per GPU, in the pod's GPU order
+    compute_mode: str | None = None  # "mps" | "timeslice" | None (the pod's annotation)
+    device_ids: tuple[str, ...] = ()  # virtual devices the kubelet allocated; () while pending
+
+    @property
+    def card_uuids(self) -> tuple[str, ...]:
+        return tuple(s.uuid for s in self.slices)
+
+
+class AllocationSource(Protocol):
+    """Where the device plugin learns which lease a kubelet Allocate serves.
+
+    The plugin lists the leases placed on its node and matches the device IDs the kubelet chose
+    (each names its card) against them with a pure function; once it has answered, it records the
+    device IDs on the lease so that a repeated Allocate gets the same answer and a restarted agent
+    knows what is already granted on each card.
+    """
+
+    async def leases_on(self, node: str) -> tuple[PodLease, ...]: ...
+
+    async def record_devices(self, lease: str, device_ids: tuple[str, ...]) -> None: ...
