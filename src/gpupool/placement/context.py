@@ -1,0 +1,56 @@
+"""What a scorer sees: the request, the feasible nodes, and each one's state after placement."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from gpupool.domain.requests import MILLI, Request
+from gpupool.placement.cards import best_fit_cards
+from gpupool.placement.filters import Feasibility
+from gpupool.placement.snapshot import ClusterSnapshot, IntArray
+
+
+class PlanContext:
+    def __init__(
+        self, snap: ClusterSnapshot, req: Request, feas: Feasibility, rows: IntArray
+    ) -> None:
+        self.snap = snap
+        self.req = req
+        self.feas = feas
+        self.rows = rows  # candidate node indexes
+
+    @cached_property
+    def cards(self) -> IntArray:
+        """(B, k) slots each candidate would use."""
+        if not self.req.wants_gpu:
+            return np.zeros((len(self.rows), 0), dtype=np.int64)
+        return best_fit_cards(self.snap, self.req, self.feas, self.rows)
+
+    @cached_property
+    def cpu_after(self) -> IntArray:
+        return self.snap.cpu_free[self.rows] - self.req.cpu_milli
+
+    @cached_property
+    def share_after(self) -> IntArray:
+        """(B, G) free share per card after placing on each candidate."""
+        snap, rows = self.snap, self.rows
+        share = snap.share_free[rows].copy()
+        if not self.req.wants_gpu:
+            return share
+        b = np.arange(len(rows))[:, None]
+        cards = self.cards
+        if self.req.whole_cards:
+            share[b, cards] = 0
+            return share
+        comp = snap.comp_free[rows[:, None], cards] - self.feas.demand.compute
+        demand_mem = self.feas.demand.mem[rows[:, None], cards]
+        mem = snap.gmem_free[rows[:, None], cards] - demand_mem
+        total = np.maximum(snap.gmem_total[rows[:, None], cards], 1)
+        share[b, cards] = np.minimum(comp, mem * MILLI // total)
+        return share
+
+    @cached_property
+    def gpu_request_milli(self) -> int:
+        return self.req.gpu_request_milli

@@ -1,0 +1,178 @@
+"""Filters: which nodes and cards can hold a request, and a specific reason for every rejection.
+
+Feasibility is computed for the whole cluster at once as arrays; the text of a reason is built
+only for the nodes someone asks about (the extender's failed-node map, a CLI error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from gpupool.domain.requests import MILLI, Request
+from gpupool.domain.units import format_bytes
+from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
+
+
+class Reason(IntEnum):
+    FITS = 0
+    CONDITION = 1  # cordoned / suspect / lost: the text lives on the snapshot
+    NO_GPUS = 2
+    MODEL = 3
+    TOO_FEW_GPUS = 4
+    CARD_TOO_SMALL = 5
+    MEMORY_UNKNOWN = 6
+    UNHEALTHY = 7
+    CPU = 8
+    MEMORY = 9
+    GPU_MEMORY = 10
+    GPU_COMPUTE = 11
+    WHOLE_CARDS = 12
+
+
+# Rejections that no amount of preemption on the node can cure.
+UNRESOLVABLE = frozenset(
+    {
+        Reason.NO_GPUS,
+        Reason.MODEL,
+        Reason.TOO_FEW_GPUS,
+        Reason.CARD_TOO_SMALL,
+        Reason.MEMORY_UNKNOWN,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """Per-card demand of a request on every card of the cluster."""
+
+    mem: IntArray  # (N, G) bytes (or abstract units on unknown-memory cards)
+    compute: int  # milli of the card's SMs
+
+
+def card_demand(snap: ClusterSnapshot, req: Request) -> Demand:
+    if req.whole_cards:
+        return Demand(mem=snap.gmem_total, compute=MILLI)
+    if req.gpu_milli is not None:
+        return Demand(mem=snap.gmem_total * req.gpu_milli // MILLI, compute=req.gpu_milli)
+    mem = np.full_like(snap.gmem_total, req.gpu_memory_bytes or 0)
+    return Demand(mem=mem, compute=req.compute_milli)
+
+
+def model_mask(snap: ClusterSnapshot, req: Request) -> BoolArray:
+    """Cards whose model the request accepts (all present cards when it names none)."""
+    if not req.models:
+        return snap.present
+    ids = [snap.model_ids[m] for m in req.models if m in snap.model_ids]
+    if not ids:
+        return np.zeros_like(snap.present)
+    return snap.present & np.isin(snap.model_id, ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Feasibility:
+    reason: IntArray  # (N,) Reason per node; 0 where it fits
+    card_fit: BoolArray  # (N, G) cards that can take the request's per-card demand now
+    demand: Demand
+
+    @property
+    def nodes(self) -> IntArray:
+        return np.flatnonzero(self.reason == Reason.FITS)
+
+
+def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
+    """Evaluate every node; the first failing check in a fixed order names the reason."""
+    n = len(snap)
+    reason = np.zeros(n, dtype=np.int64)
+    demand = card_demand(snap, req)
+
+    def mark(mask: BoolArray, why: Reason) -> None:
+        reason[(reason == 0) & mask] = why
+
+    mark(~snap.schedulable, Reason.CONDITION)
+    if not req.wants_gpu:
+        mark(snap.cpu_free < req.cpu_milli, Reason.CPU)
+        mark(snap.mem_free < req.memory_mib, Reason.MEMORY)
+        return Feasibility(reason, np.zeros_like(snap.present), demand)
+
+    models_ok = model_mask(snap, req)
+    usable = models_ok & snap.healthy
+    mark(snap.gpu_count == 0, Reason.NO_GPUS)
+    mark(models_ok.sum(axis=1) == 0, Reason.MODEL)
+    mark(models_ok.sum(axis=1) < req.gpu_count, Reason.TOO_FEW_GPUS)
+    byte_request = req.gpu_milli is None
+    if byte_request:
+        big_enough = models_ok & snap.mem_known & (snap.gmem_total >= (req.gpu_memory_bytes or 0))
+        mark((models_ok & snap.mem_known).sum(axis=1) == 0, Reason.MEMORY_UNKNOWN)
+        mark(big_enough.sum(axis=1) < req.gpu_count, Reason.CARD_TOO_SMALL)
+        usable = usable & big_enough
+    mark(usable.sum(axis=1) < req.gpu_count, Reason.UNHEALTHY)
+    mark(snap.cpu_free < req.cpu_milli, Reason.CPU)
+    mark(snap.mem_free < req.memory_mib, Reason.MEMORY)
+    if req.whole_cards:
+        card_fit = usable & snap.fully_free()
+        mark(card_fit.sum(axis=1) < req.gpu_count, Reason.WHOLE_CARDS)
+    else:
+        mem_ok = usable & (snap.gmem_free >= demand.mem)
+        card_fit = mem_ok & (snap.comp_free >= demand.compute)
+        mark(~mem_ok.any(axis=1), Reason.GPU_MEMORY)
+        mark(~card_fit.any(axis=1), Reason.GPU_COMPUTE)
+    return Feasibility(reason, card_fit, demand)
+
+
+def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> str:
+    """The specific reason node `i` cannot take `req`, in words a user can act on."""
+    why = Reason(int(feas.reason[i]))
+    node = snap.nodes[i]
+    models_ok = model_mask(snap, req)[i]
+    if why is Reason.FITS:
+        return ""
+    if why is Reason.CONDITION:
+        return snap.condition[i] or "node is not schedulable"
+    if why is Reason.NO_GPUS:
+        return "node has no GPUs"
+    if why is Reason.MODEL:
+        have = "|".join(sorted({g.model for g in node.gpus}))
+        return f"gpu model {have} not in {'|'.join(req.models)}"
+    if why is Reason.TOO_FEW_GPUS:
+        return f"node has {int(models_ok.sum())} matching GPUs; the request needs {req.gpu_count}"
+    if why is Reason.MEMORY_UNKNOWN:
+        have = "|".join(sorted({g.model for g in node.gpus}))
+        return f"memory size of {have} cards is unknown; ask for a GPU share instead of bytes"
+    if why is Reason.CARD_TOO_SMALL:
+        largest = int(snap.gmem_total[i][models_ok & snap.mem_known[i]].max(initial=0))
+        return (
+            f"every card is smaller than the request "
+            f"({format_bytes(largest)} < {format_bytes(req.gpu_memory_bytes or 0)})"
+        )
+    if why is Reason.UNHEALTHY:
+        return f"too few healthy GPUs (need {req.gpu_count})"
+    if why is Reason.CPU:
+        return f"insufficient cpu (free {int(snap.cpu_free[i])}m < {req.cpu_milli}m)"
+    if why is Reason.MEMORY:
+        return f"insufficient memory (free {int(snap.mem_free[i])}Mi < {req.memory_mib}Mi)"
+    if why is Reason.WHOLE_CARDS:
+        free = int((snap.fully_free()[i] & models_ok).sum())
+        return f"needs {req.gpu_count} whole free GPUs; {free} free"
+    usable = models_ok & snap.healthy[i]
+    if why is Reason.GPU_MEMORY:
+        free = snap.gmem_free[i][usable]
+        need = feas.demand.mem[i][usable]
+        if req.gpu_milli is not None:
+            share = (snap.share_free[i][usable]).max(initial=0)
+            return f"insufficient GPU share on every card (largest free {share}m < {req.gpu_milli}m)"
+        return (
+            f"insufficient memory on every card (largest free {format_bytes(int(free.max()))} "
+            f"< {format_bytes(int(need.max()))})"
+        )
+    compute = snap.comp_free[i][usable & (snap.gmem_free[i] >= feas.demand.mem[i])]
+    return (
+        f"insufficient compute on every card with enough memory "
+        f"(largest free {int(compute.max(initial=0)) // 10}% < {req.compute_milli // 10}%)"
+    )
+
+
+def is_unresolvable(feas: Feasibility, i: int) -> bool:
+    return Reason(int(feas.reason[i])) in UNRESOLVABLE

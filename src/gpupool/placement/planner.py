@@ -1,0 +1,98 @@
+"""The planner: filter, score, pick. Same code for the extender and the simulator."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from gpupool.domain.requests import MILLI, Request
+from gpupool.placement.cards import topology_cards
+from gpupool.placement.context import PlanContext
+from gpupool.placement.filters import UNRESOLVABLE, Feasibility, Reason, explain, feasibility
+from gpupool.placement.policies import Policy, make_policy
+from gpupool.placement.snapshot import ClusterSnapshot, Decision, IntArray
+from gpupool.placement.verdict import REASON_LABEL, Unschedulable
+from gpupool.placement.workload import TargetWorkload
+
+
+class Planner:
+    """Places one request at a time on a snapshot with one policy.
+
+    Ties between equal scores go to the node that comes first in `rank` (a permutation of node
+    indexes; identity by default), so a run is deterministic for a given order.
+    """
+
+    def __init__(
+        self,
+        policy: str | Policy = "gpupool",
+        workload: TargetWorkload | None = None,
+        seed: int = 0,
+        rank: Sequence[int] | IntArray | None = None,
+    ) -> None:
+        self.policy = make_policy(policy, workload, seed) if isinstance(policy, str) else policy
+        self._rank = None if rank is None else np.asarray(rank, dtype=np.int64)
+
+    def rank(self, snap: ClusterSnapshot) -> IntArray:
+        if self._rank is None or len(self._rank) != len(snap):
+            self._rank = np.arange(len(snap), dtype=np.int64)
+        return self._rank
+
+    def scores(self, snap: ClusterSnapshot, req: Request) -> tuple[Feasibility, IntArray, np.ndarray]:
+        """Feasibility of every node, the candidate rows and their scores (higher is better)."""
+        feas = feasibility(snap, req)
+        rows = feas.nodes
+        if len(rows) == 0:
+            return feas, rows, np.zeros(0)
+        return feas, rows, self.policy.score(PlanContext(snap, req, feas, rows))
+
+    def plan(self, snap: ClusterSnapshot, req: Request) -> Decision | Unschedulable:
+        feas, rows, scores = self.scores(snap, req)
+        if len(rows) == 0:
+            return self.unschedulable(snap, req, feas)
+        best = scores.max()
+        tied = np.flatnonzero(scores == best)
+        pick = int(tied[np.argmin(self.rank(snap)[rows[tied]])])
+        return self.decide(snap, req, feas, int(rows[pick]), float(best))
+
+    def decide(
+        self, snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int, score: float
+    ) -> Decision:
+        """The decision for node i: which cards, how many bytes and how much compute each."""
+        if not req.wants_gpu:
+            cards: tuple[int, ...] = ()
+        elif req.whole_cards and req.gpu_count > 1:
+            cards = topology_cards(snap, req, feas, i)
+        else:
+            ctx = PlanContext(snap, req, feas, np.array([i], dtype=np.int64))
+            cards = tuple(int(c) for c in ctx.cards[0])
+        mem = tuple(int(feas.demand.mem[i, c]) for c in cards)
+        compute = tuple(MILLI if req.whole_cards else feas.demand.compute for _ in cards)
+        offsets = tuple(int(snap.gmem_total[i, c] - snap.gmem_free[i, c]) for c in cards)
+        return Decision(
+            request=req,
+            node_index=i,
+            node=snap.names[i],
+            cards=cards,
+            mem_bytes=mem,
+            compute_milli=compute,
+            offsets=offsets,
+            score=score,
+        )
+
+    @staticmethod
+    def unschedulable(snap: ClusterSnapshot, req: Request, feas: Feasibility) -> Unschedulable:
+        counts = Counter(Reason(int(r)).name for r in feas.reason)
+        counts.pop(Reason.FITS.name, None)
+        reasons = tuple((REASON_LABEL[name], n) for name, n in counts.most_common())
+        unresolvable = bool(len(snap)) and all(Reason[name] in UNRESOLVABLE for name in counts)
+        return Unschedulable(req, len(snap), reasons, unresolvable)
+
+    @staticmethod
+    def failed_nodes(snap: ClusterSnapshot, req: Request, feas: Feasibility) -> dict[str, str]:
+        """Node name → specific reason, for every node that cannot take the request."""
+        return {
+            snap.names[int(i)]: explain(snap, req, feas, int(i))
+            for i in np.flatnonzero(feas.reason != Reason.FITS)
+        }

@@ -1,0 +1,26 @@
+"""The scorer interface. A policy scores feasible nodes; higher is better; ties go to rank order."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from gpupool.placement.context import PlanContext
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class Policy(ABC):
+    name: ClassVar[str]
+    summary: ClassVar[str]
+
+    @abstractmethod
+    def score(self, ctx: PlanContext) -> FloatArray:
+        """One score per candidate row of `ctx` (same order)."""
+
+
+def gpu_free_total(share: npt.NDArray[np.int64]) -> FloatArray:
+    return share.sum(axis=1).astype(np.float64)
