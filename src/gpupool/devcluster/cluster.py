@@ -329,9 +329,11 @@ class DevCluster:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            # No kube-controller-manager runs: no endpoints controller, no default ServiceAccount.
+            # No kube-controller-manager runs: no endpoints controller, no default ServiceAccount,
+            # and no node lifecycle controller to lift the not-ready taint that the
+            # TaintNodesByCondition admission plugin puts on every new node.
             "--endpoint-reconciler-type=none",
-            "--disable-admission-plugins=ServiceAccount",
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             "--profiling=false",

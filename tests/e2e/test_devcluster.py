@@ -1,0 +1,162 @@
+"""The dev cluster end to end: real etcd, kube-apiserver, kube-scheduler and kwok."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import E2E_NODES, E2ECluster
+
+from gpupool.devcluster.binaries import KUBERNETES_VERSION
+from gpupool.devcluster.cluster import DevCluster
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.processes import is_running
+
+pytestmark = pytest.mark.e2e
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+def test_fake_gpu_nodes_appear_with_capacity(dev_cluster: E2ECluster) -> None:
+    nodes = dev_cluster.api.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]
+    assert len(nodes) == E2E_NODES
+    for node in nodes:
+        labels = node["metadata"]["labels"]
+        assert labels["gpupool.io/gpu-model"] == "A100-80GB"
+        assert labels["gpupool.io/gpu-count"] == "8"
+        assert int(labels["gpupool.io/gpu-memory-bytes"]) == dev_cluster.gpus.model.memory_bytes
+        for key in ("capacity", "allocatable"):
+            assert node["status"][key]["nvidia.com/gpu"] == "8", node["status"]
+            assert node["status"][key]["gpupool.io/vgpu"] == "80", node["status"]
+        assert _ready(node), f"{node['metadata']['name']} is not Ready: {node['status']}"
+
+
+def test_plain_pod_is_scheduled_and_runs(dev_cluster: E2ECluster, namespace: str) -> None:
+    api = dev_cluster.api
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "plain", "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/never-pulled:1",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                }
+            ]
+        },
+    }
+    created = api.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+    assert not created["spec"].get("nodeName"), "the pod must reach a node through the scheduler"
+    path = f"/api/v1/namespaces/{namespace}/pods/plain"
+
+    def running() -> dict[str, Any] | None:
+        current: dict[str, Any] = api.get(path)
+        return current if current["status"].get("phase") == "Running" else None
+
+    final = poll_until(running, timeout_s=60, interval_s=0.2)
+    assert final is not None, f"pod never reached Running: {api.get(path)['status']}"
+    assert final["spec"]["nodeName"] in {f"gpu-node-{i}" for i in range(E2E_NODES)}
+    conditions = {c["type"]: c["status"] for c in final["status"]["conditions"]}
+    assert conditions.get("PodScheduled") == "True"
+    events = api.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+    assert any(
+        e["reason"] == "Scheduled"
+        and "default-scheduler"
+        in (e.get("reportingComponent"), e.get("source", {}).get("component"))
+        for e in events
+    ), f"no Scheduled event from default-scheduler: {[e['reason'] for e in events]}"
+
+
+def test_kubectl_works_with_the_written_kubeconfig(dev_cluster: E2ECluster) -> None:
+    kubectl = [str(dev_cluster.binaries.kubectl), "--kubeconfig", str(dev_cluster.kubeconfig)]
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
+    nodes = subprocess.run(
+        [*kubectl, "get", "nodes", "-o", "name"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env=env,
+    ).stdout.split()
+    assert sorted(nodes) == [f"node/gpu-node-{i}" for i in range(E2E_NODES)]
+    version = json.loads(
+        subprocess.run(
+            [*kubectl, "version", "-o", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+            env=env,
+        ).stdout
+    )
+    assert version["serverVersion"]["gitVersion"] == KUBERNETES_VERSION
+    assert version["clientVersion"]["gitVersion"] == KUBERNETES_VERSION
+
+
+def _gpupool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpupool.cli.main", "dev-cluster", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None:
+    """The command line, as a user runs it, with the scheduler configured for an extender
+    (kube-scheduler validates that configuration at start; nothing here requests vgpu)."""
+    state_dir = tmp_path / "cli-cluster"
+    up = _gpupool(
+        "up",
+        "--dir",
+        str(state_dir),
+        "--nodes",
+        "2",
+        "--gpus",
+        "4xH100",
+        "--extender-url",
+        "http://127.0.0.1:9/gpupool",
+    )
+    cluster = DevCluster(state_dir)
+    try:
+        assert up.returncode == 0, up.stderr
+        state = cluster.load_state()
+        assert state is not None
+        assert [p.name for p in state.processes] == [
+            "etcd",
+            "kube-apiserver",
+            "kube-scheduler",
+            "kwok",
+        ]
+        assert all(is_running(p) for p in state.processes)
+        status = _gpupool("status", "--dir", str(state_dir))
+        assert status.returncode == 0, status.stdout + status.stderr
+        kubeconfig = _gpupool("kubeconfig", "--dir", str(state_dir))
+        assert kubeconfig.stdout.strip() == str(state_dir.resolve() / "kubeconfig")
+        again = _gpupool("up", "--dir", str(state_dir))
+        assert again.returncode == 1
+        assert "already runs" in again.stderr
+        nodes = cluster.api().get("/api/v1/nodes")["items"]
+        assert sorted(n["metadata"]["name"] for n in nodes) == ["gpu-node-0", "gpu-node-1"]
+        assert {n["status"]["capacity"]["gpupool.io/vgpu"] for n in nodes} == {"40"}
+        assert "extenders" in (state_dir / "scheduler.yaml").read_text()
+    finally:
+        down = _gpupool("down", "--dir", str(state_dir))
+    assert down.returncode == 0, down.stderr
+    assert "kube-apiserver" in down.stdout
+    assert not any(is_running(p) for p in state.processes)
+    after = _gpupool("status", "--dir", str(state_dir))
+    assert after.returncode == 1
+    assert "no dev cluster" in after.stdout
