@@ -39,3 +39,7 @@ class InputFileError(GpupoolError):
         self.line = line
         self.column = column
         self.problem = problem
+
+
+class InvalidQuota(GpupoolError):
+    """A tenant quota is impossible or inconsistent (or a cohort promises more than it has)."""

@@ -1,1 +1,47 @@
-"""gpupool.quota"""
+"""Tenant quotas, pure: spec and book, ledger, admission, reclaim, queue, leases and metering.
+
+No clock and no I/O: callers pass time in as float seconds and act on the returned decisions.
+"""
+
+from gpupool.quota.admission import Admit, Ask, Reject, Verdict, Wait, WaitReason, decide
+from gpupool.quota.book import QuotaBook
+from gpupool.quota.lease import IllegalLeaseTransition, Lease, LeasePhase
+from gpupool.quota.ledger import Ledger
+from gpupool.quota.metering import Meter, TenantUsage
+from gpupool.quota.queue import AdmissionQueue, FifoMode, Outcome, QueueEntry, Waiting
+from gpupool.quota.reclaim import Evict, NoReclaim, Notice, ReclaimPlan, due, plan_reclaim
+from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota
+
+__all__ = [
+    "AdmissionQueue",
+    "Admit",
+    "Ask",
+    "Budget",
+    "Evict",
+    "FifoMode",
+    "IllegalLeaseTransition",
+    "Lease",
+    "LeasePhase",
+    "Ledger",
+    "Meter",
+    "NoReclaim",
+    "Notice",
+    "OnExhaustion",
+    "Outcome",
+    "QueueEntry",
+    "QuotaBook",
+    "ReclaimPlan",
+    "Reject",
+    "Resource",
+    "TenantQuota",
+    "TenantUsage",
+    "Verdict",
+    "Wait",
+    "WaitReason",
+    "Waiting",
+    "decide",
+    "demand_of",
+    "due",
+    "plan_reclaim",
+]

@@ -1,0 +1,211 @@
+"""The admission decision for one pod: admit (within nominal, or by borrowing), wait, or reject.
+
+Rules, in order:
+1. a tenant without a quota, or a pod that could never fit its quota (over nominal plus everything
+   it could ever borrow, over its compute or pod limit) is rejected with the reason;
+2. a spent GiB-hours budget blocks new work until the next window, or admits it only as
+   preemptible, as the quota says;
+3. the pod and compute limits are hard: over them the pod waits;
+4. within nominal the pod is admitted if the cohort's pool has room; if borrowers hold that room
+   the pod waits with `reclaim_needed` set, for the caller to plan a reclaim;
+5. over nominal the pod borrows the cohort's unused quota, within its borrow limit and the
+   lenders' lend limits (the pool is the sum of lendable quota); exclusive pods never borrow.
+Verdicts are values; nothing here raises for a pod that merely has to wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from gpupool.domain.requests import Request
+from gpupool.quota.ledger import Ledger
+from gpupool.quota.metering import Meter
+from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.spec import OnExhaustion
+
+
+class WaitReason(Enum):
+    OVER_NOMINAL_EXCLUSIVE = "exclusive pods never borrow and the tenant's nominal quota is in use"
+    NO_COHORT = "over nominal quota and the tenant has no cohort to borrow from"
+    BORROW_LIMIT = "borrowing this much would pass the tenant's borrow limit"
+    COHORT_EXHAUSTED = "the cohort has no unused quota left to lend"
+    RECLAIM_NEEDED = "within nominal quota, but borrowers hold it: waiting for reclaim"
+    POD_LIMIT = "the tenant is at its pod limit"
+    COMPUTE_LIMIT = "the tenant is at its compute limit"
+    BUDGET_EXHAUSTED = "the tenant's usage budget for this window is spent"
+    QUEUE_ORDER = "behind an earlier pod of the same tenant (strict FIFO)"
+    NO_FIT = "quota admits it but no card has room for it"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one pod asks of its tenant's quota."""
+
+    tenant: str
+    amount: int  # in the tenant's quota resource
+    compute_milli: int = 0
+    exclusive: bool = False
+    priority: int = 0
+
+    @classmethod
+    def of(cls, request: Request, resource: Resource, card_memory_bytes: int | None = None) -> Ask:
+        return cls(
+            tenant=request.tenant,
+            amount=demand_of(request, resource, card_memory_bytes),
+            compute_milli=request.compute_milli * request.gpu_count,
+            exclusive=request.exclusive,
+            priority=request.priority,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    tenant: str
+    amount: int
+    borrowed_amount: int  # the part of `amount` above the tenant's nominal quota
+    preemptible: bool
+    reason: str
+
+    @property
+    def borrowed(self) -> bool:
+        return self.borrowed_amount > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    tenant: str
+    reason: WaitReason
+    detail: str
+    reclaim_needed: int = 0  # pool capacity a reclaim must free (only for RECLAIM_NEEDED)
+    retry_at: float | None = None  # when waiting ends by itself (a new budget window)
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    tenant: str
+    reason: str
+
+
+Verdict = Admit | Wait | Reject
+
+
+def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> Verdict:
+    book = ledger.book
+    quota = book.get(ask.tenant)
+    who = f"tenant {ask.tenant!r}"
+    if quota is None:
+        return Reject(ask.tenant, f"{who} has no quota; known tenants: {book.names()}")
+    fmt = quota.resource.format
+    others = sum(m.lendable for m in book.cohort(quota.cohort) if m.name != quota.name)
+    ceiling = quota.nominal
+    if not ask.exclusive and quota.cohort is not None:
+        reach = others if quota.borrow_limit is None else min(others, quota.borrow_limit)
+        ceiling += reach
+    if ask.amount > ceiling:
+        what = (
+            "nominal quota (exclusive pods never borrow)"
+            if ask.exclusive
+            else ("nominal quota plus all it could borrow")
+        )
+        return Reject(
+            ask.tenant,
+            f"asks for {fmt(ask.amount)} but {who}'s {what} is {fmt(ceiling)}; "
+            f"ask for less or raise the quota",
+        )
+    if quota.compute_limit_milli is not None and ask.compute_milli > quota.compute_limit_milli:
+        return Reject(
+            ask.tenant,
+            f"asks for {ask.compute_milli}m of GPU compute but {who}'s compute limit is "
+            f"{quota.compute_limit_milli}m",
+        )
+    if quota.max_pods == 0:
+        return Reject(ask.tenant, f"{who} has a pod limit of 0")
+
+    preemptible = False
+    if quota.budget is not None and meter is not None:
+        spent = meter.window_usage(ask.tenant, now, ledger.leases(ask.tenant))
+        if spent >= quota.budget.limit:
+            if quota.budget.on_exhaustion is OnExhaustion.BLOCK:
+                nxt = quota.budget.window_start(quota.budget.window_of(now) + 1)
+                return Wait(
+                    ask.tenant,
+                    WaitReason.BUDGET_EXHAUSTED,
+                    f"{who} has used {spent:.1f} of {quota.budget.limit:g} "
+                    f"{quota.resource.hour_unit} this window; the next window starts at {nxt:g}s",
+                    retry_at=nxt,
+                )
+            preemptible = True
+
+    if quota.max_pods is not None and ledger.pods(ask.tenant) + 1 > quota.max_pods:
+        return Wait(
+            ask.tenant,
+            WaitReason.POD_LIMIT,
+            f"{who} runs {ledger.pods(ask.tenant)} of {quota.max_pods} pods",
+        )
+    compute = ledger.compute(ask.tenant)
+    if (
+        quota.compute_limit_milli is not None
+        and compute + ask.compute_milli > quota.compute_limit_milli
+    ):
+        return Wait(
+            ask.tenant,
+            WaitReason.COMPUTE_LIMIT,
+            f"{who} holds {compute}m of its {quota.compute_limit_milli}m compute limit; "
+            f"this pod asks {ask.compute_milli}m",
+        )
+
+    used = ledger.used(ask.tenant)
+    after = used + ask.amount
+    over_after = max(0, after - quota.nominal)
+    borrowed_amount = over_after - max(0, used - quota.nominal)
+    if over_after > 0:
+        if ask.exclusive:
+            return Wait(
+                ask.tenant,
+                WaitReason.OVER_NOMINAL_EXCLUSIVE,
+                f"{who} holds {fmt(used)} of its {fmt(quota.nominal)} nominal quota; this "
+                f"exclusive pod asks {fmt(ask.amount)} and exclusive pods never borrow",
+            )
+        if quota.cohort is None:
+            return Wait(
+                ask.tenant,
+                WaitReason.NO_COHORT,
+                f"{who} holds {fmt(used)} of its {fmt(quota.nominal)} nominal quota and has no "
+                f"cohort to borrow from",
+            )
+        if not quota.may_borrow(over_after):
+            return Wait(
+                ask.tenant,
+                WaitReason.BORROW_LIMIT,
+                f"{who} would borrow {fmt(over_after)}, over its borrow limit of "
+                f"{fmt(quota.borrow_limit or 0)}",
+            )
+    if quota.cohort is not None:
+        short = (
+            ledger.pool_used(quota.cohort)
+            + ledger.pool_share(ask.tenant, after)
+            - (ledger.pool_share(ask.tenant) + book.pool_capacity(quota.cohort))
+        )
+        if short > 0:
+            if over_after > 0:
+                return Wait(
+                    ask.tenant,
+                    WaitReason.COHORT_EXHAUSTED,
+                    f"cohort {quota.cohort!r} has {fmt(ledger.pool_free(quota.cohort))} unused "
+                    f"quota to lend; {who} needs {fmt(ask.amount)}",
+                )
+            return Wait(
+                ask.tenant,
+                WaitReason.RECLAIM_NEEDED,
+                f"{who} is within its nominal quota but borrowers in cohort {quota.cohort!r} hold "
+                f"{fmt(short)} of it",
+                reclaim_needed=short,
+            )
+    if borrowed_amount > 0:
+        reason = f"borrows {fmt(borrowed_amount)} from cohort {quota.cohort!r}"
+    else:
+        reason = f"within nominal quota ({fmt(after)} of {fmt(quota.nominal)})"
+    if preemptible:
+        reason += "; budget spent, admitted as preemptible"
+    return Admit(ask.tenant, ask.amount, borrowed_amount, preemptible, reason)

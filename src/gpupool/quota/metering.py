@@ -1,0 +1,83 @@
+"""Metering: usage-hours per tenant, in total and per budget window, from leases.
+
+A lease's usage is its amount (in the tenant's quota resource) times the hours it is held
+(`Lease.held_seconds`); the budget window is the fixed window `[k*W, (k+1)*W)` containing `now`.
+Ended leases are folded into per-window sums when they close; live ones are added at query time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpupool.quota.book import QuotaBook
+from gpupool.quota.lease import Lease
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    gib_hours: float
+    gpu_hours: float
+    leases: int
+
+
+def _overlap(start: float, end: float, lo: float, hi: float) -> float:
+    return max(0.0, min(end, hi) - max(start, lo))
+
+
+class Meter:
+    def __init__(self, book: QuotaBook) -> None:
+        self.book = book
+        self._window: dict[tuple[str, int], float] = {}
+        self._gib: dict[str, float] = {}
+        self._gpu: dict[str, float] = {}
+        self._count: dict[str, int] = {}
+
+    def close(self, lease: Lease) -> None:
+        """Fold an ended lease into the tenant's totals and budget windows."""
+        if lease.ended_at is None:
+            raise ValueError(f"lease {lease.id} has not ended")
+        tenant = lease.tenant
+        self._gib[tenant] = self._gib.get(tenant, 0.0) + lease.gib_hours(lease.ended_at)
+        self._gpu[tenant] = self._gpu.get(tenant, 0.0) + lease.gpu_hours(lease.ended_at)
+        self._count[tenant] = self._count.get(tenant, 0) + 1
+        quota = self.book.get(tenant)
+        if quota is None or quota.budget is None:
+            return
+        budget = quota.budget
+        start, end = lease.reserved_at, lease.ended_at
+        for index in range(budget.window_of(start), budget.window_of(end) + 1):
+            lo = budget.window_start(index)
+            seconds = _overlap(start, end, lo, lo + budget.window_s)
+            if seconds > 0:
+                key = (tenant, index)
+                self._window[key] = self._window.get(key, 0.0) + quota.resource.hours(
+                    lease.amount, seconds
+                )
+
+    def window_usage(self, tenant: str, now: float, live: Iterable[Lease]) -> float:
+        """Usage-hours in the budget window containing `now` (0 when the tenant has no budget)."""
+        quota = self.book.get(tenant)
+        if quota is None or quota.budget is None:
+            return 0.0
+        budget = quota.budget
+        index = budget.window_of(now)
+        lo = budget.window_start(index)
+        total = self._window.get((tenant, index), 0.0)
+        for lease in live:
+            if lease.tenant == tenant and lease.live:
+                total += quota.resource.hours(
+                    lease.amount, _overlap(lease.reserved_at, now, lo, now)
+                )
+        return total
+
+    def usage(self, tenant: str, now: float, live: Iterable[Lease] = ()) -> TenantUsage:
+        gib = self._gib.get(tenant, 0.0)
+        gpu = self._gpu.get(tenant, 0.0)
+        count = self._count.get(tenant, 0)
+        for lease in live:
+            if lease.tenant == tenant and lease.live:
+                gib += lease.gib_hours(now)
+                gpu += lease.gpu_hours(now)
+                count += 1
+        return TenantUsage(gib_hours=gib, gpu_hours=gpu, leases=count)

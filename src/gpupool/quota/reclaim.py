@@ -1,0 +1,149 @@
+"""Reclaim: which borrowed leases give a lender its quota back, and when they are evicted.
+
+When a tenant within its nominal quota finds its cohort's pool held by borrowers (admission's
+`RECLAIM_NEEDED`), `plan_reclaim` picks victims:
+- only reclaimable leases (borrowed, or admitted as preemptible), never exclusive ones, never the
+  claimant's own, only in the claimant's cohort;
+- from the tenant that is furthest over its nominal quota first, then lowest lease priority, then
+  newest first;
+- never taking a tenant's usage below its guaranteed quota;
+- then pruned, least-preferred victim first, to a set from which no victim can be spared: every
+  victim is needed to free what the claimant needs. (A set of the fewest possible victims under the
+  guarantee caps is a knapsack problem; the pruned preference-order set is what we return.)
+The plan is a set of notices; each victim's eviction falls due after its tenant's grace period.
+Nothing here acts: the caller sends the notices and, when `due`, evicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from gpupool.quota.lease import Lease
+from gpupool.quota.ledger import Ledger
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    lease_id: str
+    tenant: str
+    amount: int
+    noticed_at: float
+    evict_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    lease_id: str
+    tenant: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimPlan:
+    claimant: str
+    needed: int
+    freed: int  # pool capacity the new notices free (beyond notices already pending)
+    notices: tuple[Notice, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NoReclaim:
+    claimant: str
+    needed: int
+    reason: str
+
+
+def _freed(ledger: Ledger, chosen: Iterable[Lease]) -> int:
+    """Pool capacity freed by ending `chosen`: the drop in each owner's draw on the pool."""
+    by_tenant: dict[str, int] = {}
+    for lease in chosen:
+        by_tenant[lease.tenant] = by_tenant.get(lease.tenant, 0) + lease.amount
+    return sum(
+        ledger.pool_share(t) - ledger.pool_share(t, ledger.used(t) - amount)
+        for t, amount in by_tenant.items()
+    )
+
+
+def candidates(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> list[Lease]:
+    """Reclaimable leases of the claimant's cohort in the order they should be taken."""
+    book = ledger.book
+    cohort = book[claimant].cohort
+    members = [m for m in book.cohort(cohort) if m.name != claimant]
+    ranked = sorted(members, key=lambda m: (-ledger.borrowed(m.name), m.priority, m.name))
+    order: list[Lease] = []
+    for member in ranked:
+        leases = [
+            le for le in ledger.leases(member.name) if le.reclaimable and le.id not in exclude
+        ]
+        leases.sort(key=lambda le: (le.priority, -le.reserved_at, le.id))
+        order.extend(leases)
+    return order
+
+
+def plan_reclaim(
+    ledger: Ledger,
+    claimant: str,
+    needed: int,
+    now: float,
+    pending: Collection[str] = (),
+) -> ReclaimPlan | NoReclaim:
+    """Victims that free at least `needed` of the cohort pool for `claimant`.
+
+    `pending` are leases already under notice: what they will free counts first, and they are not
+    chosen again.
+    """
+    book = ledger.book
+    if book[claimant].cohort is None:
+        return NoReclaim(claimant, needed, f"tenant {claimant!r} is in no cohort")
+    pending_leases = [le for le in (ledger.lease(i) for i in pending) if le is not None]
+    base = _freed(ledger, pending_leases)
+    if base >= needed:
+        return ReclaimPlan(claimant, needed, 0, ())
+    taken: list[Lease] = list(pending_leases)
+    chosen: list[Lease] = []
+    taken_by: dict[str, int] = {}
+    for lease in pending_leases:
+        taken_by[lease.tenant] = taken_by.get(lease.tenant, 0) + lease.amount
+    freed = base
+    for lease in candidates(ledger, claimant, exclude=pending):
+        floor = book[lease.tenant].guaranteed
+        already = taken_by.get(lease.tenant, 0)
+        if ledger.used(lease.tenant) - already - lease.amount < floor:
+            continue
+        taken.append(lease)
+        chosen.append(lease)
+        taken_by[lease.tenant] = already + lease.amount
+        freed = _freed(ledger, taken)
+        if freed >= needed:
+            break
+    if freed < needed:
+        fmt = book[claimant].resource.format
+        return NoReclaim(
+            claimant,
+            needed,
+            f"borrowed leases in cohort {book[claimant].cohort!r} free at most {fmt(freed)} "
+            f"without taking anyone below guaranteed; {fmt(needed)} is needed",
+        )
+    for lease in reversed(list(chosen)):
+        rest = [le for le in taken if le.id != lease.id]
+        if _freed(ledger, rest) >= needed:
+            taken = rest
+            chosen.remove(lease)
+    freed_new = _freed(ledger, taken) - base
+    notices = tuple(
+        Notice(
+            lease_id=le.id,
+            tenant=le.tenant,
+            amount=le.amount,
+            noticed_at=now,
+            evict_at=now + book[le.tenant].reclaim_grace_s,
+        )
+        for le in chosen
+    )
+    return ReclaimPlan(claimant, needed, freed_new, notices)
+
+
+def due(notices: Iterable[Notice], now: float) -> list[Evict]:
+    """Evictions whose grace period has run out by `now`."""
+    return [Evict(n.lease_id, n.tenant, n.evict_at) for n in notices if n.evict_at <= now]
