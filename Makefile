@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit venv clean
+.PHONY: demo test lint unit venv clean k8s
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,14 @@ lint: venv
 unit: venv
 	$(BIN)/pytest
 
-test: lint
+test: lint k8s
 	$(BIN)/pytest
+
+# The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
+# kube-scheduler, kubectl, kwok) built from Go modules into ~/.cache/gpupool/k8s/<versions>/bin
+# ($GPUPOOL_K8S_BIN overrides); a no-op when already built.
+k8s:
+	tools/k8s/build.sh
 
 clean:
 	rm -rf $(VENV) build native/build .mypy_cache .ruff_cache .pytest_cache

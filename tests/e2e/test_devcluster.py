@@ -7,15 +7,17 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import E2E_NODES, E2ECluster
 
 from gpupool.devcluster.binaries import KUBERNETES_VERSION
 from gpupool.devcluster.cluster import DevCluster
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.processes import is_running
+
+if TYPE_CHECKING:
+    from conftest import E2ECluster
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +31,8 @@ def _ready(node: dict[str, Any]) -> bool:
 
 def test_fake_gpu_nodes_appear_with_capacity(dev_cluster: E2ECluster) -> None:
     nodes = dev_cluster.api.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]
-    assert len(nodes) == E2E_NODES
+    assert sorted(n["metadata"]["name"] for n in nodes) == sorted(dev_cluster.state.nodes)
+    assert len(nodes) == 4
     for node in nodes:
         labels = node["metadata"]["labels"]
         assert labels["gpupool.io/gpu-model"] == "A100-80GB"
@@ -67,7 +70,7 @@ def test_plain_pod_is_scheduled_and_runs(dev_cluster: E2ECluster, namespace: str
 
     final = poll_until(running, timeout_s=60, interval_s=0.2)
     assert final is not None, f"pod never reached Running: {api.get(path)['status']}"
-    assert final["spec"]["nodeName"] in {f"gpu-node-{i}" for i in range(E2E_NODES)}
+    assert final["spec"]["nodeName"] in dev_cluster.state.nodes
     conditions = {c["type"]: c["status"] for c in final["status"]["conditions"]}
     assert conditions.get("PodScheduled") == "True"
     events = api.get(f"/api/v1/namespaces/{namespace}/events")["items"]
@@ -90,7 +93,7 @@ def test_kubectl_works_with_the_written_kubeconfig(dev_cluster: E2ECluster) -> N
         timeout=60,
         env=env,
     ).stdout.split()
-    assert sorted(nodes) == [f"node/gpu-node-{i}" for i in range(E2E_NODES)]
+    assert sorted(nodes) == sorted(f"node/{name}" for name in dev_cluster.state.nodes)
     version = json.loads(
         subprocess.run(
             [*kubectl, "version", "-o", "json"],

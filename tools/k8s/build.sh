@@ -16,6 +16,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 force=0
 [[ "${1:-}" == "--force" ]] && force=1
 
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
+  export PATH="/usr/local/go/bin:$PATH"
+fi
 command -v go >/dev/null || { echo "build.sh: go is not on PATH (need go >= 1.24)" >&2; exit 1; }
 
 # version of a required module, from a wrapper go.mod
