@@ -2,8 +2,8 @@
 
 When a tenant within its nominal quota finds its cohort's pool held by borrowers (admission's
 `RECLAIM_NEEDED`), `plan_reclaim` picks victims:
-- only reclaimable leases (borrowed, or admitted as preemptible), never exclusive ones, never the
-  claimant's own, only in the claimant's cohort;
+- only reclaimable leases: borrowed ones of tenants now over their nominal quota, or any admitted
+  as preemptible; never exclusive ones, never the claimant's own, only in the claimant's cohort;
 - from the tenant that is furthest over its nominal quota first, then lowest lease priority, then
   newest first;
 - never taking a tenant's usage below its guaranteed quota;
@@ -73,8 +73,11 @@ def candidates(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> 
     ranked = sorted(members, key=lambda m: (-ledger.borrowed(m.name), m.priority, m.name))
     order: list[Lease] = []
     for member in ranked:
+        borrowing = ledger.borrowed(member.name) > 0
         leases = [
-            le for le in ledger.leases(member.name) if le.reclaimable and le.id not in exclude
+            le
+            for le in ledger.leases(member.name)
+            if le.reclaimable and (borrowing or le.preemptible) and le.id not in exclude
         ]
         leases.sort(key=lambda le: (le.priority, -le.reserved_at, le.id))
         order.extend(leases)
