@@ -17,9 +17,15 @@ from typing import Any
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.binaries import default_bin_dir
 from gpupool.devcluster.cluster import Ports, default_state_dir
-from gpupool.devcluster.nodes import VGPU_PER_GPU, node_specs, parse_gpu_spec
+from gpupool.devcluster.nodes import (
+    VGPU_PER_GPU,
+    fake_node_from_domain,
+    node_specs,
+    parse_gpu_spec,
+)
 from gpupool.devcluster.scheduler_config import ExtenderConfig
 from gpupool.domain.errors import GpupoolError
+from gpupool.simulator.openb import load_nodes
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -52,6 +58,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=(
             "GPUs per node as COUNTxMODEL (default 8xA100-80GB); each card also advertises "
             f"{VGPU_PER_GPU} gpupool.io/vgpu"
+        ),
+    )
+    up.add_argument(
+        "--nodes-file",
+        type=Path,
+        default=None,
+        help=(
+            "create the nodes of a node list in the simulator's openb CSV format "
+            "(sn,cpu_milli,memory_mib,gpu,model) instead of --nodes/--gpus"
         ),
     )
     up.add_argument(
@@ -119,14 +134,19 @@ def _raise_terminated(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    gpus = parse_gpu_spec(args.gpus)
+    if args.nodes_file is not None:
+        nodes = [fake_node_from_domain(node) for node in load_nodes(args.nodes_file)]
+        shape = f"from {args.nodes_file}"
+    else:
+        nodes = node_specs(args.nodes, parse_gpu_spec(args.gpus))
+        shape = f"× {parse_gpu_spec(args.gpus)}"
     extender = (
         ExtenderConfig(url_prefix=args.extender_url, weight=args.extender_weight)
         if args.extender_url
         else None
     )
     spec = ClusterSpec(
-        nodes=tuple(node_specs(args.nodes, gpus)),
+        nodes=tuple(nodes),
         extender=extender,
         ports=Ports(apiserver=args.apiserver_port),
         ready_timeout_s=args.timeout,
@@ -143,7 +163,7 @@ def _up(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     elapsed = time.monotonic() - started
     print(f"dev cluster up in {elapsed:.1f}s: {state.server}")
-    print(f"  nodes:      {len(state.nodes)} × {gpus} (type=kwok)")
+    print(f"  nodes:      {len(state.nodes)} {shape} (label type=kwok)")
     print(f"  scheduler:  {'extender ' + state.extender_url if state.extender_url else 'plain'}")
     print(f"  kubeconfig: {state.kubeconfig}")
     print(f"  logs:       {cluster.log_dir}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupool.devcluster.errors import InvalidClusterSpec
+from gpupool.domain.devices import Node
 from gpupool.domain.errors import UnknownGpuModel
 from gpupool.domain.models import GpuModel, get_model
 
@@ -36,13 +37,13 @@ _GPU_SPEC = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?(\S.*?)\s*$")
 
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
-    """`count` cards of one model per node."""
+    """`count` cards of one model per node (no model when there are no cards)."""
 
     count: int
-    model: GpuModel
+    model: GpuModel | None
 
     def __str__(self) -> str:
-        return f"{self.count}x{self.model.name}"
+        return f"{self.count}x{self.model.name}" if self.model else "no GPUs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +82,35 @@ def node_specs(count: int, gpus: GpuSpec, *, prefix: str = "gpu-node") -> list[F
     return [FakeNodeSpec(f"{prefix}-{i}", gpus) for i in range(count)]
 
 
+def fake_node_from_domain(node: Node) -> FakeNodeSpec:
+    """The fake node for a domain Node (e.g. one row of the simulator's openb node list)."""
+    models = {gpu.model for gpu in node.gpus}
+    if len(models) > 1:
+        raise InvalidClusterSpec(
+            f"node {node.name}: mixed GPU models {sorted(models)}; a fake node has one model"
+        )
+    model = get_model(models.pop()) if models else None
+    return FakeNodeSpec(
+        name=node.name,
+        gpus=GpuSpec(node.gpu_count, model),
+        cpu=f"{node.cpu_milli}m",
+        memory=f"{node.memory_mib}Mi",
+    )
+
+
 def node_labels(spec: FakeNodeSpec) -> dict[str, str]:
     labels = {
         "kubernetes.io/hostname": spec.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         LABEL_TYPE: "kwok",
-        LABEL_GPU_MODEL: spec.gpus.model.name,
         LABEL_GPU_COUNT: str(spec.gpus.count),
     }
-    if spec.gpus.model.memory_bytes is not None:
-        labels[LABEL_GPU_MEMORY] = str(spec.gpus.model.memory_bytes)
+    model = spec.gpus.model
+    if model is not None and spec.gpus.count > 0:
+        labels[LABEL_GPU_MODEL] = model.name
+        if model.memory_bytes is not None:
+            labels[LABEL_GPU_MEMORY] = str(model.memory_bytes)
     return labels
 
 

@@ -8,9 +8,11 @@ from gpupool.devcluster.errors import InvalidClusterSpec
 from gpupool.devcluster.nodes import (
     FakeNodeSpec,
     build_node,
+    fake_node_from_domain,
     node_specs,
     parse_gpu_spec,
 )
+from gpupool.domain.devices import Gpu, Node, uniform_node
 from gpupool.domain.units import MiB
 
 
@@ -67,3 +69,30 @@ def test_build_node_without_disclosed_memory_has_no_memory_label() -> None:
     node = build_node(FakeNodeSpec("g", parse_gpu_spec("2xG2")))
     assert "gpupool.io/gpu-memory-bytes" not in node["metadata"]["labels"]
     assert node["status"]["capacity"]["gpupool.io/vgpu"] == "20"
+
+
+def test_fake_node_from_domain_node() -> None:
+    spec = fake_node_from_domain(
+        uniform_node(
+            "openb-node-0001", cpu_milli=64000, memory_mib=262144, gpu_count=2, model="V100M16"
+        )
+    )
+    assert (spec.name, spec.cpu, spec.memory) == ("openb-node-0001", "64000m", "262144Mi")
+    node = build_node(spec)
+    assert node["metadata"]["labels"]["gpupool.io/gpu-model"] == "V100-16GB"
+    assert node["status"]["capacity"]["gpupool.io/vgpu"] == "20"
+
+
+def test_cpu_only_domain_node_has_no_gpu_model() -> None:
+    spec = fake_node_from_domain(
+        uniform_node("cpu-0", cpu_milli=1000, memory_mib=1024, gpu_count=0, model="T4")
+    )
+    node = build_node(spec)
+    assert "gpupool.io/gpu-model" not in node["metadata"]["labels"]
+    assert node["status"]["capacity"]["nvidia.com/gpu"] == "0"
+
+
+def test_mixed_models_are_rejected() -> None:
+    node = Node("mixed", 1000, 1024, gpus=(Gpu(0, "T4"), Gpu(1, "L4")))
+    with pytest.raises(InvalidClusterSpec, match="mixed GPU models"):
+        fake_node_from_domain(node)
