@@ -72,6 +72,10 @@ class PodLease:
         return tuple(s.uuid for s in self.slices)
 
 
+class LeaseSourceUnavailable(Exception):
+    """An AllocationSource cannot answer now (API server unreachable, not wired); retryable."""
+
+
 class AllocationSource(Protocol):
     """Where the device plugin learns which lease a kubelet Allocate serves.
 
