@@ -1,0 +1,91 @@
+/*
+ * gp_cuda_types.h - the few CUDA driver API and NVML types libgpupool needs.
+ *
+ * We do not include NVIDIA's cuda.h / nvml.h: the limiter must build on a machine without the
+ * CUDA toolkit, and it only needs a handful of ABI-stable types and constants. Layouts and values
+ * follow the CUDA 12 driver API and NVML headers; the fake driver in tests/fake uses this header
+ * too, so a mistake here would show up as a mismatch against the real driver (see bench/gpu_check.sh),
+ * not in the fake tests. Keep this list minimal and checked against the official headers.
+ */
+#ifndef GP_CUDA_TYPES_H
+#define GP_CUDA_TYPES_H
+
+#include <stddef.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;  /* CUdeviceptr_v2: 64-bit on LP64 */
+typedef unsigned int CUdeviceptr_v1;     /* pre-3.2 ABI: 32-bit device pointers */
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef unsigned long long cuuint64_t;
+typedef int CUdriverProcAddressQueryResult; /* enum in cuda.h */
+
+typedef struct {
+    char bytes[16];
+} CUuuid;
+
+typedef struct {
+    int type; /* CUmemLocationType */
+    int id;
+} CUmemLocation;
+
+typedef struct {
+    int type;                 /* CUmemAllocationType */
+    int requestedHandleTypes; /* CUmemAllocationHandleType */
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_UNKNOWN 999
+
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_ALLOCATION_TYPE_PINNED 1
+
+#define CU_GET_PROC_ADDRESS_DEFAULT 0ULL
+#define CU_GET_PROC_ADDRESS_LEGACY_STREAM 1ULL
+#define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2ULL
+
+#define CU_GET_PROC_ADDRESS_SUCCESS 0
+#define CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND 1
+#define CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT 2
+
+/* NVML */
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+
+#endif

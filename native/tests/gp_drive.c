@@ -1,0 +1,273 @@
+/*
+ * gp_drive.c - runs a script of CUDA driver / NVML calls given on the command line and prints one
+ * line per step, so tests/native can compose scenarios and assert on what the program saw:
+ *
+ *   gp_drive alloc 40Mi alloc 40Mi free 0 info
+ *   -> alloc rc=0 id=0 / alloc rc=2 id=1 / free rc=0 / info rc=0 free=... total=...
+ *
+ * It links the (fake) libcuda directly, reaches it through dlopen/dlsym and through
+ * cuGetProcAddress, and uses NVML through dlopen/dlsym, as real programs do. Allocation steps get
+ * ids 0, 1, ... in order (failed ones too) for later `free <id>`.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gp_cuda_types.h"
+
+CUresult cuInit(unsigned int);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemAlloc(CUdeviceptr_v1 *, unsigned int);
+CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned int);
+CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+CUresult cuMemAllocPitch(CUdeviceptr_v1 *, unsigned int *, unsigned int, unsigned int, unsigned int);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *, CUdevice);
+CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                     unsigned long long);
+CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemFree(CUdeviceptr_v1);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuMemGetInfo(unsigned int *, unsigned int *);
+CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
+CUresult cuDeviceTotalMem(unsigned int *, CUdevice);
+CUresult cuGetProcAddress(const char *, void **, int, cuuint64_t);
+CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*info_fn)(size_t *, size_t *);
+typedef CUresult (*gpa2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef nvmlReturn_t (*nvml_init_fn)(void);
+typedef nvmlReturn_t (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
+typedef nvmlReturn_t (*nvml_mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+
+enum { K_V2 = 1, K_V1 = 2, K_VMM = 3 };
+static struct {
+    uint64_t key;
+    int kind;
+} objs[4096];
+static int nobjs;
+
+static unsigned long long size_arg(const char *s) {
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (strcmp(end, "Ki") == 0) v <<= 10;
+    else if (strcmp(end, "Mi") == 0) v <<= 20;
+    else if (strcmp(end, "Gi") == 0) v <<= 30;
+    else if (*end != '\0') {
+        fprintf(stderr, "bad size %s\n", s);
+        exit(64);
+    }
+    return v;
+}
+
+static void record(const char *op, CUresult r, uint64_t key, int kind) {
+    int id = nobjs++;
+    objs[id].key = r == CUDA_SUCCESS ? key : 0;
+    objs[id].kind = kind;
+    printf("%s rc=%d id=%d\n", op, r, id);
+}
+
+static void *cuda_lib(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    if (h == NULL) {
+        fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
+        exit(70);
+    }
+    return h;
+}
+
+static nvmlDevice_t nvml_device(unsigned idx, void **lib) {
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (h == NULL) {
+        fprintf(stderr, "dlopen libnvidia-ml.so.1: %s\n", dlerror());
+        exit(70);
+    }
+    ((nvml_init_fn)dlsym(h, "nvmlInit_v2"))();
+    nvmlDevice_t d = NULL;
+    ((nvml_handle_fn)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(idx, &d);
+    *lib = h;
+    return d;
+}
+
+static int need(int i, int n, int argc, const char *op) {
+    if (i + n >= argc) {
+        fprintf(stderr, "%s needs %d argument(s)\n", op, n);
+        exit(64);
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (cuInit(0) != CUDA_SUCCESS) return 70;
+    CUcontext ctx;
+    cuCtxCreate_v2(&ctx, 0, 0);
+    for (int i = 1; i < argc; i++) {
+        const char *op = argv[i];
+        CUdeviceptr p = 0;
+        CUresult r;
+        if (strcmp(op, "ctx") == 0 && need(i, 1, argc, op)) {
+            r = cuCtxCreate_v2(&ctx, 0, atoi(argv[++i]));
+            printf("ctx rc=%d\n", r);
+        } else if (strcmp(op, "alloc") == 0 && need(i, 1, argc, op)) {
+            r = cuMemAlloc_v2(&p, size_arg(argv[++i]));
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "alloc_v1") == 0 && need(i, 1, argc, op)) {
+            CUdeviceptr_v1 p1 = 0;
+            r = cuMemAlloc(&p1, (unsigned)size_arg(argv[++i]));
+            record(op, r, p1, K_V1);
+        } else if (strcmp(op, "managed") == 0 && need(i, 1, argc, op)) {
+            r = cuMemAllocManaged(&p, size_arg(argv[++i]), 1);
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "async") == 0 && need(i, 1, argc, op)) {
+            r = cuMemAllocAsync(&p, size_arg(argv[++i]), NULL);
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "async_ptsz") == 0 && need(i, 1, argc, op)) {
+            r = cuMemAllocAsync_ptsz(&p, size_arg(argv[++i]), NULL);
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "pool") == 0 && need(i, 1, argc, op)) {
+            CUmemoryPool pool;
+            cuDeviceGetDefaultMemPool(&pool, 0);
+            r = cuMemAllocFromPoolAsync(&p, size_arg(argv[++i]), pool, NULL);
+            record(op, r, p, K_V2);
+        } else if ((strcmp(op, "create") == 0 || strcmp(op, "create_host") == 0) &&
+                   need(i, 1, argc, op)) {
+            CUmemAllocationProp prop;
+            memset(&prop, 0, sizeof prop);
+            prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+            prop.location.type = strcmp(op, "create") == 0 ? CU_MEM_LOCATION_TYPE_DEVICE : 2;
+            prop.location.id = 0;
+            CUmemGenericAllocationHandle h = 0;
+            r = cuMemCreate(&h, size_arg(argv[++i]), &prop, 0);
+            record(op, r, h, K_VMM);
+        } else if (strcmp(op, "pitch") == 0 && need(i, 2, argc, op)) {
+            size_t pitch = 0;
+            size_t w = size_arg(argv[i + 1]), h = size_arg(argv[i + 2]);
+            i += 2;
+            r = cuMemAllocPitch_v2(&p, &pitch, w, h, 4);
+            record(op, r, p, K_V2);
+            printf("pitch_value %zu\n", pitch);
+        } else if (strcmp(op, "pitch_v1") == 0 && need(i, 2, argc, op)) {
+            unsigned pitch = 0;
+            CUdeviceptr_v1 p1 = 0;
+            unsigned w = (unsigned)size_arg(argv[i + 1]), h = (unsigned)size_arg(argv[i + 2]);
+            i += 2;
+            r = cuMemAllocPitch(&p1, &pitch, w, h, 4);
+            record(op, r, p1, K_V1);
+            printf("pitch_value %u\n", pitch);
+        } else if ((strcmp(op, "gpa1") == 0 || strcmp(op, "gpa2") == 0) && need(i, 1, argc, op)) {
+            void *fn = NULL;
+            r = strcmp(op, "gpa1") == 0 ? cuGetProcAddress("cuMemAlloc", &fn, 12000, 0)
+                                        : cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, 0, NULL);
+            if (r == CUDA_SUCCESS) r = ((alloc_fn)fn)(&p, size_arg(argv[i + 1]));
+            i++;
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "gpa2_async_ptsz") == 0 && need(i, 1, argc, op)) {
+            void *fn = NULL;
+            r = cuGetProcAddress_v2("cuMemAllocAsync", &fn, 12000,
+                                    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL);
+            if (r == CUDA_SUCCESS) r = ((async_fn)fn)(&p, size_arg(argv[i + 1]), NULL);
+            i++;
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "dlsym") == 0 && need(i, 1, argc, op)) {
+            alloc_fn fn = (alloc_fn)dlsym(cuda_lib(), "cuMemAlloc_v2");
+            r = fn(&p, size_arg(argv[++i]));
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "dlsym_gpa") == 0 && need(i, 1, argc, op)) {
+            gpa2_fn g = (gpa2_fn)dlsym(cuda_lib(), "cuGetProcAddress_v2");
+            void *fn = NULL;
+            r = g("cuMemAlloc", &fn, 12000, 0, NULL);
+            if (r == CUDA_SUCCESS) r = ((alloc_fn)fn)(&p, size_arg(argv[i + 1]));
+            i++;
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "gpa_info") == 0) {
+            void *fn = NULL;
+            size_t f = 0, t = 0;
+            r = cuGetProcAddress_v2("cuMemGetInfo", &fn, 12000, 0, NULL);
+            if (r == CUDA_SUCCESS) r = ((info_fn)fn)(&f, &t);
+            printf("gpa_info rc=%d free=%zu total=%zu\n", r, f, t);
+        } else if (strcmp(op, "free") == 0 && need(i, 1, argc, op)) {
+            int id = atoi(argv[++i]);
+            if (objs[id].kind == K_VMM) r = cuMemRelease(objs[id].key);
+            else if (objs[id].kind == K_V1) r = cuMemFree((CUdeviceptr_v1)objs[id].key);
+            else r = cuMemFree_v2(objs[id].key);
+            printf("free rc=%d\n", r);
+        } else if (strcmp(op, "freeasync") == 0 && need(i, 1, argc, op)) {
+            r = cuMemFreeAsync(objs[atoi(argv[++i])].key, NULL);
+            printf("freeasync rc=%d\n", r);
+        } else if (strcmp(op, "free_unknown") == 0) {
+            r = cuMemFree_v2(0xdead0000ULL);
+            printf("free_unknown rc=%d\n", r);
+        } else if (strcmp(op, "info") == 0) {
+            size_t f = 0, t = 0;
+            r = cuMemGetInfo_v2(&f, &t);
+            printf("info rc=%d free=%zu total=%zu\n", r, f, t);
+        } else if (strcmp(op, "info_v1") == 0) {
+            unsigned f = 0, t = 0;
+            r = cuMemGetInfo(&f, &t);
+            printf("info_v1 rc=%d free=%u total=%u\n", r, f, t);
+        } else if (strcmp(op, "total") == 0 && need(i, 1, argc, op)) {
+            size_t t = 0;
+            r = cuDeviceTotalMem_v2(&t, atoi(argv[++i]));
+            printf("total rc=%d total=%zu\n", r, t);
+        } else if (strcmp(op, "total_v1") == 0 && need(i, 1, argc, op)) {
+            unsigned t = 0;
+            r = cuDeviceTotalMem(&t, atoi(argv[++i]));
+            printf("total_v1 rc=%d total=%u\n", r, t);
+        } else if (strcmp(op, "nvml") == 0 && need(i, 1, argc, op)) {
+            void *h;
+            nvmlDevice_t d = nvml_device((unsigned)atoi(argv[++i]), &h);
+            nvmlMemory_t m = {0, 0, 0};
+            nvmlReturn_t nr = ((nvml_mem_fn)dlsym(h, "nvmlDeviceGetMemoryInfo"))(d, &m);
+            printf("nvml rc=%d total=%llu free=%llu used=%llu\n", nr, m.total, m.free, m.used);
+        } else if (strcmp(op, "nvml_v2") == 0 && need(i, 1, argc, op)) {
+            void *h;
+            nvmlDevice_t d = nvml_device((unsigned)atoi(argv[++i]), &h);
+            nvmlMemory_v2_t m;
+            memset(&m, 0, sizeof m);
+            m.version = (unsigned)sizeof(nvmlMemory_v2_t) | (2u << 24);
+            nvmlReturn_t nr = ((nvml_mem2_fn)dlsym(h, "nvmlDeviceGetMemoryInfo_v2"))(d, &m);
+            printf("nvml_v2 rc=%d total=%llu free=%llu used=%llu reserved=%llu\n", nr, m.total,
+                   m.free, m.used, m.reserved);
+        } else if (strcmp(op, "hold_lock") == 0) {
+            int (*hold)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "gpupool_test_hold_lock");
+            printf("hold_lock rc=%d\n", hold != NULL ? hold() : -100);
+        } else if (strcmp(op, "ready") == 0) {
+            printf("READY\n");
+        } else if (strcmp(op, "wait") == 0) {
+            char line[64];
+            if (fgets(line, sizeof line, stdin) == NULL) {
+                /* parent gone: fall through */
+            }
+            printf("resumed\n");
+        } else if (strcmp(op, "fork_alloc") == 0 && need(i, 1, argc, op)) {
+            /* a child process allocates and exits without freeing: its share must come back */
+            unsigned long long n = size_arg(argv[++i]);
+            pid_t pid = fork();
+            if (pid == 0) {
+                CUdeviceptr q;
+                _exit(cuMemAlloc_v2(&q, n) == CUDA_SUCCESS ? 0 : 1);
+            }
+            int status = 0;
+            waitpid(pid, &status, 0);
+            printf("fork_alloc child_exit=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        } else {
+            fprintf(stderr, "unknown step %s\n", op);
+            return 64;
+        }
+    }
+    return 0;
+}
