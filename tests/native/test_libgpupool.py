@@ -1,0 +1,401 @@
+"""libgpupool against a fake CUDA driver and NVML: no GPU needed.
+
+`make -C native test-bins` builds the limiter, a fake libcuda.so.1 / libnvidia-ml.so.1 over host
+memory, and `gp_drive`, which runs a script of driver calls given on its command line and prints
+one line per step (`alloc rc=2 id=1`, `info rc=0 free=... total=...`). Each test runs gp_drive
+under LD_PRELOAD=libgpupool.so with its own shared accounting file and asserts on those lines.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.native
+
+ROOT = Path(__file__).resolve().parents[2]
+NATIVE = ROOT / "native"
+BUILD = NATIVE / "build"
+LIB = BUILD / "libgpupool.so"
+FAKE = BUILD / "fake"
+DRIVE = BUILD / "tests" / "gp_drive"
+PROBE = BUILD / "tests" / "gp_probe"
+
+MI = 1 << 20
+GI = 1 << 30
+CUDA_ERROR_OUT_OF_MEMORY = 2
+CUDA_ERROR_INVALID_VALUE = 1
+FAKE_TOTAL = 4 * GI
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="session", autouse=True)
+def built() -> None:
+    if shutil.which("make") is None or shutil.which("cc") is None:
+        pytest.skip("libgpupool tests need make and a C compiler (cc)")
+    done = subprocess.run(
+        ["make", "-s", "-C", str(NATIVE), "test-bins"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"building native/ failed:\n{done.stdout}\n{done.stderr}"
+
+
+Step = dict[str, object]
+
+
+def parse(stdout: str) -> list[Step]:
+    steps: list[Step] = []
+    for line in stdout.splitlines():
+        op, *fields = line.split()
+        step: Step = {"op": op}
+        args: list[str] = []
+        for field in fields:
+            if "=" in field:
+                key, value = field.split("=", 1)
+                step[key] = int(value)
+            else:
+                args.append(field)
+        if args:
+            step["args"] = args
+        steps.append(step)
+    return steps
+
+
+@dataclass
+class Limiter:
+    """Environment for one scenario: a shared file of its own, the fake driver, a limit."""
+
+    env: dict[str, str]
+
+    def run(self, *steps: str, preload: bool = True, extra: dict[str, str] | None = None) -> Run:
+        env = self.environ(preload, extra)
+        done = subprocess.run(
+            [str(DRIVE), *steps], env=env, capture_output=True, text=True, timeout=TIMEOUT
+        )
+        assert done.returncode == 0, f"gp_drive failed ({done.returncode}): {done.stderr}"
+        return Run(parse(done.stdout), done.stderr)
+
+    def start(self, *steps: str) -> subprocess.Popen[str]:
+        """Starts gp_drive in the background; returns once it has printed READY."""
+        proc = subprocess.Popen(
+            [str(DRIVE), *steps],
+            env=self.environ(True, None),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if line.strip() == "READY":
+                return proc
+        proc.kill()
+        raise AssertionError(f"background gp_drive ended before READY: {seen}")
+
+    def environ(self, preload: bool, extra: dict[str, str] | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUPOOL_", "FAKE_"))}
+        env.pop("LD_PRELOAD", None)
+        env.update(self.env)
+        if preload:
+            env["LD_PRELOAD"] = str(LIB)
+        env.update(extra or {})
+        return env
+
+
+@dataclass
+class Run:
+    steps: list[Step]
+    stderr: str
+
+    def rcs(self, op: str | None = None) -> list[object]:
+        return [s["rc"] for s in self.steps if "rc" in s and (op is None or s["op"] == op)]
+
+    def first(self, op: str) -> Step:
+        return next(s for s in self.steps if s["op"] == op)
+
+
+@pytest.fixture
+def limiter(tmp_path: Path) -> Iterator[Limiter]:
+    yield Limiter(
+        {
+            "LD_LIBRARY_PATH": str(FAKE),
+            "GPUPOOL_SHARED_FILE": str(tmp_path / "usage"),
+            "GPUPOOL_MEMORY_LIMIT": "64Mi",
+            "FAKE_CUDA_TOTAL_MEM": str(FAKE_TOTAL),
+        }
+    )
+
+
+def test_allocation_past_the_limit_is_out_of_memory(limiter: Limiter) -> None:
+    run = limiter.run(
+        "alloc", "40Mi", "alloc", "40Mi", "free", "0", "alloc", "40Mi", "alloc", "24Mi"
+    )
+    assert run.rcs() == [0, CUDA_ERROR_OUT_OF_MEMORY, 0, 0, 0]
+
+
+def test_without_the_limiter_the_fake_driver_allows_it(limiter: Limiter) -> None:
+    # The control for the test above: the fake driver itself does not enforce 64Mi.
+    run = limiter.run("alloc", "40Mi", "alloc", "40Mi", "info", preload=False)
+    assert run.rcs("alloc") == [0, 0]
+    assert run.first("info")["total"] == FAKE_TOTAL
+
+
+def test_exactly_the_limit_fits_and_one_byte_more_does_not(limiter: Limiter) -> None:
+    run = limiter.run("alloc", "64Mi", "alloc", "1")
+    assert run.rcs() == [0, CUDA_ERROR_OUT_OF_MEMORY]
+
+
+@pytest.mark.parametrize(
+    "fill",
+    [
+        ["alloc", "48Mi"],
+        ["alloc_v1", "48Mi"],
+        ["managed", "48Mi"],
+        ["async", "48Mi"],
+        ["async_ptsz", "48Mi"],
+        ["pool", "48Mi"],
+        ["create", "48Mi"],
+        ["pitch", "49152", "1024"],  # 48Mi as 1024 rows of 48Ki
+        ["pitch_v1", "49152", "1024"],
+        ["gpa1", "48Mi"],
+        ["gpa2", "48Mi"],
+        ["gpa2_async_ptsz", "48Mi"],
+        ["dlsym", "48Mi"],
+        ["dlsym_gpa", "48Mi"],
+    ],
+    ids=lambda fill: fill[0],
+)
+def test_every_allocation_path_is_counted_and_capped(limiter: Limiter, fill: list[str]) -> None:
+    # 48Mi through the path under test, then 32Mi more (over 64Mi) must fail both through the
+    # plain entry point and through the same path; after freeing, the same 32Mi fits.
+    op = fill[0]
+    again = [op, *(["49152", "683"] if op.startswith("pitch") else ["32Mi"])]
+    run = limiter.run(*fill, "alloc", "32Mi", *again, "free", "0", "alloc", "32Mi")
+    assert run.rcs() == [0, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OUT_OF_MEMORY, 0, 0]
+
+
+def test_cumemcreate_is_counted_until_cumemrelease(limiter: Limiter) -> None:
+    run = limiter.run("create", "40Mi", "info", "free", "0", "info")
+    infos = [s for s in run.steps if s["op"] == "info"]
+    assert infos[0]["free"] == 24 * MI
+    assert infos[1]["free"] == 64 * MI
+
+
+def test_host_located_vmm_memory_is_not_device_memory(limiter: Limiter) -> None:
+    run = limiter.run("create_host", "100Mi", "alloc", "64Mi")
+    assert run.rcs() == [0, 0]
+
+
+def test_async_free_returns_memory(limiter: Limiter) -> None:
+    run = limiter.run("async", "48Mi", "freeasync", "0", "async", "48Mi")
+    assert run.rcs() == [0, 0, 0]
+
+
+def test_pitched_allocation_is_charged_by_its_pitch(limiter: Limiter) -> None:
+    # The fake rounds rows to 512 bytes: 1000-byte rows cost 1024, so 32768 rows take 32Mi.
+    run = limiter.run("pitch", "1000", "32768", "info")
+    assert run.first("pitch_value")["args"] == ["1024"]
+    assert run.first("info")["free"] == 32 * MI
+
+
+def test_memory_info_reports_the_slice(limiter: Limiter) -> None:
+    run = limiter.run(
+        "alloc", "16Mi", "info", "info_v1", "total", "0", "total_v1", "0", "gpa_info",
+        "nvml", "0", "nvml_v2", "0",
+    )  # fmt: skip
+    left = 48 * MI
+    assert run.first("info") == {"op": "info", "rc": 0, "free": left, "total": 64 * MI}
+    assert run.first("info_v1") == {"op": "info_v1", "rc": 0, "free": left, "total": 64 * MI}
+    assert run.first("total")["total"] == 64 * MI
+    assert run.first("total_v1")["total"] == 64 * MI
+    assert run.first("gpa_info")["free"] == left
+    assert run.first("gpa_info")["total"] == 64 * MI
+    nvml = run.first("nvml")
+    assert (nvml["total"], nvml["free"], nvml["used"]) == (64 * MI, left, 16 * MI)
+    nvml2 = run.first("nvml_v2")
+    assert nvml2["rc"] == 0
+    assert (nvml2["total"], nvml2["free"], nvml2["used"]) == (64 * MI, left, 16 * MI)
+
+
+def test_reported_free_never_exceeds_what_the_card_has(limiter: Limiter) -> None:
+    # A 1Gi card with a 2Gi limit (a misconfiguration): report the card, not the promise.
+    run = limiter.run("info", extra={"FAKE_CUDA_TOTAL_MEM": str(GI), "GPUPOOL_MEMORY_LIMIT": "2Gi"})
+    assert run.first("info")["total"] == GI
+    assert run.first("info")["free"] == GI
+
+
+def test_two_processes_share_one_limit(limiter: Limiter) -> None:
+    first = limiter.start("alloc", "40Mi", "ready", "wait", "info")
+    try:
+        second = limiter.run("alloc", "40Mi", "alloc", "24Mi", "info")
+        assert second.rcs("alloc") == [CUDA_ERROR_OUT_OF_MEMORY, 0]
+        assert second.first("info")["free"] == 0
+    finally:
+        out, _ = first.communicate("go\n", timeout=TIMEOUT)
+    # the second process has exited and its 24Mi are back; the first still holds 40Mi
+    assert parse(out)[-1] == {"op": "info", "rc": 0, "free": 24 * MI, "total": 64 * MI}
+    # both exited normally: everything is back
+    assert limiter.run("alloc", "64Mi").rcs() == [0]
+
+
+def test_a_sigkilled_process_memory_returns_to_the_pool(limiter: Limiter) -> None:
+    victim = limiter.start("alloc", "48Mi", "ready", "wait")
+    assert limiter.run("alloc", "48Mi").rcs() == [CUDA_ERROR_OUT_OF_MEMORY]
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=TIMEOUT)
+    after = limiter.run("info", "alloc", "48Mi")
+    assert after.first("info")["free"] == 64 * MI
+    assert after.rcs("alloc") == [0]
+
+
+def test_a_killed_but_unreaped_zombie_holds_nothing(limiter: Limiter) -> None:
+    victim = limiter.start("alloc", "48Mi", "ready", "wait")
+    try:
+        victim.send_signal(signal.SIGKILL)
+        # Wait until the kernel has made it a zombie, without reaping it (no waitpid).
+        status = Path(f"/proc/{victim.pid}/stat")
+        for _ in range(10_000):
+            if status.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            os.sched_yield()
+        assert limiter.run("alloc", "48Mi").rcs() == [0]
+    finally:
+        victim.wait(timeout=TIMEOUT)
+
+
+def test_a_child_that_exits_without_freeing_gives_its_share_back(limiter: Limiter) -> None:
+    run = limiter.run("fork_alloc", "48Mi", "alloc", "48Mi")
+    assert run.first("fork_alloc")["child_exit"] == 0
+    assert run.rcs("alloc") == [0]
+
+
+def test_a_sigkilled_lock_holder_does_not_wedge_the_others(limiter: Limiter) -> None:
+    holder = limiter.start("alloc", "16Mi", "hold_lock", "ready", "wait")
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=TIMEOUT)
+    assert holder.stdout is not None
+    # 16Mi (dead holder) + 56Mi is over 64Mi: this only fits once the dead holder's share is
+    # reclaimed, and it only returns at all if the lock recovered (else run() times out).
+    try:
+        run = limiter.run("alloc", "56Mi", "info")
+    except subprocess.TimeoutExpired as exc:  # pragma: no cover - the failure being guarded
+        raise AssertionError("the shared lock stayed held after its holder was SIGKILLed") from exc
+    assert run.rcs("alloc") == [0]
+    assert run.first("info")["free"] == 8 * MI
+
+
+def test_the_lock_holder_really_held_the_lock(limiter: Limiter) -> None:
+    # Guards the test above against a vacuous pass: while the holder is alive, others block.
+    holder = limiter.start("hold_lock", "ready", "wait")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(
+                [str(DRIVE), "alloc", "1Mi"], env=limiter.environ(True, None),
+                capture_output=True, timeout=2,
+            )  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait(timeout=TIMEOUT)
+
+
+def test_frees_never_underflow(limiter: Limiter) -> None:
+    run = limiter.run(
+        "alloc", "16Mi", "free", "0", "free", "0", "free_unknown", "info", "alloc", "64Mi",
+        "alloc", "1",
+    )  # fmt: skip
+    frees = run.rcs("free") + run.rcs("free_unknown")
+    assert frees == [0, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_VALUE]
+    assert run.first("info")["free"] == 64 * MI  # not more: usage did not wrap below zero
+    assert run.rcs("alloc") == [0, 0, CUDA_ERROR_OUT_OF_MEMORY]
+
+
+@pytest.mark.parametrize(
+    ("quantity", "expected"),
+    [("1.5Gi", 3 * GI // 2), ("500Mi", 500 * MI), ("1G", 10**9), ("123456789", 123456789)],
+)
+def test_memory_limit_quantities(limiter: Limiter, quantity: str, expected: int) -> None:
+    run = limiter.run("info", extra={"GPUPOOL_MEMORY_LIMIT": quantity})
+    assert run.first("info")["total"] == expected
+
+
+def test_limits_file_by_uuid_and_index(limiter: Limiter, tmp_path: Path) -> None:
+    limits = tmp_path / "limits"
+    limits.write_text(
+        "# gpupool limits\n"
+        "0 100Mi 30\n"
+        "GPU-fa4ec0de-0000-0000-0000-000000000001 200Mi   # second card, by uuid\n"
+    )
+    env = {"GPUPOOL_LIMITS_FILE": str(limits), "FAKE_CUDA_DEVICES": "2"}
+    run = limiter.run(
+        "info", "ctx", "1", "info", "alloc", "150Mi", "alloc", "100Mi", "total", "0",
+        "nvml", "0", "nvml", "1", extra=env,
+    )  # fmt: skip
+    infos = [s for s in run.steps if s["op"] == "info"]
+    assert [i["total"] for i in infos] == [100 * MI, 200 * MI]
+    assert run.rcs("alloc") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert run.first("total")["total"] == 100 * MI
+    nvml = [s for s in run.steps if s["op"] == "nvml"]
+    assert [(n["total"], n["used"]) for n in nvml] == [(100 * MI, 0), (200 * MI, 150 * MI)]
+
+
+def test_a_device_missing_from_the_limits_file_is_refused(limiter: Limiter, tmp_path: Path) -> None:
+    limits = tmp_path / "limits"
+    limits.write_text("0 100Mi\n")
+    env = {"GPUPOOL_LIMITS_FILE": str(limits), "FAKE_CUDA_DEVICES": "2"}
+    run = limiter.run("alloc", "1Mi", "ctx", "1", "alloc", "1Mi", extra=env)
+    assert run.rcs("alloc") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert "not in the limits" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("0 12Gx\n", "memory must be a quantity"),
+        ("zero 1Gi\n", "device must be an index"),
+        ("0 1Gi 101\n", "compute-percent"),
+        ("0 1Gi\n0 2Gi\n", "listed twice"),
+        ("# nothing\n", "no device lines"),
+    ],
+)
+def test_a_bad_limits_file_fails_closed(
+    limiter: Limiter, tmp_path: Path, content: str, message: str
+) -> None:
+    limits = tmp_path / "limits"
+    limits.write_text(content)
+    run = limiter.run("alloc", "1Mi", extra={"GPUPOOL_LIMITS_FILE": str(limits)})
+    assert run.rcs("alloc") == [CUDA_ERROR_OUT_OF_MEMORY]
+    assert message in run.stderr
+
+
+def test_a_missing_limits_file_falls_back_to_memory_limit(limiter: Limiter, tmp_path: Path) -> None:
+    run = limiter.run("info", extra={"GPUPOOL_LIMITS_FILE": str(tmp_path / "absent")})
+    assert run.first("info")["total"] == 64 * MI
+
+
+def test_a_bad_memory_limit_fails_closed(limiter: Limiter) -> None:
+    run = limiter.run("alloc", "1Mi", extra={"GPUPOOL_MEMORY_LIMIT": "12 gigs"})
+    assert run.rcs("alloc") == [CUDA_ERROR_OUT_OF_MEMORY]
+    assert "GPUPOOL_MEMORY_LIMIT" in run.stderr
+
+
+def test_without_configuration_the_limiter_stays_out_of_the_way(limiter: Limiter) -> None:
+    run = limiter.run("alloc", "1Gi", "info", "nvml", "0", extra={"GPUPOOL_MEMORY_LIMIT": ""})
+    assert run.rcs("alloc") == [0]
+    assert run.first("info")["total"] == FAKE_TOTAL
+    assert run.first("nvml")["total"] == FAKE_TOTAL
+
+
+def test_rtld_next_still_finds_the_next_library() -> None:
+    # Interposing dlsym must not change what RTLD_NEXT means for the program's own libraries.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env["LD_PRELOAD"] = str(LIB)
+    done = subprocess.run([str(PROBE)], env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.stdout.strip() == "next=2"
