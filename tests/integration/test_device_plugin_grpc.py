@@ -241,7 +241,7 @@ def test_allocate_returns_card_limiter_and_limits_file(short_dir: Path) -> None:
             ("/usr/local/gpupool/lib/libgpupool.so", str(short_dir / "lib/libgpupool.so"), True),
             ("/etc/gpupool/limits", str(limits_host), True),
         ]
-        assert limits_host.read_text() == f"0 {12 * GiB} 30\n"
+        assert limits_host.read_text() == f"{b} {12 * GiB} 30\n"
         assert stat.S_IMODE(limits_host.stat().st_mode) == 0o644
         assert rig.source.recorded == [("team-a/infer", (f"{b}::2",))]
 
@@ -249,7 +249,7 @@ def test_allocate_returns_card_limiter_and_limits_file(short_dir: Path) -> None:
         again = await allocate(rig, f"{b}::2")
         assert again == response
         assert rig.source.recorded == [("team-a/infer", (f"{b}::2",))]
-        assert limits_host.read_text() == f"0 {12 * GiB} 30\n"
+        assert limits_host.read_text() == f"{b} {12 * GiB} 30\n"
 
     run_rig(short_dir, body)
 
@@ -267,7 +267,7 @@ def test_allocate_mps_and_two_cards(short_dir: Path) -> None:
         mounts = {m.container_path: (m.host_path, m.read_only) for m in container.mounts}
         assert mounts["/tmp/nvidia-mps"] == (str(short_dir / "mps"), False)
         limits = Path(mounts["/etc/gpupool/limits"][0]).read_text()
-        assert limits == f"0 {70 * GiB} 50\n1 {70 * GiB} 50\n"
+        assert limits == f"{b} {70 * GiB} 50\n{a} {70 * GiB} 50\n"
 
     run_rig(short_dir, body)
 

@@ -128,9 +128,9 @@ def test_preferred_devices(
 @pytest.mark.parametrize(
     ("slices", "text"),
     [
-        ([piece(A, 12)], f"0 {12 * GiB}\n"),
-        ([piece(A, 12, 30)], f"0 {12 * GiB} 30\n"),
-        ([piece(B, 80, 100), piece(A, 80, 100)], f"0 {80 * GiB} 100\n1 {80 * GiB} 100\n"),
+        ([piece(A, 12)], f"{A} {12 * GiB}\n"),
+        ([piece(A, 12, 30)], f"{A} {12 * GiB} 30\n"),
+        ([piece(B, 80, 100), piece(A, 80, 100)], f"{B} {80 * GiB} 100\n{A} {80 * GiB} 100\n"),
     ],
 )
 def test_limits_text(slices: list[Slice], text: str) -> None:
@@ -152,7 +152,7 @@ def test_grant_for_a_waiting_lease() -> None:
     assert isinstance(verdict, Grant)
     assert verdict.lease == waiting
     assert not verdict.already_recorded
-    assert verdict.limits_text == f"0 {12 * GiB} 30\n"
+    assert verdict.limits_text == f"{A} {12 * GiB} 30\n"
     assert verdict.limits_host_path == f"/host/limits/{limits_file_name([f'{A}::3'])}"
     assert verdict.envs == {
         "NVIDIA_VISIBLE_DEVICES": A,
@@ -193,7 +193,7 @@ def test_two_gpus_in_the_lease_order() -> None:
     verdict = decide([f"{A}::0", f"{B}::4"], [waiting])
     assert isinstance(verdict, Grant)
     assert verdict.envs["NVIDIA_VISIBLE_DEVICES"] == f"{B},{A}"
-    assert verdict.limits_text == f"0 {70 * GiB} 100\n1 {70 * GiB} 100\n"
+    assert verdict.limits_text == f"{B} {70 * GiB} 100\n{A} {70 * GiB} 100\n"
 
 
 def test_repeated_allocate_gets_the_same_answer_and_is_not_counted_twice() -> None:

@@ -68,15 +68,16 @@ class Refusal:
 
 
 def limits_text(slices: Sequence[Slice]) -> str:
-    """The limiter's limits file: one line per visible device, `<index> <bytes> [compute-pct]`.
+    """The limiter's limits file (native/src/config.c): one line per card, `<uuid> <bytes> [pct]`.
 
-    The index is the card's position in NVIDIA_VISIBLE_DEVICES (what CUDA calls device N inside
-    the container). The compute share is left out when the slice has no hard cap.
+    Lines name the card by uuid rather than by index, so the limit follows the card even if the
+    container reorders devices with CUDA_VISIBLE_DEVICES. The compute share is left out when the
+    slice has no hard cap.
     """
     lines = []
-    for index, piece in enumerate(slices):
+    for piece in slices:
         percent = piece.compute_milli // 10
-        line = f"{index} {piece.size_bytes}"
+        line = f"{piece.uuid} {piece.size_bytes}"
         lines.append(f"{line} {percent}" if percent else line)
     return "\n".join(lines) + "\n"
 
