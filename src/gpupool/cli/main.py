@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Each module offers `register(subparsers)`, adding subcommands that set `func(args) -> int`.
-MODULES = ("gpupool.cli.devcluster",)
+MODULES = ("gpupool.cli.devcluster", "gpupool.cli.limiter")
 
 
 def build_parser() -> argparse.ArgumentParser:
