@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit venv clean k8s
+.PHONY: demo test lint unit venv clean k8s native
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ lint: venv
 unit: venv
 	$(BIN)/pytest
 
-test: lint k8s
+test: lint k8s native
 	$(BIN)/pytest
 
 # The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
@@ -35,6 +35,11 @@ test: lint k8s
 # ($GPUPOOL_K8S_BIN overrides); a no-op when already built.
 k8s:
 	tools/k8s/build.sh
+
+# The in-container limiter, native/build/libgpupool.so (C, warnings as errors; see native/README.md).
+# tests/native also builds the fake CUDA driver and test programs (make -C native test-bins).
+native:
+	$(MAKE) -C native all test-bins
 
 clean:
 	rm -rf $(VENV) build native/build .mypy_cache .ruff_cache .pytest_cache
