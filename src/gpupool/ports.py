@@ -88,3 +88,20 @@ class AllocationSource(Protocol):
     async def leases_on(self, node: str) -> tuple[PodLease, ...]: ...
 
     async def record_devices(self, lease: str, device_ids: tuple[str, ...]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    """What the agent publishes about its node (the GpuNode object's spec/status and heartbeat)."""
+
+    node: str
+    gpus: tuple[Gpu, ...]
+    facts: InventoryFacts
+    reserve_pct: float
+    allocatable_bytes: tuple[tuple[str, int], ...]  # (card uuid, bytes slices may take)
+
+
+class GpuNodeReporter(Protocol):
+    """Publishes a NodeReport; each call is also the node's heartbeat. Implemented with the CRDs."""
+
+    async def publish(self, report: NodeReport) -> None: ...

@@ -363,14 +363,20 @@ class DevicePluginServer:
                 await asyncio.wait_for(stop.wait(), delay)
             delay = min(delay * 2, 30.0)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Serve until `stop` is set."""
+    async def refresh(self) -> None:
+        """Re-read the inventory (after a health event someone else consumed)."""
+        await self.servicer.refresh()
+
+    async def run(self, stop: asyncio.Event, *, follow_health: bool = True) -> None:
+        """Serve until `stop` is set; with `follow_health`, consume the inventory's health events
+        (otherwise the caller does and calls `refresh`)."""
         await self._start_with_retry(stop)
-        health = asyncio.create_task(self._follow_health())
+        health = asyncio.create_task(self._follow_health()) if follow_health else None
         try:
             await self._keep_registered(stop)
         finally:
-            health.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await health
+            if health is not None:
+                health.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await health
             await self.stop()

@@ -1,0 +1,222 @@
+"""`gpupool agent`: the node agent (GPU discovery, the kubelet device plugin, the GpuNode report).
+
+Wiring only: discovery is in `gpupool.adapters.nvml`, the plugin in
+`gpupool.adapters.device_plugin`, the loops in `gpupool.controllers.node_agent`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpupool.adapters.device_plugin.decide import PluginPaths
+from gpupool.adapters.device_plugin.server import (
+    DEFAULT_PLUGIN_DIR,
+    RESOURCE_NAME,
+    DevicePluginServer,
+    PluginConfig,
+)
+from gpupool.adapters.device_plugin.sources import UnwiredAllocationSource
+from gpupool.adapters.nvml import FakeInventory, NvmlInventory
+from gpupool.controllers.node_agent import DEFAULT_HEARTBEAT_S, NodeAgent
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
+from gpupool.ports import AllocationSource, GpuNodeReporter, Inventory
+
+log = logging.getLogger("gpupool.agent")
+_DEFAULT_PATHS = PluginPaths()
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the `agent` command."""
+    parser = subparsers.add_parser(
+        "agent",
+        help="run the node agent: GPU discovery and the kubelet device plugin for gpupool.io/vgpu",
+        description=(
+            "Discovers the node's GPUs with NVML (or takes them from --fake-gpus on kwok nodes and "
+            "in tests), serves the kubelet device plugin for gpupool.io/vgpu, and keeps "
+            "--reserve-pct of each card out of slices."
+        ),
+    )
+    parser.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME"),
+        help="this node's Kubernetes name (default: $NODE_NAME)",
+    )
+    parser.add_argument(
+        "--fake-gpus",
+        metavar="SPEC",
+        help="describe the cards instead of asking NVML, e.g. 8xA100-80GB or 2xH800,1xT4",
+    )
+    parser.add_argument(
+        "--device-plugin-dir",
+        type=Path,
+        default=DEFAULT_PLUGIN_DIR,
+        help=f"the kubelet's device-plugin folder (default: {DEFAULT_PLUGIN_DIR})",
+    )
+    parser.add_argument(
+        "--limiter-path",
+        default=_DEFAULT_PATHS.limiter_host,
+        help=f"libgpupool.so on the host (default: {_DEFAULT_PATHS.limiter_host})",
+    )
+    parser.add_argument(
+        "--limits-dir",
+        default=_DEFAULT_PATHS.limits_host_dir,
+        help=f"host folder for the per-container limits files (default: "
+        f"{_DEFAULT_PATHS.limits_host_dir})",
+    )
+    parser.add_argument(
+        "--mps-pipe-dir",
+        default=_DEFAULT_PATHS.mps_pipe_host,
+        help=f"the MPS control daemon's pipe folder on the host (default: "
+        f"{_DEFAULT_PATHS.mps_pipe_host})",
+    )
+    parser.add_argument(
+        "--preload",
+        choices=("env", "file"),
+        default="env",
+        help="load the limiter with LD_PRELOAD (env) or a mounted /etc/ld.so.preload (file), "
+        "which also binds shells started with a clean environment (default: env)",
+    )
+    parser.add_argument(
+        "--reserve-pct",
+        type=float,
+        default=DEFAULT_RESERVE_PCT,
+        help=f"share of each card kept out of slices, percent (default: {DEFAULT_RESERVE_PCT:g})",
+    )
+    parser.add_argument(
+        "--vgpu-per-card",
+        type=int,
+        default=10,
+        help=f"{RESOURCE_NAME} devices offered per card: the most pods sharing one (default: 10)",
+    )
+    parser.add_argument(
+        "--ignore-xids",
+        default="",
+        metavar="LIST",
+        help="XID errors, comma-separated, that must not mark a card unhealthy",
+    )
+    parser.add_argument(
+        "--heartbeat",
+        type=float,
+        default=DEFAULT_HEARTBEAT_S,
+        metavar="SECONDS",
+        help=f"GpuNode heartbeat interval (default: {DEFAULT_HEARTBEAT_S:g})",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
+    parser.set_defaults(func=run)
+
+
+def build_inventory(args: argparse.Namespace) -> Inventory:
+    if args.fake_gpus:
+        return FakeInventory.from_spec(args.fake_gpus, node=args.node_name)
+    ignored = [int(x) for x in args.ignore_xids.replace(" ", "").split(",") if x]
+    return NvmlInventory(ignored_xids=ignored)
+
+
+def plugin_config(args: argparse.Namespace) -> PluginConfig:
+    return PluginConfig(
+        node=args.node_name,
+        plugin_dir=args.device_plugin_dir,
+        per_card=args.vgpu_per_card,
+        reserve_pct=args.reserve_pct,
+        paths=PluginPaths(
+            limiter_host=args.limiter_path,
+            limits_host_dir=args.limits_dir,
+            mps_pipe_host=args.mps_pipe_dir,
+            preload=args.preload,
+        ),
+    )
+
+
+def lease_source(args: argparse.Namespace) -> AllocationSource:
+    """SEAM: the Kubernetes-backed AllocationSource (GpuLease objects) plugs in here.
+
+    Until it exists, Allocate answers UNAVAILABLE saying the lease source is not wired.
+    """
+    return UnwiredAllocationSource()
+
+
+def gpu_node_reporter(args: argparse.Namespace) -> GpuNodeReporter | None:
+    """SEAM: the GpuNode publisher (needs the GpuNode CRD) plugs in here; None: not wired."""
+    return None
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    if not args.node_name:
+        return "--node-name is required (or set $NODE_NAME, e.g. from the downward API)"
+    if args.vgpu_per_card < 1:
+        return f"--vgpu-per-card must be 1 or more; got {args.vgpu_per_card}"
+    if not 0 <= args.reserve_pct < 100:
+        return f"--reserve-pct must be from 0 to below 100; got {args.reserve_pct:g}"
+    bad = [x for x in args.ignore_xids.replace(" ", "").split(",") if x and not x.isdigit()]
+    if bad:
+        return f"--ignore-xids takes numbers separated by commas; got {args.ignore_xids!r}"
+    return None
+
+
+async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    """Build the agent from parsed arguments and run it until `stop` is set."""
+    inventory = build_inventory(args)
+    gpus = inventory.devices()
+    log.info(
+        "node %s: %d card(s): %s",
+        args.node_name,
+        len(gpus),
+        ", ".join(f"{g.index}:{g.model}:{g.uuid}" for g in gpus) or "none",
+    )
+    plugin = DevicePluginServer(plugin_config(args), inventory, lease_source(args))
+    agent = NodeAgent(
+        node=args.node_name,
+        plugin=plugin,
+        reporter=gpu_node_reporter(args),
+        reserve_pct=args.reserve_pct,
+        heartbeat_s=args.heartbeat,
+    )
+    await agent.run(stop)
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _check(args)
+    if problem is not None:
+        print(f"gpupool agent: error: {problem}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_agent(args, stop)
+
+    try:
+        asyncio.run(main())
+    except GpupoolError as err:
+        print(f"gpupool agent: error: {err}", file=sys.stderr)
+        return 1
+    except ImportError as err:
+        print(
+            f"gpupool agent: error: cannot load NVML ({err}); on a node without NVIDIA's driver "
+            f"use --fake-gpus",
+            file=sys.stderr,
+        )
+        return 1
+    except Exception as err:
+        if not any(c.__name__ == "NVMLError" for c in type(err).__mro__):
+            raise
+        print(
+            f"gpupool agent: error: NVML failed: {err}; is NVIDIA's driver installed on this "
+            f"node? (use --fake-gpus on nodes without GPUs)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

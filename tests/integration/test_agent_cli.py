@@ -1,0 +1,185 @@
+"""`gpupool agent`: argument handling, and the whole agent against a fake kubelet."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from gpupool.adapters.device_plugin.proto import api_pb2, api_pb2_grpc
+from gpupool.adapters.device_plugin.server import DevicePluginServer, PluginConfig
+from gpupool.adapters.device_plugin.sources import InMemoryAllocationSource
+from gpupool.adapters.nvml import FakeInventory
+from gpupool.cli import agent as agent_cli
+from gpupool.controllers.node_agent import NodeAgent, node_report
+from gpupool.domain.units import GiB, MiB
+from gpupool.ports import NodeReport
+
+BOUND = 20.0  # a hang guard, not a speed claim
+
+
+class FakeKubelet(api_pb2_grpc.RegistrationServicer):
+    def __init__(self) -> None:
+        self.requests: asyncio.Queue[api_pb2.RegisterRequest] = asyncio.Queue()
+
+    async def Register(self, request: api_pb2.RegisterRequest, context: Any) -> api_pb2.Empty:
+        await self.requests.put(request)
+        return api_pb2.Empty()
+
+
+async def start_kubelet(plugin_dir: Path) -> tuple[Any, FakeKubelet]:
+    kubelet = FakeKubelet()
+    server = grpc.aio.server()
+    api_pb2_grpc.add_RegistrationServicer_to_server(kubelet, server)  # type: ignore[no-untyped-call]
+    server.add_insecure_port(f"unix://{plugin_dir / 'kubelet.sock'}")
+    await server.start()
+    return server, kubelet
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="gp-ag-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gpupool")
+    agent_cli.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["agent", *argv])
+
+
+def test_defaults() -> None:
+    args = parse("--node-name", "n1", "--fake-gpus", "8xA100-80GB")
+    assert args.func is agent_cli.run
+    config = agent_cli.plugin_config(args)
+    assert config.node == "n1"
+    assert config.plugin_dir == Path("/var/lib/kubelet/device-plugins")
+    assert config.socket_path == Path("/var/lib/kubelet/device-plugins/gpupool-vgpu.sock")
+    assert config.resource_name == "gpupool.io/vgpu"
+    assert config.per_card == 10
+    assert config.reserve_pct == 10
+    assert config.paths.preload == "env"
+    inventory = agent_cli.build_inventory(args)
+    assert len(inventory.devices()) == 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--fake-gpus", "2xT4"], 2, "--node-name is required"),
+        (["--node-name", "n1", "--reserve-pct", "100"], 2, "--reserve-pct"),
+        (["--node-name", "n1", "--vgpu-per-card", "0"], 2, "--vgpu-per-card"),
+        (["--node-name", "n1", "--ignore-xids", "79,x"], 2, "--ignore-xids"),
+        (["--node-name", "n1", "--fake-gpus", "8xB9000"], 1, "unknown GPU model 'B9000'"),
+    ],
+)
+def test_bad_arguments_get_a_message(
+    argv: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert agent_cli.run(parse(*argv)) == code
+    assert message in capsys.readouterr().err
+
+
+def test_node_report_keeps_the_reserve() -> None:
+    inventory = FakeInventory.from_spec("1xA100-80GB,1xT4", node="n1")
+    report = node_report("n1", inventory.devices(), inventory.facts(), 10)
+    a100, t4 = inventory.devices()
+    assert report.allocatable_bytes == ((a100.uuid, 72 * GiB), (t4.uuid, 13824 * MiB))
+    assert report.gpus == inventory.devices()
+
+
+def test_agent_serves_the_device_plugin_with_the_lease_source_unwired(short_dir: Path) -> None:
+    plugin_dir = short_dir / "device-plugins"
+    plugin_dir.mkdir()
+    args = parse(
+        "--node-name", "kwok-n1",
+        "--fake-gpus", "2xA100-80GB",
+        "--device-plugin-dir", str(plugin_dir),
+        "--limits-dir", str(short_dir / "limits"),
+        "--vgpu-per-card", "4",
+    )
+
+    async def main() -> None:
+        server, kubelet = await start_kubelet(plugin_dir)
+        stop = asyncio.Event()
+        running = asyncio.create_task(agent_cli.run_agent(args, stop))
+        try:
+            registered = await asyncio.wait_for(kubelet.requests.get(), BOUND)
+            assert registered.resource_name == "gpupool.io/vgpu"
+            socket = plugin_dir / registered.endpoint
+            async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+                stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+                stream = stub.ListAndWatch(api_pb2.Empty())
+                devices = (await asyncio.wait_for(stream.read(), BOUND)).devices
+                assert len(devices) == 8
+                stream.cancel()
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await stub.Allocate(
+                        api_pb2.AllocateRequest(
+                            container_requests=[
+                                api_pb2.ContainerAllocateRequest(devices_ids=[devices[0].ID])
+                            ]
+                        )
+                    )
+                assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+                assert "lease source" in (err.value.details() or "")
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, BOUND)
+            await server.stop(None)
+        assert not (plugin_dir / "gpupool-vgpu.sock").exists()
+
+    asyncio.run(main())
+
+
+class RecordingReporter:
+    def __init__(self) -> None:
+        self.reports: asyncio.Queue[NodeReport] = asyncio.Queue()
+
+    async def publish(self, report: NodeReport) -> None:
+        await self.reports.put(report)
+
+
+def test_agent_publishes_a_report_and_another_when_health_changes(short_dir: Path) -> None:
+    plugin_dir = short_dir / "device-plugins"
+    plugin_dir.mkdir()
+
+    async def main() -> None:
+        server, kubelet = await start_kubelet(plugin_dir)
+        inventory = FakeInventory.from_spec("2xH800", node="n1")
+        config = PluginConfig(node="n1", plugin_dir=plugin_dir)
+        reporter = RecordingReporter()
+        agent = NodeAgent(
+            node="n1",
+            plugin=DevicePluginServer(config, inventory, InMemoryAllocationSource()),
+            reporter=reporter,
+            reserve_pct=10,
+            heartbeat_s=3600,  # only the health change can cause the second report
+        )
+        stop = asyncio.Event()
+        running = asyncio.create_task(agent.run(stop))
+        try:
+            first = await asyncio.wait_for(reporter.reports.get(), BOUND)
+            assert [g.healthy for g in first.gpus] == [True, True]
+            await asyncio.wait_for(kubelet.requests.get(), BOUND)
+            inventory.set_health(first.gpus[1].uuid, False, "XID 79")
+            second = await asyncio.wait_for(reporter.reports.get(), BOUND)
+            assert [g.healthy for g in second.gpus] == [True, False]
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, BOUND)
+            await server.stop(None)
+
+    asyncio.run(main())
