@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from conftest import E2ECluster
 
 pytestmark = pytest.mark.e2e
+
+# the console script installed beside this interpreter (the project's virtualenv)
+GPUPOOL = [str(Path(sys.executable).parent / "gpupool")]
 
 
 def _ready(node: dict[str, Any]) -> bool:
@@ -110,7 +114,7 @@ def test_kubectl_works_with_the_written_kubeconfig(dev_cluster: E2ECluster) -> N
 
 def _gpupool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpupool.cli.main", "dev-cluster", *args],
+        [*GPUPOOL, "dev-cluster", *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -163,3 +167,55 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
     after = _gpupool("status", "--dir", str(state_dir))
     assert after.returncode == 1
     assert "no dev cluster" in after.stdout
+
+
+def _start_foreground(state_dir: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*GPUPOOL, "dev-cluster", "up", "--foreground", "--dir", str(state_dir), "--nodes", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # a shell without job control starts background children with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+@pytest.mark.parametrize("moment", ["while starting", "while running"])
+def test_ctrl_c_stops_every_process(tmp_path: Path, moment: str) -> None:
+    state_dir = tmp_path / "ctrl-c"
+    cluster = DevCluster(state_dir)
+    proc = _start_foreground(state_dir)
+    before = ""
+    started = None
+    try:
+        if moment == "while starting":
+
+            def apiserver_started() -> bool:
+                state = cluster.load_state()
+                return state is not None and "kube-apiserver" in [p.name for p in state.processes]
+
+            assert poll_until(apiserver_started, timeout_s=60, interval_s=0.02)
+        else:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # up prints this line once every component is ready
+                before += line
+                if line.startswith("running in the foreground"):
+                    break
+            assert "dev cluster up" in before, before
+        started = cluster.load_state()  # `down` removes state.json: keep the records
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+        output = before + output
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cluster.down()
+    records = started.processes if started is not None else []
+    assert records, output
+    assert not any(is_running(p) for p in records), output
+    if moment == "while starting":
+        assert proc.returncode == 130, output
+        assert "interrupted" in output
+    else:
+        assert proc.returncode == 0, output
+        assert "stopped: kwok, kube-scheduler, kube-apiserver, etcd" in output

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.binaries import default_bin_dir
-from gpupool.devcluster.cluster import Ports, default_state_dir
+from gpupool.devcluster.cluster import ClusterState, Ports, default_state_dir
 from gpupool.devcluster.nodes import (
     VGPU_PER_GPU,
     fake_node_from_domain,
@@ -153,35 +153,46 @@ def _up(args: argparse.Namespace) -> int:
     )
     cluster = DevCluster(args.dir, args.bin_dir)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    started = time.monotonic()
     try:
-        state = cluster.up(spec)
-    except (KeyboardInterrupt, _Terminated):
-        print("gpupool dev-cluster: interrupted; stopped what had started", file=sys.stderr)
-        return 130
+        started = time.monotonic()
+        try:
+            state = cluster.up(spec)
+        except (KeyboardInterrupt, _Terminated):
+            print("gpupool dev-cluster: interrupted; stopped what had started", file=sys.stderr)
+            return 130
+        if not args.foreground:
+            signal.signal(signal.SIGTERM, previous)  # up is done: the cluster outlives us
+            _summary(args, cluster, state, shape, time.monotonic() - started)
+            print(
+                "  stop with:  gpupool dev-cluster down"
+                + (f" --dir {args.dir}" if args.dir else "")
+            )
+            return 0
+        # Foreground: from here on any exit, Ctrl-C or SIGTERM included, stops the cluster.
+        try:
+            _summary(args, cluster, state, shape, time.monotonic() - started)
+            print("running in the foreground; Ctrl-C stops the cluster", flush=True)
+            while True:
+                time.sleep(3600)
+        except (KeyboardInterrupt, _Terminated):
+            pass
+        finally:
+            stopped = cluster.down()
+            print(f"stopped: {', '.join(stopped) or 'nothing was running'}", flush=True)
+        return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
-    elapsed = time.monotonic() - started
+
+
+def _summary(
+    args: argparse.Namespace, cluster: DevCluster, state: ClusterState, shape: str, elapsed: float
+) -> None:
     print(f"dev cluster up in {elapsed:.1f}s: {state.server}")
     print(f"  nodes:      {len(state.nodes)} {shape} (label type=kwok)")
     print(f"  scheduler:  {'extender ' + state.extender_url if state.extender_url else 'plain'}")
     print(f"  kubeconfig: {state.kubeconfig}")
     print(f"  logs:       {cluster.log_dir}")
     print(f"  try:        {state.bin_dir}/kubectl --kubeconfig {state.kubeconfig} get nodes")
-    if not args.foreground:
-        print("  stop with:  gpupool dev-cluster down" + (f" --dir {args.dir}" if args.dir else ""))
-        return 0
-    print("running in the foreground; Ctrl-C stops the cluster")
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        while True:
-            time.sleep(3600)
-    except (KeyboardInterrupt, _Terminated):
-        pass
-    finally:
-        stopped = cluster.down()
-        print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
-    return 0
 
 
 def _down(args: argparse.Namespace) -> int:
