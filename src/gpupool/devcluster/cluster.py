@@ -350,8 +350,15 @@ class DevCluster:
         ]
 
     def _kwok_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
+        # An explicit configuration without stages: kwok v0.7 then uses its default node and
+        # pod stages, and never reads the user's ~/.kwok/kwok.yaml.
+        config = self.state_dir / "kwok.yaml"
+        config.write_text(
+            "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+        )
         return [
             str(binaries.kwok),
+            f"--config={config}",
             f"--kubeconfig={self.kubeconfig_path}",
             "--manage-all-nodes=true",
             f"--node-ip={LOOPBACK}",
