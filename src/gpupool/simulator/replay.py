@@ -1,0 +1,320 @@
+"""`replay`: a trace over time, with tenants, quotas, borrowing and reclaim.
+
+Arrivals come from the trace's creation times (compressed, see `replay_jobs`), departures after
+each pod's run time; a pod waits in its tenant's admission queue until the quota core admits it
+and the planner finds it a place, and waiting pods are retried whenever capacity or quota frees.
+Three runs side by side, same pods, same tenants, same placement policy:
+
+- `whole-card`: every GPU pod takes whole cards (a 0.46-GPU pod holds a card), quotas without
+  borrowing: stock Kubernetes with per-namespace quotas;
+- `pooled`: pods take the share they ask for, quotas without borrowing;
+- `pooled-borrowing`: pooled, and tenants borrow their cohort's unused quota; a tenant within
+  its nominal quota reclaims it (notice, grace period, eviction; an evicted pod restarts).
+
+`gpu_allocation_pct_mean` counts the GPU capacity the running pods asked for (in `whole-card` the
+rest of each card they hold is stranded and shows in `gpu_held_pct_mean`), time-averaged over the
+arrival window (first to last arrival), as a percentage of the cluster's GPUs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpupool.domain.devices import Node
+from gpupool.domain.requests import MILLI
+from gpupool.placement import ClusterSnapshot, Decision, Planner, TargetWorkload
+from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
+from gpupool.quota.book import QuotaBook
+from gpupool.quota.lease import Lease
+from gpupool.quota.ledger import Ledger
+from gpupool.quota.metering import Meter
+from gpupool.quota.queue import AdmissionQueue, FifoMode, QueueEntry
+from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
+from gpupool.simulator.replay_jobs import Job
+from gpupool.simulator.replay_stats import RunStats
+from gpupool.simulator.tenancy import Tenancy
+
+MODES = ("whole-card", "pooled", "pooled-borrowing")
+_DEPART, _EVICT, _WAKE, _ARRIVE = 0, 1, 2, 3
+
+Shape = tuple[int, int, int, int | None, int | None]
+
+
+@dataclass(slots=True)
+class _Running:
+    lease: Lease
+    decision: Decision
+    job: Job
+
+
+@dataclass(slots=True)
+class Engine:
+    """One run of one mode. Build with `Engine.create`, then `run()`."""
+
+    mode: str
+    jobs: dict[str, Job]
+    tenancy: Tenancy
+    snap: ClusterSnapshot
+    planner: Planner
+    ledger: Ledger
+    meter: Meter
+    queue: AdmissionQueue
+    horizon: tuple[float, float]
+    stats: RunStats
+    budgets: bool
+    events: list[tuple[float, int, int, str]] = field(default_factory=list)
+    running: dict[str, _Running] = field(default_factory=dict)
+    notices: dict[str, Notice] = field(default_factory=dict)
+    failed_shapes: set[Shape] = field(default_factory=set)
+    seq: int = 0
+    now: float = 0.0
+    requested_milli: int = 0
+    wakes: set[float] = field(default_factory=set)
+
+    @classmethod
+    def create(
+        cls,
+        mode: str,
+        nodes: Sequence[Node],
+        jobs: Sequence[Job],
+        tenancy: Tenancy,
+        policy: str,
+        workload: TargetWorkload,
+        seed: int = 0,
+    ) -> Engine:
+        if mode not in MODES:
+            raise ValueError(f"unknown replay mode {mode!r}; one of {', '.join(MODES)}")
+        if mode != "pooled-borrowing":
+            tenancy = tenancy.without_borrowing()
+        snap = ClusterSnapshot.from_nodes(nodes)
+        book = QuotaBook(tenancy.quotas)
+        arrivals = [j.arrival for j in jobs] or [0.0]
+        engine = cls(
+            mode=mode,
+            jobs={j.id: j for j in jobs},
+            tenancy=tenancy,
+            snap=snap,
+            planner=Planner(policy, workload, seed),
+            ledger=Ledger(book),
+            meter=Meter(book),
+            queue=AdmissionQueue(tenancy.fifo, {q.name: q.priority for q in book}),
+            horizon=(min(arrivals), max(arrivals)),
+            stats=RunStats(mode, [q.name for q in book], snap.total_gpu_milli()),
+            budgets=any(q.budget is not None for q in book),
+        )
+        for job in jobs:
+            engine._push(job.arrival, _ARRIVE, job.id)
+        return engine
+
+    # -- event plumbing ------------------------------------------------------------------------
+    def _push(self, at: float, kind: int, key: str) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (at, kind, self.seq, key))
+
+    def _advance(self, to: float) -> None:
+        lo, hi = self.horizon
+        start, end = max(self.now, lo), min(to, hi)
+        if end > start:
+            borrowed = sum(self.ledger.borrowed(q.name) for q in self.ledger.book)
+            self.stats.integrate(
+                end - start, self.requested_milli, self.snap.allocated_gpu_milli(), borrowed
+            )
+        if to > self.now:
+            self.now = to
+
+    def run(self) -> RunStats:
+        while self.events:
+            at = self.events[0][0]
+            self._advance(at)
+            freed = False
+            arrived: list[str] = []
+            while self.events and self.events[0][0] == at:
+                _, kind, _, key = heapq.heappop(self.events)
+                if kind == _DEPART:
+                    freed |= self._depart(key)
+                elif kind == _EVICT:
+                    freed |= self._evict(key)
+                elif kind == _WAKE:
+                    self.wakes.discard(at)
+                    freed = True
+                else:
+                    arrived.append(key)
+            for key in arrived:
+                job = self.jobs[key]
+                self.queue.push(
+                    QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
+                )
+            if freed:
+                self.failed_shapes.clear()
+                self._drain(None)
+            elif arrived:
+                self._drain(set(arrived))
+        for key in list(self.queue_ids()):
+            self.stats.never_admitted(self.jobs[key].tenant)
+        return self.stats
+
+    def queue_ids(self) -> list[str]:
+        return [e.id for t in self.queue.tenants() for e in self.queue.entries(t)]
+
+    # -- admission -----------------------------------------------------------------------------
+    def _amount(self, job: Job) -> int:
+        return job.request.gpu_request_milli
+
+    def _drain(self, only: set[str] | None) -> None:
+        strict = self.queue.mode is FifoMode.STRICT
+        for tenant in self.queue.tenants():
+            floor: int | None = None
+            for entry in list(self.queue.entries(tenant)):
+                if only is not None and entry.id not in only:
+                    if strict:
+                        break
+                    continue
+                job = self.jobs[entry.id]
+                amount = self._amount(job)
+                if floor is not None and amount >= floor:
+                    if strict:
+                        break
+                    continue
+                outcome = self._attempt(job, amount)
+                if outcome is None:
+                    continue
+                if outcome is WaitReason.NO_FIT:
+                    if strict:
+                        break
+                    continue
+                floor = amount if floor is None else min(floor, amount)
+                if strict:
+                    break
+
+    def _attempt(self, job: Job, amount: int) -> WaitReason | None:
+        """Try to admit and place one queued job; None when it left the queue."""
+        ask = Ask(
+            job.tenant,
+            amount,
+            job.request.compute_milli,
+            job.request.exclusive,
+            job.request.priority,
+        )
+        verdict = decide(self.ledger, ask, self.now, self.meter if self.budgets else None)
+        if isinstance(verdict, Reject):
+            self.queue.remove(job.id)
+            self.stats.rejected(job.tenant)
+            return None
+        if isinstance(verdict, Wait):
+            self.queue.mark(job.id, verdict.reason, verdict.detail)
+            if verdict.reason is WaitReason.RECLAIM_NEEDED:
+                self._reclaim(job.tenant, verdict.reclaim_needed)
+            if verdict.retry_at is not None and verdict.retry_at not in self.wakes:
+                self.wakes.add(verdict.retry_at)
+                self._push(verdict.retry_at, _WAKE, "")
+            return verdict.reason
+        return self._place(job, verdict)
+
+    def _place(self, job: Job, verdict: Admit) -> WaitReason | None:
+        req = job.request
+        shape: Shape = (
+            req.cpu_milli,
+            req.memory_mib,
+            req.gpu_count,
+            req.gpu_milli,
+            req.gpu_memory_bytes,
+        )
+        if shape in self.failed_shapes:
+            self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room (unchanged since tried)")
+            return WaitReason.NO_FIT
+        plan = self.planner.plan(self.snap, req)
+        if not isinstance(plan, Decision):
+            if plan.unresolvable:
+                self.queue.remove(job.id)
+                self.stats.rejected(job.tenant)
+                return None
+            self.failed_shapes.add(shape)
+            self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room")
+            return WaitReason.NO_FIT
+        self.snap.assume(plan)
+        self.queue.remove(job.id)
+        self.seq += 1
+        lease_id = f"{job.id}@{self.seq}"
+        known = sum(
+            size
+            for card, size in zip(plan.cards, plan.mem_bytes, strict=True)
+            if self.snap.mem_known[plan.node_index, card]
+        )
+        lease = (
+            Lease(
+                id=lease_id,
+                tenant=job.tenant,
+                amount=verdict.amount,
+                reserved_at=self.now,
+                priority=req.priority,
+                compute_milli=req.compute_milli * req.gpu_count,
+                gpu_memory_bytes=known,
+                gpu_milli=verdict.amount,
+                borrowed=verdict.borrowed,
+                preemptible=verdict.preemptible,
+                exclusive=req.exclusive,
+            )
+            .bind(self.now)
+            .activate(self.now)
+        )
+        self.ledger.add(lease)
+        self.running[lease_id] = _Running(lease, plan, job)
+        self.requested_milli += job.share_milli
+        self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
+        self.stats.seen.add(job.id)
+        if verdict.borrowed:
+            self.stats.borrowed_admissions += 1
+        self._push(self.now + job.duration, _DEPART, lease_id)
+        return None
+
+    # -- leaving -------------------------------------------------------------------------------
+    def _end(self, key: str, how: str) -> _Running | None:
+        run = self.running.get(key)
+        if run is None:
+            return None
+        live = self.ledger.lease(key) or run.lease
+        if how == "reclaim":
+            if not live.reclaimable:
+                return None
+            ended = live.reclaim(self.now)
+        else:
+            ended = live.release(self.now)
+        del self.running[key]
+        self.ledger.remove(key)
+        self.snap.forget(run.decision)
+        self.requested_milli -= run.job.share_milli
+        self.meter.close(ended)
+        self.stats.metered(ended, borrowed=run.lease.borrowed)
+        return run
+
+    def _depart(self, key: str) -> bool:
+        self.notices.pop(key, None)
+        return self._end(key, "release") is not None
+
+    def _evict(self, key: str) -> bool:
+        if self.notices.pop(key, None) is None:
+            return False
+        run = self._end(key, "reclaim")
+        if run is None:
+            return False
+        self.stats.reclaims += 1
+        job = run.job
+        self.queue.push(
+            QueueEntry(job.id, job.tenant, job.request.priority, job.arrival, job.share_milli)
+        )
+        # the evicted pod restarts from scratch: its whole run time is ahead of it again
+        return True
+
+    def _reclaim(self, tenant: str, needed: int) -> None:
+        plan = plan_reclaim(self.ledger, tenant, needed, self.now, pending=self.notices.keys())
+        if not isinstance(plan, ReclaimPlan):
+            return
+        for notice in plan.notices:
+            self.notices[notice.lease_id] = notice
+            self._push(notice.evict_at, _EVICT, notice.lease_id)
+
+
+def requested_total(jobs: Sequence[Job]) -> int:
+    return sum(j.share_milli for j in jobs) // MILLI

@@ -1,0 +1,74 @@
+"""The replay experiment: the same pods and tenants run whole-card, pooled and pooled-borrowing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpupool.domain.devices import Node
+from gpupool.placement import ClusterSnapshot, TargetWorkload
+from gpupool.simulator.openb import TracePod
+from gpupool.simulator.replay import MODES, Engine
+from gpupool.simulator.replay_jobs import auto_time_scale, make_jobs
+from gpupool.simulator.replay_stats import RunStats
+from gpupool.simulator.tenancy import Tenancy, default_tenancy
+
+DEFAULT_TARGET_LOAD = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayConfig:
+    policy: str = "gpupool"
+    time_scale: float | None = None  # None: chosen so the offered load reaches target_load
+    target_load: float = DEFAULT_TARGET_LOAD  # peak offered GPU request / cluster GPUs
+    seed: int = 0
+    modes: tuple[str, ...] = MODES
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    time_scale: float
+    tenancy: Tenancy
+    runs: dict[str, RunStats]
+    unclaimed: int
+    pods: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "runs": {mode: stats.to_json() for mode, stats in self.runs.items()},
+            "time_scale": round(self.time_scale, 3),
+            "pods": self.pods,
+            "unclaimed_pods": self.unclaimed,
+            "tenants": {
+                r.quota.name: {
+                    "qos": list(r.qos) if r.qos is not None else "rest",
+                    "nominal_milli": r.quota.nominal,
+                    "guaranteed_milli": r.quota.guaranteed,
+                    "cohort": r.quota.cohort,
+                }
+                for r in self.tenancy.rules
+            },
+        }
+
+
+def run_experiment(
+    nodes: Sequence[Node],
+    pods: Sequence[TracePod],
+    tenancy: Tenancy | None = None,
+    config: ReplayConfig = ReplayConfig(),
+    progress: Callable[[str], None] | None = None,
+) -> ReplayResult:
+    capacity = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
+    if tenancy is None:
+        tenancy = default_tenancy(pods, capacity)
+    scale = config.time_scale or auto_time_scale(pods, capacity, config.target_load)
+    workload = TargetWorkload.from_requests([p.request for p in pods])
+    runs: dict[str, RunStats] = {}
+    unclaimed = 0
+    for mode in config.modes:
+        jobs, unclaimed = make_jobs(pods, tenancy, scale, whole_card=mode == "whole-card")
+        engine = Engine.create(mode, nodes, jobs, tenancy, config.policy, workload, config.seed)
+        runs[mode] = engine.run()
+        if progress is not None:
+            progress(mode)
+    return ReplayResult(scale, tenancy, runs, unclaimed, len(pods))
