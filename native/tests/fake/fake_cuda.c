@@ -133,6 +133,10 @@ EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice d) {
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
+    return cuCtxCreate_v2(ctx, 0, d);
+}
+
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
     current_dev = (int)((uintptr_t)ctx - 0x1000);
     return CUDA_SUCCESS;
