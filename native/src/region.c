@@ -209,7 +209,17 @@ static gp_region_t *map_private(const char *why) {
 
 static gp_region_t *map_file(const char *path) {
     char why[512];
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    /* Open an existing file without O_CREAT first: with fs.protected_regular (on by default in
+     * many distributions) an O_CREAT open of another user's file in sticky /tmp fails. */
+    int fd = -1;
+    for (int attempt = 0; attempt < 3 && fd < 0; attempt++) {
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT) {
+            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+            if (fd < 0 && errno == EEXIST) continue; /* another process created it: reopen */
+        }
+        if (fd < 0) break;
+    }
     if (fd < 0) {
         snprintf(why, sizeof why, "cannot open shared accounting file %s: %s", path, strerror(errno));
         return map_private(why);
