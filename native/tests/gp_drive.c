@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,22 @@ static nvmlDevice_t nvml_device(unsigned idx, void **lib) {
     ((nvml_handle_fn)dlsym(h, "nvmlDeviceGetHandleByIndex_v2"))(idx, &d);
     *lib = h;
     return d;
+}
+
+/* fill: allocate `size` chunks until the limiter (or driver) refuses; count the successes. */
+typedef struct {
+    unsigned long long size;
+    long count;
+    CUresult last;
+} fill_t;
+
+static void *fill_thread(void *arg) {
+    fill_t *f = arg;
+    CUdeviceptr p;
+    CUcontext ctx;
+    cuCtxCreate_v2(&ctx, 0, 0); /* the fake's current device is per thread */
+    while ((f->last = cuMemAlloc_v2(&p, f->size)) == CUDA_SUCCESS) f->count++;
+    return NULL;
 }
 
 static int need(int i, int n, int argc, const char *op) {
@@ -253,6 +270,29 @@ int main(int argc, char **argv) {
                 /* parent gone: fall through */
             }
             printf("resumed\n");
+        } else if (strcmp(op, "fill") == 0 && need(i, 1, argc, op)) {
+            fill_t f = {size_arg(argv[++i]), 0, 0};
+            fill_thread(&f);
+            printf("fill rc=%d count=%ld\n", f.last, f.count);
+        } else if (strcmp(op, "fill_mt") == 0 && need(i, 2, argc, op)) {
+            int n = atoi(argv[i + 1]);
+            unsigned long long size = size_arg(argv[i + 2]);
+            i += 2;
+            fill_t fs[64];
+            pthread_t th[64];
+            if (n < 1 || n > 64) return 64;
+            for (int t = 0; t < n; t++) {
+                fs[t] = (fill_t){size, 0, 0};
+                pthread_create(&th[t], NULL, fill_thread, &fs[t]);
+            }
+            long total = 0;
+            int rc = 0;
+            for (int t = 0; t < n; t++) {
+                pthread_join(th[t], NULL);
+                total += fs[t].count;
+                if (fs[t].last != CUDA_ERROR_OUT_OF_MEMORY) rc = fs[t].last;
+            }
+            printf("fill_mt rc=%d count=%ld\n", rc == 0 ? CUDA_ERROR_OUT_OF_MEMORY : rc, total);
         } else if (strcmp(op, "fork_alloc") == 0 && need(i, 1, argc, op)) {
             /* a child process allocates and exits without freeing: its share must come back */
             unsigned long long n = size_arg(argv[++i]);

@@ -246,6 +246,36 @@ def test_two_processes_share_one_limit(limiter: Limiter) -> None:
     assert limiter.run("alloc", "64Mi").rcs() == [0]
 
 
+def test_racing_processes_and_threads_fill_the_slice_exactly(limiter: Limiter) -> None:
+    # 4 processes x 4 threads allocate 256Ki chunks until refused, all at once, holding what they
+    # got: together they must get exactly 64Mi / 256Ki = 256 chunks, never one more.
+    racers = [
+        limiter.start("ready", "wait", "fill_mt", "4", "256Ki", "ready", "wait") for _ in "abcd"
+    ]
+    counts: list[int] = []
+    try:
+        for racer in racers:
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        for racer in racers:
+            assert racer.stdout is not None
+            line = racer.stdout.readline()
+            if line.startswith("resumed"):
+                line = racer.stdout.readline()
+            step = parse(line)[0]
+            assert step["op"] == "fill_mt", line
+            assert step["rc"] == CUDA_ERROR_OUT_OF_MEMORY
+            count = step["count"]
+            assert isinstance(count, int)
+            counts.append(count)
+            assert racer.stdout.readline().strip() == "READY"
+    finally:
+        for racer in racers:
+            racer.communicate("done\n", timeout=TIMEOUT)
+    assert sum(counts) == 256, counts
+
+
 def test_a_sigkilled_process_memory_returns_to_the_pool(limiter: Limiter) -> None:
     victim = limiter.start("alloc", "48Mi", "ready", "wait")
     assert limiter.run("alloc", "48Mi").rcs() == [CUDA_ERROR_OUT_OF_MEMORY]
