@@ -703,6 +703,18 @@ static int is_our_hook(const void *p) {
 static void substitute(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
     if (symbol == NULL || pfn == NULL || *pfn == NULL || is_our_hook(*pfn)) return;
     const gp_hook_t *t = hook_table();
+    /* cuGetProcAddress takes base names ("cuMemAlloc"); should a driver also answer a full
+     * versioned name ("cuMemAlloc_v2"), that name says exactly which hook applies. */
+    for (int i = 0; i < H_COUNT; i++) {
+        if (t[i].hook != NULL && t[i].lib == LIB_CUDA && strcmp(t[i].name, symbol) == 0 &&
+            (t[i].base == NULL || strcmp(t[i].base, symbol) != 0)) {
+            void *expected = NULL;
+            __atomic_compare_exchange_n(&g_real[i], &expected, *pfn, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE);
+            *pfn = t[i].hook;
+            return;
+        }
+    }
     int any = 0;
     for (int i = 0; i < H_COUNT; i++) {
         if (t[i].base == NULL || t[i].hook == NULL || strcmp(t[i].base, symbol) != 0) continue;
@@ -768,9 +780,26 @@ static int find_hook(const char *name) {
     return -1;
 }
 
+/* Whether the program has the real driver library loaded (we never load it for a lookup). */
+static int driver_loaded(int lib) {
+    const char *env = getenv(lib == LIB_CUDA ? "GPUPOOL_CUDA_LIBRARY" : "GPUPOOL_NVML_LIBRARY");
+    const char *name = env != NULL && env[0] != '\0' ? env
+                       : lib == LIB_CUDA              ? "libcuda.so.1"
+                                                      : "libnvidia-ml.so.1";
+    void *h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) return 0;
+    dlclose(h); /* RTLD_NOLOAD still took a reference */
+    return 1;
+}
+
 __attribute__((noinline)) static void *dlsym_hooked(void *handle, const char *name, int id) {
     void *p = real_dlsym(handle, name);
-    if (p == NULL || is_our_hook(p)) return p; /* absent there, or the lookup found us already */
+    if (p == NULL) return NULL;
+    if (is_our_hook(p)) {
+        /* A global lookup (RTLD_DEFAULT / RTLD_NEXT) found our own export. Without us it would
+         * have found the driver's only if the driver is loaded: answer as it would have. */
+        return driver_loaded(hook_table()[id].lib) ? p : NULL;
+    }
     if (!active()) return p;
     return hook_table()[id].hook;
 }

@@ -203,6 +203,12 @@ int main(int argc, char **argv) {
             alloc_fn fn = (alloc_fn)dlsym(cuda_lib(), "cuMemAlloc_v2");
             r = fn(&p, size_arg(argv[++i]));
             record(op, r, p, K_V2);
+        } else if (strcmp(op, "dlsym_default") == 0 && need(i, 1, argc, op)) {
+            /* libcuda is linked, so a global lookup finds the (interposed) function */
+            alloc_fn fn = (alloc_fn)dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+            r = fn != NULL ? fn(&p, size_arg(argv[i + 1])) : CUDA_ERROR_NOT_FOUND;
+            i++;
+            record(op, r, p, K_V2);
         } else if (strcmp(op, "dlsym_gpa") == 0 && need(i, 1, argc, op)) {
             gpa2_fn g = (gpa2_fn)dlsym(cuda_lib(), "cuGetProcAddress_v2");
             void *fn = NULL;

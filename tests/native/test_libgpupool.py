@@ -170,6 +170,7 @@ def test_exactly_the_limit_fits_and_one_byte_more_does_not(limiter: Limiter) -> 
         ["gpa2_async_ptsz", "48Mi"],
         ["dlsym", "48Mi"],
         ["dlsym_gpa", "48Mi"],
+        ["dlsym_default", "48Mi"],
     ],
     ids=lambda fill: fill[0],
 )
@@ -428,4 +429,20 @@ def test_rtld_next_still_finds_the_next_library() -> None:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env["LD_PRELOAD"] = str(LIB)
     done = subprocess.run([str(PROBE)], env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.stdout.strip() == "next=2"
+    assert done.stdout.splitlines()[0] == "next=2"
+
+
+@pytest.mark.parametrize("preload", [False, True], ids=["plain", "limited"])
+def test_global_lookups_do_not_make_an_absent_driver_look_present(preload: bool) -> None:
+    # gp_probe never loads libcuda or NVML; the limiter exports those names itself, but a global
+    # dlsym must still say "not here", as it does without the limiter.
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH")}
+    env["LD_LIBRARY_PATH"] = str(FAKE)  # even with a driver installed
+    env["GPUPOOL_MEMORY_LIMIT"] = "1Gi"
+    if preload:
+        env["LD_PRELOAD"] = str(LIB)
+    done = subprocess.run([str(PROBE)], env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.stdout.splitlines()[1:] == [
+        "default_cuMemAlloc_v2=0",
+        "default_nvmlDeviceGetMemoryInfo=0",
+    ]
