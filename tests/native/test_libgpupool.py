@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,10 +294,10 @@ def test_a_killed_but_unreaped_zombie_holds_nothing(limiter: Limiter) -> None:
         victim.send_signal(signal.SIGKILL)
         # Wait until the kernel has made it a zombie, without reaping it (no waitpid).
         status = Path(f"/proc/{victim.pid}/stat")
-        for _ in range(10_000):
-            if status.read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                break
-            os.sched_yield()
+        deadline = time.monotonic() + TIMEOUT
+        while status.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "SIGKILLed process never became a zombie"
+            time.sleep(0.01)
         assert limiter.run("alloc", "48Mi").rcs() == [0]
     finally:
         victim.wait(timeout=TIMEOUT)
