@@ -16,10 +16,11 @@
  * not depend on the file system under /tmp supporting locks. flock *is* used once, to serialise
  * the creation and first initialisation of the file, where a robust mutex cannot exist yet.
  *
- * Dead processes: an entry is dead when /proc/<pid>/stat is gone, shows a zombie, or shows a
- * different start time (pid reuse); without /proc we fall back to kill(pid, 0) == ESRCH. Reaping
- * runs when an allocation would exceed the limit, when usage is reported, and after a lock holder
- * died; a process that exits normally removes its own entry from a destructor.
+ * Dead processes: an entry is dead when /proc/<pid>/stat shows a zombie or a different start
+ * time (pid reuse), or when kill(pid, 0) fails with ESRCH (no /proc, or /proc mounted hidepid=2
+ * and the process belongs to another user: EPERM means alive). Reaping runs when an allocation
+ * would exceed the limit, when usage is reported, and after a lock holder died; a process that
+ * exits normally removes its own entry from a destructor.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,7 +93,8 @@ static int entry_is_dead(const gp_proc_t *e) {
         char state = 0;
         uint64_t start = 0;
         int r = read_proc_stat(pid, &state, &start);
-        if (r == -1) return 1;
+        /* ENOENT: gone, unless /proc hides other users' processes (hidepid=2); kill() decides. */
+        if (r == -1) return kill(pid, 0) == -1 && errno == ESRCH;
         if (r == 0) {
             if (state == 'Z' || state == 'X' || state == 'x') return 1;
             return e->start_time != 0 && start != e->start_time;
