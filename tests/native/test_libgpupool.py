@@ -338,6 +338,21 @@ def test_the_lock_holder_really_held_the_lock(limiter: Limiter) -> None:
         holder.wait(timeout=TIMEOUT)
 
 
+@pytest.mark.parametrize("problem", ["no such directory", "foreign file"])
+def test_without_a_usable_shared_file_each_process_is_still_capped(
+    limiter: Limiter, tmp_path: Path, problem: str
+) -> None:
+    shared = tmp_path / "absent" / "usage"
+    if problem == "foreign file":
+        shared = tmp_path / "foreign"
+        shared.write_bytes(b"not a gpupool accounting file")
+    run = limiter.run("alloc", "40Mi", "alloc", "40Mi", extra={"GPUPOOL_SHARED_FILE": str(shared)})
+    assert run.rcs("alloc") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert "accounting this process alone" in run.stderr
+    if problem == "foreign file":
+        assert shared.read_bytes() == b"not a gpupool accounting file"  # left alone
+
+
 def test_frees_never_underflow(limiter: Limiter) -> None:
     run = limiter.run(
         "alloc", "16Mi", "free", "0", "free", "0", "free_unknown", "info", "alloc", "64Mi",
