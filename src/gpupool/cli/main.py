@@ -7,8 +7,15 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from gpupool.domain.errors import GpupoolError
+
 # Each module offers `register(subparsers)`, adding subcommands that set `func(args) -> int`.
-MODULES = ("gpupool.cli.devcluster", "gpupool.cli.limiter")
+MODULES = (
+    "gpupool.cli.simulate",
+    "gpupool.cli.devcluster",
+    "gpupool.cli.agent",
+    "gpupool.cli.limiter",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return 2
-    code: int = func(args)
+    try:
+        code: int = func(args)
+    except GpupoolError as exc:
+        print(f"gpupool: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gpupool: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

@@ -50,7 +50,9 @@ class Node:
         if self.cpu_milli < 0:
             raise InvalidNode(f"node {self.name}: cpu must be 0 or more; got {self.cpu_milli}m")
         if self.memory_mib < 0:
-            raise InvalidNode(f"node {self.name}: memory must be 0 or more; got {self.memory_mib}Mi")
+            raise InvalidNode(
+                f"node {self.name}: memory must be 0 or more; got {self.memory_mib}Mi"
+            )
         indexes = [g.index for g in self.gpus]
         if len(set(indexes)) != len(indexes):
             raise InvalidNode(f"node {self.name}: GPU indexes repeat: {sorted(indexes)}")

@@ -40,7 +40,11 @@ def parse_bytes(text: str | int, *, what: str = "quantity") -> int:
     number, suffix = match.group(1), match.group(2) or ""
     whole, _, frac = number.partition(".")
     scale = _SUFFIX[suffix]
-    value = int(whole) * scale + (int(frac) * scale) // (10 ** len(frac)) if frac else int(whole) * scale
+    value = (
+        int(whole) * scale + (int(frac) * scale) // (10 ** len(frac))
+        if frac
+        else int(whole) * scale
+    )
     if value <= 0:
         raise InvalidQuantity(f"{what} must be a positive quantity such as 12Gi; got {text!r}")
     return value

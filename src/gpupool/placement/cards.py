@@ -18,20 +18,24 @@ from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 _BIG = np.iinfo(np.int64).max
 
 
-def best_fit_cards(snap: ClusterSnapshot, req: Request, feas: Feasibility, rows: IntArray) -> IntArray:
+def best_fit_cards(
+    snap: ClusterSnapshot, req: Request, feas: Feasibility, rows: IntArray
+) -> IntArray:
     """(B, k) slots per candidate row, for scoring: best-fit slice, or the first k free cards."""
     fit = feas.card_fit[rows]
     if req.whole_cards:
         k = req.gpu_count
         # Stable sort puts fitting cards first, in index order.
         order = np.argsort(~fit, axis=1, kind="stable")
-        return order[:, :k]
+        return np.asarray(order[:, :k], dtype=np.int64)
     key_source = snap.share_free if req.gpu_milli is not None else snap.gmem_free
     key = np.where(fit, key_source[rows], _BIG)
-    return np.argmin(key, axis=1)[:, None]
+    return np.asarray(np.argmin(key, axis=1)[:, None], dtype=np.int64)
 
 
-def topology_cards(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> tuple[int, ...]:
+def topology_cards(
+    snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int
+) -> tuple[int, ...]:
     """Whole cards on node i, preferring one NVLink domain, then one NUMA node."""
     k = req.gpu_count
     free = [int(s) for s in np.flatnonzero(feas.card_fit[i])]

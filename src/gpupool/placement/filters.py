@@ -117,8 +117,8 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
     else:
         mem_ok = usable & (snap.gmem_free >= demand.mem)
         card_fit = mem_ok & (snap.comp_free >= demand.compute)
-        mark(~mem_ok.any(axis=1), Reason.GPU_MEMORY)
-        mark(~card_fit.any(axis=1), Reason.GPU_COMPUTE)
+        mark(np.asarray(~mem_ok.any(axis=1), dtype=bool), Reason.GPU_MEMORY)
+        mark(np.asarray(~card_fit.any(axis=1), dtype=bool), Reason.GPU_COMPUTE)
     return Feasibility(reason, card_fit, demand)
 
 
@@ -162,7 +162,9 @@ def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> s
         need = feas.demand.mem[i][usable]
         if req.gpu_milli is not None:
             share = (snap.share_free[i][usable]).max(initial=0)
-            return f"insufficient GPU share on every card (largest free {share}m < {req.gpu_milli}m)"
+            return (
+                f"insufficient GPU share on every card (largest free {share}m < {req.gpu_milli}m)"
+            )
         return (
             f"insufficient memory on every card (largest free {format_bytes(int(free.max()))} "
             f"< {format_bytes(int(need.max()))})"

@@ -77,7 +77,7 @@ class FragmentationModel:
             fits_cpu = grp.weight_cum[np.searchsorted(grp.cpu_sorted, cpu_free, side="right")]
             frag += fits_cpu * np.where(hostable, partial, total)
             frag += (grp.weight_total - fits_cpu) * total
-        return frag
+        return np.asarray(frag, dtype=np.float64)
 
     def cluster_frag(self, snap: ClusterSnapshot) -> float:
         rows = np.arange(len(snap))

@@ -39,7 +39,9 @@ class Planner:
             self._rank = np.arange(len(snap), dtype=np.int64)
         return self._rank
 
-    def scores(self, snap: ClusterSnapshot, req: Request) -> tuple[Feasibility, IntArray, np.ndarray]:
+    def scores(
+        self, snap: ClusterSnapshot, req: Request
+    ) -> tuple[Feasibility, IntArray, np.ndarray]:
         """Feasibility of every node, the candidate rows and their scores (higher is better)."""
         feas = feasibility(snap, req)
         rows = feas.nodes

@@ -38,6 +38,8 @@ def request_kind(req: Request) -> int:
     if not req.whole_cards:
         return 1
     return {1: 2, 2: 3, 3: 4, 4: 4}.get(req.gpu_count, 5)
+
+
 _snapshot_ids = itertools.count(1)
 
 
@@ -152,7 +154,8 @@ class ClusterSnapshot:
         return self.gpu_milli_total - int(self.share_free[self.present].sum())
 
     def fully_free(self) -> BoolArray:
-        return self.present & (self.comp_free == MILLI) & (self.gmem_free == self.gmem_total)
+        free = self.present & (self.comp_free == MILLI) & (self.gmem_free == self.gmem_total)
+        return np.asarray(free, dtype=bool)
 
     # ---- change ----------------------------------------------------------------------------
     def _touch(self, i: int) -> None:
@@ -160,9 +163,7 @@ class ClusterSnapshot:
         self.version[i] = self._clock
         row_total = np.maximum(self.gmem_total[i], 1)
         mem_share = self.gmem_free[i] * MILLI // row_total
-        self.share_free[i] = np.where(
-            self.present[i], np.minimum(self.comp_free[i], mem_share), 0
-        )
+        self.share_free[i] = np.where(self.present[i], np.minimum(self.comp_free[i], mem_share), 0)
 
     def assume(self, decision: Decision) -> None:
         """Reserve a decision's resources. Refuses (InvalidNode) rather than over-commit."""
@@ -198,7 +199,10 @@ class ClusterSnapshot:
         ):
             self.gmem_free[i, card] += mem
             self.comp_free[i, card] += comp
-            if self.gmem_free[i, card] > self.gmem_total[i, card] or self.comp_free[i, card] > MILLI:
+            if (
+                self.gmem_free[i, card] > self.gmem_total[i, card]
+                or self.comp_free[i, card] > MILLI
+            ):
                 raise InvalidNode(
                     f"forget {req.name!r}: card {card} of {self.names[i]} would exceed its capacity"
                 )

@@ -1,4 +1,4 @@
-"""The FGD paper's `fill` experiment: every task submitted once, in a shuffled order, nothing leaves.
+"""The FGD paper's `fill` experiment: each task submitted once, in a shuffled order; none leaves.
 
 Per seed: shuffle the tasks; inflate the list to 130% of the cluster's GPU capacity by cloning
 random tasks (or drop random tasks if it asks for more); give the nodes a random fixed order (the
@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpupool.domain.devices import Node
+from gpupool.domain.errors import InvalidRequest
 from gpupool.domain.requests import Request
 from gpupool.placement.fragmentation import FragmentationModel
 from gpupool.placement.planner import Planner
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
 from gpupool.placement.workload import TargetWorkload
+from gpupool.simulator.load import nominal_gpu_milli
 
 Progress = Callable[[int], None]
 
@@ -48,8 +50,12 @@ class FillRun:
     curve: list[tuple[float, float]] = field(default_factory=list)  # (arrived %, allocated %)
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"seed": self.seed, "tasks": self.tasks, "placed": self.placed,
-                                  "failed": self.failed}
+        out: dict[str, object] = {
+            "seed": self.seed,
+            "tasks": self.tasks,
+            "placed": self.placed,
+            "failed": self.failed,
+        }
         for point, value in self.unallocated_gpu_pct.items():
             out[f"unallocated_gpu_pct_{point}"] = round(value, 4)
         for point, value in self.frag_rate_pct.items():
@@ -60,35 +66,55 @@ class FillRun:
         return out
 
 
-def inflate(requests: Sequence[Request], capacity_milli: int, factor: float,
-            rng: np.random.Generator) -> list[Request]:
-    """Shuffle, then clone random tasks (or drop random ones) until the GPU request hits target."""
-    order = [requests[i] for i in rng.permutation(len(requests))]
+def inflate(
+    requests: Sequence[Request],
+    load: Sequence[int],
+    capacity_milli: int,
+    factor: float,
+    rng: np.random.Generator,
+) -> tuple[list[Request], list[int]]:
+    """Shuffle, then clone random tasks (or drop random GPU tasks) until the load hits target.
+
+    `load[i]` is request i's GPU load in milli-GPU; the result pairs each task with its load.
+    """
+    order = [int(i) for i in rng.permutation(len(requests))]
     target = factor * capacity_milli
-    total = sum(r.gpu_request_milli for r in order)
-    clones = 0
+    total = sum(load)
+    if total <= 0:
+        raise InvalidRequest(
+            "the workload asks for no GPU at all; nothing to fill the cluster with"
+        )
+    clones: list[int] = []
     while total < target:
-        src = order[int(rng.integers(len(requests)))]
-        clones += 1
-        clone = _renamed(src, f"{src.name}-clone-{clones}")
-        order.append(clone)
-        total += clone.gpu_request_milli
-    while total > target and order:
-        victim = int(rng.integers(len(order)))
-        if order[victim].gpu_request_milli == 0:
-            continue_if_only_cpu = any(r.gpu_request_milli for r in order)
-            if continue_if_only_cpu:
-                continue
-        total -= order.pop(victim).gpu_request_milli
-        if total <= target:
-            break
-    return order
+        src = int(rng.integers(len(requests)))
+        clones.append(src)
+        total += load[src]
+    order.extend(clones)
+    while total > target:
+        pos = int(rng.integers(len(order)))
+        if load[order[pos]] == 0:
+            continue
+        total -= load[order.pop(pos)]
+    tasks = [
+        requests[i] if n < len(requests) else replace(requests[i], name=f"{requests[i].name}~{n}")
+        for n, i in enumerate(order)
+    ]
+    return tasks, [load[i] for i in order]
 
 
-def _renamed(req: Request, name: str) -> Request:
-    from dataclasses import replace
+def prepare(
+    nodes: Sequence[Node], requests: Sequence[Request], config: FillConfig
+) -> tuple[ClusterSnapshot, list[Request], list[int], np.random.Generator]:
+    """The snapshot and the seed's inflated task list (with loads); deterministic per seed."""
+    rng = np.random.default_rng(config.seed)
+    snap = ClusterSnapshot(nodes)
+    load = [nominal_gpu_milli(snap, r) for r in requests]
+    tasks, task_load = inflate(requests, load, snap.total_gpu_milli(), config.inflation, rng)
+    return snap, tasks, task_load, rng
 
-    return replace(req, name=name)
+
+def task_count(nodes: Sequence[Node], requests: Sequence[Request], config: FillConfig) -> int:
+    return len(prepare(nodes, requests, config)[1])
 
 
 def run_fill(
@@ -98,10 +124,8 @@ def run_fill(
     config: FillConfig = FillConfig(),
     progress: Progress | None = None,
 ) -> FillRun:
-    rng = np.random.default_rng(config.seed)
-    snap = ClusterSnapshot(nodes)
+    snap, tasks, task_load, rng = prepare(nodes, requests, config)
     workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
-    tasks = inflate(requests, snap.total_gpu_milli(), config.inflation, rng)
     planner = Planner(policy, workload, seed=config.seed, rank=rng.permutation(len(snap)))
     frag_model = FragmentationModel(snap, workload)
     all_rows = np.arange(len(snap))
@@ -111,22 +135,21 @@ def run_fill(
     run = FillRun(policy=policy, seed=config.seed, tasks=len(tasks))
     samples: dict[int, list[tuple[float, float, float]]] = {p: [] for p in config.checkpoints}
     arrived = 0
-    allocated = 0
     last_curve_pct = -1.0
-    for n, req in enumerate(tasks, start=1):
+    for n, (req, req_load) in enumerate(zip(tasks, task_load, strict=True), start=1):
         result = planner.plan(snap, req)
         if isinstance(result, Decision):
             snap.assume(result)
-            allocated += req.gpu_request_milli
             run.placed += 1
             i = np.array([result.node_index])
             node_frag[i] = frag_model.node_frag(i, snap.cpu_free[i], snap.share_free[i])
         else:
             run.failed += 1
-        arrived += req.gpu_request_milli
+        arrived += req_load
+        allocated = snap.allocated_gpu_milli()
         arrived_pct = 100.0 * arrived / capacity
         alloc_pct = 100.0 * allocated / capacity
-        point = int(math.floor(arrived_pct + 0.5))
+        point = math.floor(arrived_pct + 0.5)
         if point in samples:
             frag = float(node_frag.sum())
             idle = capacity - allocated
@@ -140,13 +163,18 @@ def run_fill(
             progress(256)
     if progress is not None:
         progress(len(tasks) % 256)
-    run.curve.append((100.0 * arrived / capacity, 100.0 * allocated / capacity))
+    run.curve.append((100.0 * arrived / capacity, 100.0 * snap.allocated_gpu_milli() / capacity))
     for point, values in samples.items():
-        if not values:  # the load jumped over this percent: take the nearest logged point
-            alloc = float(np.interp(point, *zip(*run.curve, strict=True)))
-            values = [(alloc, math.nan, math.nan)]
-        arr = np.array(values)
-        run.unallocated_gpu_pct[point] = 100.0 - float(arr[:, 0].mean())
-        run.frag_rate_pct[point] = float(np.nanmean(arr[:, 1])) if len(arr) else math.nan
-        run.frag_amount_pct[point] = float(np.nanmean(arr[:, 2])) if len(arr) else math.nan
+        if values:
+            arr = np.array(values)
+            run.unallocated_gpu_pct[point] = 100.0 - float(arr[:, 0].mean())
+            run.frag_rate_pct[point] = float(arr[:, 1].mean())
+            run.frag_amount_pct[point] = float(arr[:, 2].mean())
+        else:  # the load jumped over this percent (a small cluster): interpolate allocation
+            arrived_axis, alloc_axis = zip(*run.curve, strict=True)
+            run.unallocated_gpu_pct[point] = 100.0 - float(
+                np.interp(point, arrived_axis, alloc_axis)
+            )
+            run.frag_rate_pct[point] = math.nan
+            run.frag_amount_pct[point] = math.nan
     return run

@@ -47,12 +47,16 @@ class _Rows:
         try:
             handle = self.path.open(newline="", encoding="utf-8")
         except OSError as exc:
-            raise InputFileError(str(self.path), 0, None, f"cannot read file: {exc.strerror}") from exc
+            raise InputFileError(
+                str(self.path), 0, None, f"cannot read file: {exc.strerror}"
+            ) from exc
         with handle:
             reader = csv.reader(handle)
             header = next(reader, None)
             if header is None:
-                raise InputFileError(str(self.path), 1, None, "file is empty; expected a CSV header")
+                raise InputFileError(
+                    str(self.path), 1, None, "file is empty; expected a CSV header"
+                )
             header = [h.strip() for h in header]
             missing = [c for c in self.required if c not in header]
             if missing:
@@ -68,10 +72,15 @@ class _Rows:
                     continue
                 if len(row) > len(header):
                     raise InputFileError(
-                        str(self.path), line, None,
+                        str(self.path),
+                        line,
+                        None,
                         f"{len(row)} fields but the header has {len(header)}",
                     )
-                yield line, {h: (row[k].strip() if k < len(row) else "") for k, h in enumerate(header)}
+                yield (
+                    line,
+                    {h: (row[k].strip() if k < len(row) else "") for k, h in enumerate(header)},
+                )
 
     def cell(self, line: int, row: dict[str, str], column: str, parse: Callable[[str], T]) -> T:
         text = row.get(column, "")
@@ -132,12 +141,16 @@ def load_pods(path: str | Path) -> list[TracePod]:
         milli = rows.cell(line, row, "gpu_milli", _count)
         if count and not 0 < milli <= MILLI:
             raise InputFileError(
-                str(path), line, "gpu_milli",
+                str(path),
+                line,
+                "gpu_milli",
                 f"a GPU task needs gpu_milli between 1 and 1000; got {milli}",
             )
         if count > 1 and milli != MILLI:
             raise InputFileError(
-                str(path), line, "gpu_milli",
+                str(path),
+                line,
+                "gpu_milli",
                 f"a task with {count} GPUs must take whole GPUs (gpu_milli 1000); got {milli}",
             )
         models = rows.cell(line, row, "gpu_spec", parse_model_list) if count else ()

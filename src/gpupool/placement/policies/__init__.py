@@ -44,7 +44,9 @@ POLICIES: dict[str, Factory] = {
 def make_policy(name: str, workload: TargetWorkload | None = None, seed: int = 0) -> Policy:
     factory = POLICIES.get(name)
     if factory is None:
-        raise InvalidRequest(f"unknown placement policy {name!r}; choose one of {', '.join(POLICIES)}")
+        raise InvalidRequest(
+            f"unknown placement policy {name!r}; choose one of {', '.join(POLICIES)}"
+        )
     return factory(workload, seed)
 
 

@@ -23,4 +23,4 @@ class Policy(ABC):
 
 
 def gpu_free_total(share: npt.NDArray[np.int64]) -> FloatArray:
-    return share.sum(axis=1).astype(np.float64)
+    return np.asarray(share.sum(axis=1), dtype=np.float64)

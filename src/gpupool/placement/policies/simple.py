@@ -79,7 +79,7 @@ class DotProductPolicy(Policy):
             chosen_free = gpu_free_total(snap.share_free[rows]) / MAX_SPEC_GPU
             pod_gpu = 0.0
         dot = node_cpu * pod_cpu + chosen_free * pod_gpu
-        return np.floor((1.0 - dot / 2.0) * 100.0)
+        return np.asarray(np.floor((1.0 - dot / 2.0) * 100.0), dtype=np.float64)
 
 
 class GpuPackingPolicy(Policy):
@@ -100,7 +100,8 @@ class GpuPackingPolicy(Policy):
         case1 = np.maximum(100 - on_used // 10, 50)
         case2 = np.maximum(50 - uses_free, 33)
         case3 = np.maximum(33 - fully_free, fully_free)
-        return np.where(idle_node, case3, np.where(uses_free > 0, case2, case1)).astype(float)
+        packed = np.where(idle_node, case3, np.where(uses_free > 0, case2, case1))
+        return np.asarray(packed, dtype=np.float64)
 
 
 class GpuClusteringPolicy(Policy):
@@ -114,6 +115,6 @@ class GpuClusteringPolicy(Policy):
         kinds = snap.kind_count[rows][:, 1:KINDS] > 0  # GPU kinds present on each node
         mine = kinds[:, request_kind(req) - 1]
         distinct = kinds.sum(axis=1)
-        used = (25 * (MAX_SPEC_GPU - gpu_free_total(snap.share_free[rows])) // MAX_SPEC_GPU)
+        used = 25 * (MAX_SPEC_GPU - gpu_free_total(snap.share_free[rows])) // MAX_SPEC_GPU
         band = np.where(mine, np.where(distinct == 1, 75, 50), np.where(distinct == 0, 25, 0))
         return used + band
