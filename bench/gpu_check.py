@@ -360,6 +360,7 @@ def overhead(tmp: Path, reps: int, have_torch: bool) -> dict[str, Any]:
             "base_us_per_iter": round(base * 1e6, 3),
             "limited_us_per_iter": round(lim * 1e6, 3),
             "overhead_pct": round((lim / base - 1) * 100, 2),
+            "within_2pct_target": (lim / base - 1) * 100 < 2,
             "runs": {k: [round(v * 1e6, 3) for v in vs] for k, vs in series.items()},
         }
     if errors:

@@ -37,4 +37,4 @@ args=("$@")
 if [ -n "${OUT:-}" ]; then
   args+=(--out "$OUT/gpu_check.json")
 fi
-exec "$PY" bench/gpu_check.py "${args[@]}"
+exec "$PY" bench/gpu_check.py ${args[@]+"${args[@]}"}
