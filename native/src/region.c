@@ -149,8 +149,10 @@ static uint64_t own_start_time(void) {
 }
 
 static int ensure_slot_locked(void) {
+    /* my_slot is reset in the child by the pthread_atfork handler, so a valid slot whose entry
+     * still carries our pid is ours without asking the kernel for getpid() on every call. */
+    if (my_slot >= 0 && R->procs[my_slot].pid == my_pid) return my_slot;
     pid_t me = getpid();
-    if (my_slot >= 0 && my_pid == me && R->procs[my_slot].pid == me) return my_slot;
     my_slot = -1;
     for (int attempt = 0; attempt < 2; attempt++) {
         uint32_t hw = R->hw;
@@ -292,7 +294,7 @@ int gp_region_reserve(int row, uint64_t bytes, uint64_t limit) {
 void gp_region_release(int row, uint64_t bytes) {
     if (R == NULL || row < 0 || row >= GP_MAX_ROWS) return;
     if (lock_region() != 0) return;
-    if (my_slot >= 0 && my_pid == getpid() && R->procs[my_slot].pid == my_pid)
+    if (my_slot >= 0 && R->procs[my_slot].pid == my_pid)
         R->procs[my_slot].used[row] = gp_sat_sub(R->procs[my_slot].used[row], bytes);
     unlock_region();
 }
