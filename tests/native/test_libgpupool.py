@@ -304,9 +304,12 @@ def test_a_killed_but_unreaped_zombie_holds_nothing(limiter: Limiter) -> None:
 
 
 def test_a_child_that_exits_without_freeing_gives_its_share_back(limiter: Limiter) -> None:
-    run = limiter.run("fork_alloc", "48Mi", "alloc", "48Mi")
+    # The parent has allocated before forking, so the child must not charge the parent's entry:
+    # 8Mi (parent) + 40Mi (dead child) + 40Mi only fits once the child's share is reclaimed.
+    run = limiter.run("alloc", "8Mi", "fork_alloc", "40Mi", "alloc", "40Mi", "info")
     assert run.first("fork_alloc")["child_exit"] == 0
-    assert run.rcs("alloc") == [0]
+    assert run.rcs("alloc") == [0, 0]
+    assert run.first("info")["free"] == 16 * MI
 
 
 def test_a_sigkilled_lock_holder_does_not_wedge_the_others(limiter: Limiter) -> None:
