@@ -33,13 +33,12 @@ from gpupool.quota.metering import Meter
 from gpupool.quota.queue import AdmissionQueue, FifoMode, QueueEntry
 from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
 from gpupool.simulator.replay_jobs import Job
+from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy
 
 MODES = ("whole-card", "pooled", "pooled-borrowing")
 _DEPART, _EVICT, _WAKE, _ARRIVE = 0, 1, 2, 3
-
-Shape = tuple[int, int, int, int | None, int | None]
 
 
 @dataclass(slots=True)
@@ -128,17 +127,18 @@ class Engine:
         while self.events:
             at = self.events[0][0]
             self._advance(at)
-            freed = False
+            freed: set[int] = set()
+            wake = False
             arrived: list[str] = []
             while self.events and self.events[0][0] == at:
                 _, kind, _, key = heapq.heappop(self.events)
                 if kind == _DEPART:
-                    freed |= self._depart(key)
+                    self._depart(key, freed)
                 elif kind == _EVICT:
-                    freed |= self._evict(key)
+                    self._evict(key, freed)
                 elif kind == _WAKE:
                     self.wakes.discard(at)
-                    freed = True
+                    wake = True
                 else:
                     arrived.append(key)
             for key in arrived:
@@ -146,8 +146,15 @@ class Engine:
                 self.queue.push(
                     QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
                 )
-            if freed:
-                self.failed_shapes.clear()
+            if freed or wake:
+                if wake:
+                    self.failed_shapes.clear()
+                else:
+                    self.failed_shapes = {
+                        shape
+                        for shape in self.failed_shapes
+                        if not any(fits_node(self.snap, i, shape) for i in freed)
+                    }
                 self._drain(None)
             elif arrived:
                 self._drain(set(arrived))
@@ -190,6 +197,9 @@ class Engine:
 
     def _attempt(self, job: Job, amount: int) -> WaitReason | None:
         """Try to admit and place one queued job; None when it left the queue."""
+        if shape_of(job.request) in self.failed_shapes:
+            self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room (unchanged since tried)")
+            return WaitReason.NO_FIT
         ask = Ask(
             job.tenant,
             amount,
@@ -214,23 +224,13 @@ class Engine:
 
     def _place(self, job: Job, verdict: Admit) -> WaitReason | None:
         req = job.request
-        shape: Shape = (
-            req.cpu_milli,
-            req.memory_mib,
-            req.gpu_count,
-            req.gpu_milli,
-            req.gpu_memory_bytes,
-        )
-        if shape in self.failed_shapes:
-            self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room (unchanged since tried)")
-            return WaitReason.NO_FIT
-        plan = self.planner.plan(self.snap, req)
+        plan = place(self.planner, self.snap, req)
         if not isinstance(plan, Decision):
-            if plan.unresolvable:
+            if plan:
                 self.queue.remove(job.id)
                 self.stats.rejected(job.tenant)
                 return None
-            self.failed_shapes.add(shape)
+            self.failed_shapes.add(shape_of(req))
             self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room")
             return WaitReason.NO_FIT
         self.snap.assume(plan)
@@ -270,7 +270,7 @@ class Engine:
         return None
 
     # -- leaving -------------------------------------------------------------------------------
-    def _end(self, key: str, how: str) -> _Running | None:
+    def _end(self, key: str, how: str, freed: set[int]) -> _Running | None:
         run = self.running.get(key)
         if run is None:
             return None
@@ -284,28 +284,28 @@ class Engine:
         del self.running[key]
         self.ledger.remove(key)
         self.snap.forget(run.decision)
+        freed.add(run.decision.node_index)
         self.requested_milli -= run.job.share_milli
         self.meter.close(ended)
         self.stats.metered(ended, borrowed=run.lease.borrowed)
         return run
 
-    def _depart(self, key: str) -> bool:
+    def _depart(self, key: str, freed: set[int]) -> None:
         self.notices.pop(key, None)
-        return self._end(key, "release") is not None
+        self._end(key, "release", freed)
 
-    def _evict(self, key: str) -> bool:
+    def _evict(self, key: str, freed: set[int]) -> None:
         if self.notices.pop(key, None) is None:
-            return False
-        run = self._end(key, "reclaim")
+            return
+        run = self._end(key, "reclaim", freed)
         if run is None:
-            return False
+            return
         self.stats.reclaims += 1
         job = run.job
         self.queue.push(
             QueueEntry(job.id, job.tenant, job.request.priority, job.arrival, job.share_milli)
         )
         # the evicted pod restarts from scratch: its whole run time is ahead of it again
-        return True
 
     def _reclaim(self, tenant: str, needed: int) -> None:
         plan = plan_reclaim(self.ledger, tenant, needed, self.now, pending=self.notices.keys())

@@ -6,20 +6,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpupool.domain.devices import Node
+from gpupool.domain.requests import MILLI
 from gpupool.placement import ClusterSnapshot, TargetWorkload
 from gpupool.simulator.openb import TracePod
 from gpupool.simulator.replay import MODES, Engine
-from gpupool.simulator.replay_jobs import auto_time_scale, make_jobs
+from gpupool.simulator.replay_jobs import make_jobs, peak_offered, thin_nodes
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy, default_tenancy
 
-DEFAULT_TARGET_LOAD = 0.95
+DEFAULT_TIME_SCALE = 10_000.0
+DEFAULT_TARGET_LOAD = 1.25
 
 
 @dataclass(frozen=True, slots=True)
 class ReplayConfig:
     policy: str = "gpupool"
-    time_scale: float | None = None  # None: chosen so the offered load reaches target_load
+    time_scale: float = DEFAULT_TIME_SCALE  # arrival times are divided by this
+    cluster_fraction: float | None = None  # None: chosen so the peak offered load is target_load
     target_load: float = DEFAULT_TARGET_LOAD  # peak offered GPU request / cluster GPUs
     seed: int = 0
     modes: tuple[str, ...] = MODES
@@ -28,6 +31,9 @@ class ReplayConfig:
 @dataclass(frozen=True, slots=True)
 class ReplayResult:
     time_scale: float
+    cluster_fraction: float
+    nodes: int
+    gpus: int
     tenancy: Tenancy
     runs: dict[str, RunStats]
     unclaimed: int
@@ -37,6 +43,9 @@ class ReplayResult:
         return {
             "runs": {mode: stats.to_json() for mode, stats in self.runs.items()},
             "time_scale": round(self.time_scale, 3),
+            "cluster_fraction": round(self.cluster_fraction, 4),
+            "nodes": self.nodes,
+            "gpus": self.gpus,
             "pods": self.pods,
             "unclaimed_pods": self.unclaimed,
             "tenants": {
@@ -58,10 +67,15 @@ def run_experiment(
     config: ReplayConfig = ReplayConfig(),
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
+    scale = config.time_scale
+    fraction = config.cluster_fraction
+    if fraction is None:
+        full = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
+        fraction = min(1.0, peak_offered(pods, scale) / (config.target_load * full))
+    nodes = thin_nodes(nodes, fraction)
     capacity = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
     if tenancy is None:
         tenancy = default_tenancy(pods, capacity)
-    scale = config.time_scale or auto_time_scale(pods, capacity, config.target_load)
     workload = TargetWorkload.from_requests([p.request for p in pods])
     runs: dict[str, RunStats] = {}
     unclaimed = 0
@@ -71,4 +85,6 @@ def run_experiment(
         runs[mode] = engine.run()
         if progress is not None:
             progress(mode)
-    return ReplayResult(scale, tenancy, runs, unclaimed, len(pods))
+    return ReplayResult(
+        scale, fraction, len(nodes), capacity // MILLI, tenancy, runs, unclaimed, len(pods)
+    )

@@ -1,13 +1,16 @@
 """Trace pods as replay jobs: tenant, arrival on the compressed clock, run time, shape per mode.
 
-Time compression. Replayed over its real timestamps the `default` trace barely touches the
-cluster: its 8,152 pods arrive over 149 days and most run minutes, so at most ~66 of the 6,212
-GPUs are ever requested at once (the trace is a sample of a much busier cluster). Compressing
-every timestamp by the same factor would not help (concurrency is rate x duration, and both
-scale). So the replay divides arrival times by a factor `time_scale` and keeps each pod's run time
-as the trace gives it (`deletion_time - scheduled_time`, or `- creation_time` for pods that were
-never scheduled). By default `time_scale` is chosen so that the pods' requested GPU capacity,
-time-averaged over the arrival window, equals `target_load` of the cluster's GPUs.
+Time and load. Replayed over its real timestamps the `default` trace barely touches the
+cluster: the pod list is a capture of the pods alive around one moment (long-running pods were
+created months before it, short ones minutes), so its 8,152 pods spread over 149 days and at most
+~66 of the 6,212 GPUs are ever asked for at once. Compressing every timestamp alike would not help
+(concurrency is arrival rate x run time, and both would scale). So the replay divides arrival times
+by `time_scale` (default 10,000: the arrivals span ~21 minutes) and keeps each pod's run time as the
+trace gives it (`deletion_time - scheduled_time`, or `- creation_time` for never-scheduled pods).
+Even all at once, the trace asks for 98% of its cluster's GPUs, so to study contention the replay
+can keep a `cluster_fraction` of the nodes (every k-th node, keeping the model mix); by default
+the fraction is chosen so that the peak offered load, had no pod waited, is `target_load` (1.25)
+times the cluster's GPUs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpupool.domain.devices import Node
 from gpupool.domain.requests import MILLI, Request
 from gpupool.simulator.openb import TracePod
 from gpupool.simulator.tenancy import Tenancy
@@ -39,31 +43,25 @@ def run_time(pod: TracePod) -> float:
     return max(0.0, pod.deletion_time - start)
 
 
-def offered_load(pods: Sequence[TracePod], scale: float) -> float:
-    """Requested milli-GPU, time-averaged over the compressed arrival window."""
+def peak_offered(pods: Sequence[TracePod], scale: float) -> int:
+    """The most milli-GPU the pods ask for at once, had none of them ever waited."""
+    if not pods:
+        return 0
     arrivals = np.array([p.creation_time for p in pods], dtype=np.float64) / scale
     ends = arrivals + np.array([run_time(p) for p in pods], dtype=np.float64)
-    share = np.array([p.request.gpu_request_milli for p in pods], dtype=np.float64)
-    lo, hi = float(arrivals.min()), float(arrivals.max())
-    if hi <= lo:
-        return float(share.sum())
-    overlap = np.clip(np.minimum(ends, hi) - np.maximum(arrivals, lo), 0.0, None)
-    return float((share * overlap).sum() / (hi - lo))
+    share = np.array([p.request.gpu_request_milli for p in pods], dtype=np.int64)
+    times = np.concatenate([ends, arrivals])
+    deltas = np.concatenate([-share, share])  # at equal times departures come first
+    order = np.lexsort((np.concatenate([np.zeros(len(ends)), np.ones(len(arrivals))]), times))
+    return int(np.cumsum(deltas[order]).max())
 
 
-def auto_time_scale(pods: Sequence[TracePod], capacity_milli: int, target_load: float) -> float:
-    """The arrival compression at which the offered load is `target_load` of capacity."""
-    goal = target_load * capacity_milli
-    lo, hi = 0.0, 7.0  # log10 of the factor
-    if offered_load(pods, 1.0) >= goal:
-        return 1.0
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if offered_load(pods, 10**mid) < goal:
-            lo = mid
-        else:
-            hi = mid
-    return float(10 ** ((lo + hi) / 2))
+def thin_nodes(nodes: Sequence[Node], fraction: float) -> list[Node]:
+    """Every node with probability-free stride `fraction` (0 < fraction <= 1), keeping the mix."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"cluster fraction must be in (0, 1]; got {fraction}")
+    kept = [n for i, n in enumerate(nodes) if int((i + 1) * fraction) > int(i * fraction)]
+    return kept or list(nodes[:1])
 
 
 def make_jobs(

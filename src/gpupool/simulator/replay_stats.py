@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpupool.domain.requests import MILLI
 from gpupool.quota.lease import Lease
 
 
@@ -23,6 +22,7 @@ class TenantStats:
     gib_hours: float = 0.0
     gpu_hours: float = 0.0
     borrowed_gib_hours: float = 0.0
+    borrowed_gpu_hours: float = 0.0
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -86,6 +86,7 @@ class RunStats:
         stats.gpu_hours += lease.gpu_hours(lease.ended_at)
         if borrowed:
             stats.borrowed_gib_hours += gib
+            stats.borrowed_gpu_hours += lease.gpu_hours(lease.ended_at)
 
     def _pct(self, area: float) -> float:
         if self.seconds <= 0 or self.capacity_milli <= 0:
@@ -103,7 +104,9 @@ class RunStats:
             "borrowed_gib_hours": round(
                 sum(t.borrowed_gib_hours for t in self.tenants.values()), 3
             ),
-            "borrowed_gpu_hours": round(self.borrowed_area / MILLI / 3600.0, 3),
+            "borrowed_gpu_hours": round(
+                sum(t.borrowed_gpu_hours for t in self.tenants.values()), 3
+            ),
             "gpu_held_pct_mean": round(self._pct(self.held_area), 3),
             "gpu_allocation_pct_peak": round(
                 100.0 * self.peak_requested / max(1, self.capacity_milli), 3
