@@ -117,9 +117,9 @@ class Engine:
         start, end = max(self.now, lo), min(to, hi)
         if end > start:
             borrowed = sum(self.ledger.borrowed(q.name) for q in self.ledger.book)
-            self.stats.integrate(
-                end - start, self.requested_milli, self.snap.allocated_gpu_milli(), borrowed
-            )
+            held = self.snap.allocated_gpu_milli()
+            self.stats.integrate(end - start, self.requested_milli, held, borrowed)
+            self.stats.sample(start, self.requested_milli, held)
         if to > self.now:
             self.now = to
 

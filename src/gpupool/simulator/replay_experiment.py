@@ -60,6 +60,16 @@ class ReplayResult:
         }
 
 
+def cluster_fraction(
+    nodes: Sequence[Node], pods: Sequence[TracePod], config: ReplayConfig
+) -> float:
+    """The configured fraction, or the one at which the peak offered load is `target_load`."""
+    if config.cluster_fraction is not None:
+        return config.cluster_fraction
+    full = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
+    return min(1.0, peak_offered(pods, config.time_scale) / (config.target_load * full))
+
+
 def run_experiment(
     nodes: Sequence[Node],
     pods: Sequence[TracePod],
@@ -68,10 +78,7 @@ def run_experiment(
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
     scale = config.time_scale
-    fraction = config.cluster_fraction
-    if fraction is None:
-        full = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
-        fraction = min(1.0, peak_offered(pods, scale) / (config.target_load * full))
+    fraction = cluster_fraction(nodes, pods, config)
     nodes = thin_nodes(nodes, fraction)
     capacity = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
     if tenancy is None:

@@ -1,0 +1,59 @@
+"""The replay's results for people: a terminal table and a PNG of allocation over time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpupool.simulator.replay_experiment import ReplayResult
+
+_COLUMNS = (
+    ("gpu_allocation_pct_mean", "alloc % (mean)"),
+    ("gpu_held_pct_mean", "held % (mean)"),
+    ("gpu_allocation_pct_peak", "alloc % (peak)"),
+    ("queue_delay_s_p50", "delay p50 s"),
+    ("queue_delay_s_p95", "delay p95 s"),
+    ("queue_delay_s_p99", "delay p99 s"),
+    ("reclaims", "reclaims"),
+    ("borrowed_gpu_hours", "borrowed GPU-h"),
+    ("rejected", "rejected"),
+)
+
+
+def table(result: ReplayResult) -> str:
+    data = result.to_json()
+    runs = data["runs"]
+    assert isinstance(runs, dict)
+    modes = list(runs)
+    width = max(len(label) for _, label in _COLUMNS)
+    lines = [
+        f"replay: {result.pods} pods on {result.nodes} nodes / {result.gpus} GPUs "
+        f"(cluster fraction {result.cluster_fraction:.3f}), arrivals / {result.time_scale:g}",
+        f"{'':{width}}  " + "  ".join(f"{m:>16}" for m in modes),
+    ]
+    for key, label in _COLUMNS:
+        cells = "  ".join(f"{runs[m][key]:>16}" for m in modes)
+        lines.append(f"{label:{width}}  {cells}")
+    return "\n".join(lines)
+
+
+def plot(result: ReplayResult, path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    capacity = max(1, result.gpus * 1000)
+    for mode, stats in result.runs.items():
+        if not stats.timeline:
+            continue
+        times = [t for t, _, _ in stats.timeline]
+        alloc = [100.0 * r / capacity for _, r, _ in stats.timeline]
+        ax.step(times, alloc, where="post", label=mode, linewidth=1)
+    ax.set_xlabel("replay time (s, arrivals compressed)")
+    ax.set_ylabel("GPU capacity asked for by running pods (%)")
+    ax.set_title("gpupool replay: allocation over time")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
