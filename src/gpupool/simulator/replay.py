@@ -71,6 +71,7 @@ class Engine:
     now: float = 0.0
     requested_milli: int = 0
     wakes: set[float] = field(default_factory=set)
+    claims: dict[str, int] = field(default_factory=dict)  # tenant -> quota a reclaim frees for it
 
     @classmethod
     def create(
@@ -158,6 +159,9 @@ class Engine:
                 self._drain(None)
             elif arrived:
                 self._drain(set(arrived))
+            if self.claims:
+                waiting = set(self.queue.tenants())
+                self.claims = {t: n for t, n in self.claims.items() if t in waiting}
         for key in list(self.queue_ids()):
             self.stats.never_admitted(self.jobs[key].tenant)
         return self.stats
@@ -220,7 +224,21 @@ class Engine:
                 self.wakes.add(verdict.retry_at)
                 self._push(verdict.retry_at, _WAKE, "")
             return verdict.reason
+        if verdict.borrowed and self._held_for_claimants(job.tenant, amount):
+            self.queue.mark(job.id, WaitReason.COHORT_EXHAUSTED, "capacity held for a reclaim")
+            return WaitReason.COHORT_EXHAUSTED
         return self._place(job, verdict)
+
+    def _held_for_claimants(self, tenant: str, amount: int) -> bool:
+        """Whether borrowing `amount` would take capacity a reclaim is freeing for another
+        tenant (without this, evicted borrowers would borrow it straight back)."""
+        cohort = self.ledger.book[tenant].cohort
+        held = sum(
+            need
+            for claimant, need in self.claims.items()
+            if claimant != tenant and self.ledger.book[claimant].cohort == cohort
+        )
+        return held > 0 and self.ledger.pool_free(cohort or "") - amount < held
 
     def _place(self, job: Job, verdict: Admit) -> WaitReason | None:
         req = job.request
@@ -260,6 +278,12 @@ class Engine:
             .activate(self.now)
         )
         self.ledger.add(lease)
+        if job.tenant in self.claims:
+            left = self.claims[job.tenant] - verdict.amount
+            if left > 0:
+                self.claims[job.tenant] = left
+            else:
+                del self.claims[job.tenant]
         self.running[lease_id] = _Running(lease, plan, job)
         self.requested_milli += job.share_milli
         self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
@@ -311,6 +335,7 @@ class Engine:
         plan = plan_reclaim(self.ledger, tenant, needed, self.now, pending=self.notices.keys())
         if not isinstance(plan, ReclaimPlan):
             return
+        self.claims[tenant] = max(self.claims.get(tenant, 0), needed)
         for notice in plan.notices:
             self.notices[notice.lease_id] = notice
             self._push(notice.evict_at, _EVICT, notice.lease_id)
