@@ -56,12 +56,14 @@ class FillRun:
             "placed": self.placed,
             "failed": self.failed,
         }
-        for point, value in self.unallocated_gpu_pct.items():
-            out[f"unallocated_gpu_pct_{point}"] = round(value, 4)
-        for point, value in self.frag_rate_pct.items():
-            out[f"frag_rate_pct_{point}"] = round(value, 4)
-        for point, value in self.frag_amount_pct.items():
-            out[f"frag_amount_pct_{point}"] = round(value, 4)
+        tables = (
+            ("unallocated_gpu_pct", self.unallocated_gpu_pct),
+            ("frag_rate_pct", self.frag_rate_pct),
+            ("frag_amount_pct", self.frag_amount_pct),
+        )
+        for prefix, table in tables:
+            for point, value in table.items():
+                out[f"{prefix}_{point}"] = None if math.isnan(value) else round(value, 4)
         out["curve"] = [[round(a, 2), round(b, 3)] for a, b in self.curve]
         return out
 

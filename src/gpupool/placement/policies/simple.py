@@ -65,21 +65,18 @@ class BestFitPolicy(Policy):
 
 class DotProductPolicy(Policy):
     name = "dot-product"
-    summary = "Tetris: smallest dot product of free resources and the request"
+    summary = "Tetris: smallest dot product of free resources and the request, per node capacity"
 
     def score(self, ctx: PlanContext) -> FloatArray:
         snap, rows, req = ctx.snap, ctx.rows, ctx.req
-        node_cpu = snap.cpu_free[rows] / MAX_SPEC_CPU
-        pod_cpu = req.cpu_milli / MAX_SPEC_CPU
+        cpu_cap = np.maximum(snap.cpu_cap[rows], 1)
+        dot = (snap.cpu_free[rows] / cpu_cap) * (req.cpu_milli / cpu_cap)
         if req.wants_gpu:
             b = np.arange(len(rows))[:, None]
-            chosen_free = snap.share_free[rows][b, ctx.cards].sum(axis=1) / MAX_SPEC_GPU
-            pod_gpu = req.gpu_request_milli / MAX_SPEC_GPU
-        else:
-            chosen_free = gpu_free_total(snap.share_free[rows]) / MAX_SPEC_GPU
-            pod_gpu = 0.0
-        dot = node_cpu * pod_cpu + chosen_free * pod_gpu
-        return np.asarray(np.floor((1.0 - dot / 2.0) * 100.0), dtype=np.float64)
+            cards = ctx.cards.shape[1]
+            chosen_free = snap.share_free[rows][b, ctx.cards].sum(axis=1) / (MILLI * cards)
+            dot = dot + chosen_free * (req.gpu_request_milli / (MILLI * cards))
+        return np.asarray(-dot, dtype=np.float64)
 
 
 class GpuPackingPolicy(Policy):
