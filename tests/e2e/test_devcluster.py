@@ -125,14 +125,19 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
     """The command line, as a user runs it, with the scheduler configured for an extender
     (kube-scheduler validates that configuration at start; nothing here requests vgpu)."""
     state_dir = tmp_path / "cli-cluster"
+    cluster_file = tmp_path / "cluster.yaml"  # the simulator's scenario format
+    cluster_file.write_text(
+        "cluster:\n"
+        "  - {name: h100, count: 2, cpu: 64, memory: 512Gi, gpus: 4xH100}\n"
+        "  - {name: cpu, count: 1, cpu: 16, memory: 64Gi}\n"
+        "workload: []\n"
+    )
     up = _gpupool(
         "up",
         "--dir",
         str(state_dir),
-        "--nodes",
-        "2",
-        "--gpus",
-        "4xH100",
+        "--cluster-file",
+        str(cluster_file),
         "--extender-url",
         "http://127.0.0.1:9/gpupool",
     )
@@ -156,8 +161,8 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
         assert again.returncode == 1
         assert "already runs" in again.stderr
         nodes = cluster.api().get("/api/v1/nodes")["items"]
-        assert sorted(n["metadata"]["name"] for n in nodes) == ["gpu-node-0", "gpu-node-1"]
-        assert {n["status"]["capacity"]["gpupool.io/vgpu"] for n in nodes} == {"40"}
+        vgpus = {n["metadata"]["name"]: n["status"]["capacity"]["gpupool.io/vgpu"] for n in nodes}
+        assert vgpus == {"h100-0": "40", "h100-1": "40", "cpu-0": "0"}
         assert "extenders" in (state_dir / "scheduler.yaml").read_text()
     finally:
         down = _gpupool("down", "--dir", str(state_dir))
@@ -171,7 +176,18 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
 
 def _start_foreground(state_dir: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*GPUPOOL, "dev-cluster", "up", "--foreground", "--dir", str(state_dir), "--nodes", "1"],
+        [
+            *GPUPOOL,
+            "dev-cluster",
+            "up",
+            "--foreground",
+            "--dir",
+            str(state_dir),
+            "--nodes",
+            "1",
+            "--gpus",
+            "2xL4",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -24,8 +24,10 @@ from gpupool.devcluster.nodes import (
     parse_gpu_spec,
 )
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.simulator.openb import load_nodes
+from gpupool.simulator.scenario import load_scenario
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -61,12 +63,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     up.add_argument(
-        "--nodes-file",
+        "--cluster-file",
         type=Path,
         default=None,
         help=(
-            "create the nodes of a node list in the simulator's openb CSV format "
-            "(sn,cpu_milli,memory_mib,gpu,model) instead of --nodes/--gpus"
+            "create the nodes of a cluster file in one of the simulator's formats instead of "
+            "--nodes/--gpus: a YAML scenario (its `cluster:` part) or an openb node list CSV "
+            "(sn,cpu_milli,memory_mib,gpu,model)"
         ),
     )
     up.add_argument(
@@ -134,9 +137,9 @@ def _raise_terminated(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    if args.nodes_file is not None:
-        nodes = [fake_node_from_domain(node) for node in load_nodes(args.nodes_file)]
-        shape = f"from {args.nodes_file}"
+    if args.cluster_file is not None:
+        nodes = [fake_node_from_domain(node) for node in _cluster_file_nodes(args.cluster_file)]
+        shape = f"from {args.cluster_file}"
     else:
         nodes = node_specs(args.nodes, parse_gpu_spec(args.gpus))
         shape = f"× {parse_gpu_spec(args.gpus)}"
@@ -193,6 +196,12 @@ def _summary(
     print(f"  kubeconfig: {state.kubeconfig}")
     print(f"  logs:       {cluster.log_dir}")
     print(f"  try:        {state.bin_dir}/kubectl --kubeconfig {state.kubeconfig} get nodes")
+
+
+def _cluster_file_nodes(path: Path) -> list[Node]:
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return list(load_scenario(path).nodes)
+    return load_nodes(path)
 
 
 def _down(args: argparse.Namespace) -> int:
