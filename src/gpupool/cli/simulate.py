@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gpupool.cli.replay import add_replay_parser
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
@@ -98,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     fill.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
     fill.add_argument("--inflation", type=float, default=1.3, help="load to reach (default 1.3)")
     fill.set_defaults(func=run_fill_command)
+    add_replay_parser(modes)
 
 
 def _inputs(args: argparse.Namespace) -> tuple[str, list[Node], list[Request]]:
