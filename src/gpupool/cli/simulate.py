@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -18,9 +19,14 @@ from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 from gpupool.placement.policies import POLICIES
 from gpupool.simulator.builtin import builtin_scenario
+from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
 from gpupool.simulator.experiment import run_experiment
 from gpupool.simulator.fill import FillConfig, task_count
 from gpupool.simulator.openb import load_nodes, load_pods
+from gpupool.simulator.replay_experiment import ReplayConfig
+from gpupool.simulator.replay_experiment import run_experiment as run_replay_experiment
+from gpupool.simulator.replay_report import plot as replay_plot
+from gpupool.simulator.replay_report import table as replay_table
 from gpupool.simulator.report import print_table, write_json, write_plot
 from gpupool.simulator.scenario import load_scenario
 
@@ -126,7 +132,7 @@ def run_fill_command(args: argparse.Namespace) -> int:
 def run_builtin(args: argparse.Namespace) -> int:
     scenario = builtin_scenario()
     out = Path(args.out)
-    return _run(
+    code = _run(
         scenario.name,
         list(scenario.nodes),
         list(scenario.requests),
@@ -138,6 +144,22 @@ def run_builtin(args: argparse.Namespace) -> int:
         out / "simulate.png",
         announce=out,
     )
+    if code:
+        return code
+    # The same pool over one day, with four teams sharing it under quotas.
+    nodes = list(scenario.nodes)
+    result = run_replay_experiment(
+        nodes,
+        builtin_timeline(),
+        builtin_tenancy(nodes),
+        ReplayConfig(policy="gpupool", time_scale=1.0, cluster_fraction=1.0),
+    )
+    Console().print(replay_table(result))
+    replay_json = out / "replay.json"
+    replay_json.write_text(json.dumps(result.to_json(), indent=1) + "\n", encoding="utf-8")
+    replay_plot(result, out / "replay.png")
+    Console(stderr=True).print(f"wrote {replay_json} and {out / 'replay.png'}")
+    return 0
 
 
 def _run(

@@ -111,4 +111,8 @@ def curve_on_grid(
     for run in runs:
         points = np.array(run["curve"], dtype=float)
         curves.append(np.interp(grid, points[:, 0], points[:, 1], right=np.nan))
-    return np.asarray(np.nanmean(np.array(curves), axis=0), dtype=np.float64)
+    stacked = np.array(curves)
+    counts = (~np.isnan(stacked)).sum(axis=0)
+    sums = np.nansum(stacked, axis=0)
+    mean = np.divide(sums, counts, out=np.full(len(grid), np.nan), where=counts > 0)
+    return np.asarray(mean, dtype=np.float64)

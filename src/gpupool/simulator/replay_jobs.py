@@ -79,7 +79,7 @@ def make_jobs(
         request = replace(pod.request, tenant=rule.quota.name, priority=rule.pod_priority)
         share = request.gpu_request_milli
         if whole_card and request.is_share:
-            request = replace(request, gpu_milli=MILLI)
+            request = replace(request, gpu_milli=MILLI, gpu_memory_bytes=None, compute_pct=None)
         jobs.append(
             Job(
                 id=f"{k}:{pod.request.name}",
