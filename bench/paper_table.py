@@ -57,8 +57,12 @@ def main() -> int:
             for p, r in results.items()
         }
         print(f"{name}: done ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
-    out = {"seeds": seeds, "policies": policies, "elapsed_s": round(time.perf_counter() - started),
-           "lists": table}
+    out = {
+        "seeds": seeds,
+        "policies": policies,
+        "elapsed_s": round(time.perf_counter() - started),
+        "lists": table,
+    }
     text = json.dumps(out, indent=1)
     print(text)
     if args.json:
@@ -69,8 +73,10 @@ def main() -> int:
     for name, row in table.items():
         cells = []
         for p in policies:
-            mean, std = row[p]["unallocated_gpu_pct_100"], row[p]["unallocated_gpu_pct_100_std"]
-            cells.append(f"{mean:.2f} ± {std:.2f}" if mean is not None and std is not None else "n/a")
+            mean = row[p]["unallocated_gpu_pct_100"]
+            std = row[p]["unallocated_gpu_pct_100_std"]
+            known = mean is not None and std is not None
+            cells.append(f"{mean:.2f} ± {std:.2f}" if known else "n/a")
         print(f"| {name} | " + " | ".join(cells) + " |", file=sys.stderr)
     return 0
 
