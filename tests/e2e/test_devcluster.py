@@ -7,15 +7,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import KUBERNETES_VERSION
-from gpupool.devcluster.cluster import DevCluster
+from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.processes import is_running
+from gpupool.devcluster.scheduler_config import ExtenderConfig
 
 if TYPE_CHECKING:
     from conftest import E2ECluster
@@ -235,3 +240,101 @@ def test_ctrl_c_stops_every_process(tmp_path: Path, moment: str) -> None:
     else:
         assert proc.returncode == 0, output
         assert "stopped: kwok, kube-scheduler, kube-apiserver, etcd" in output
+
+
+class _RecordingExtender:
+    """The smallest extender that satisfies kube-scheduler's protocol, recording each call: it
+    passes every node, scores them 0, and binds by creating the Binding itself."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.api: KubeApi | None = None
+        extender = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                verb = self.path.rsplit("/", 1)[-1]
+                extender.calls.append((verb, body))
+                reply: Any
+                if verb == "filter":
+                    reply = {"NodeNames": body["NodeNames"], "FailedNodes": {}, "Error": ""}
+                elif verb == "prioritize":
+                    reply = [{"Host": name, "Score": 0} for name in body["NodeNames"]]
+                else:
+                    assert extender.api is not None
+                    ns, name = body["PodNamespace"], body["PodName"]
+                    extender.api.create(
+                        f"/api/v1/namespaces/{ns}/pods/{name}/binding",
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Binding",
+                            "metadata": {"name": name, "namespace": ns},
+                            "target": {"kind": "Node", "name": body["Node"]},
+                        },
+                    )
+                    reply = {"Error": ""}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/gpupool"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_scheduler_calls_the_configured_extender(tmp_path: Path) -> None:
+    """With an extender URL, kube-scheduler sends vgpu pods through filter, prioritize and bind
+    (and plain pods not at all: the extender manages only gpupool.io/vgpu)."""
+    extender = _RecordingExtender()
+    cluster = DevCluster(tmp_path / "extender-cluster")
+    try:
+        cluster.up(
+            ClusterSpec(
+                nodes=tuple(node_specs(2, parse_gpu_spec("2xA100-80GB"))),
+                extender=ExtenderConfig(url_prefix=extender.url),
+            ),
+            die_with_parent=True,
+        )
+        api = extender.api = cluster.api()
+
+        def pod(name: str, resources: dict[str, str]) -> dict[str, Any]:
+            container = {"name": "c", "image": "x", "resources": {"limits": resources}}
+            return {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name},
+                "spec": {"containers": [container]},
+            }
+
+        api.create("/api/v1/namespaces/default/pods", pod("plain", {"cpu": "1"}))
+        api.create("/api/v1/namespaces/default/pods", pod("sliced", {"gpupool.io/vgpu": "1"}))
+
+        def running(name: str) -> Any:
+            current = api.get(f"/api/v1/namespaces/default/pods/{name}")
+            return current if current["status"].get("phase") == "Running" else None
+
+        for name in ("plain", "sliced"):
+            assert poll_until(lambda n=name: running(n), timeout_s=60), (
+                f"{name} not Running: {api.get(f'/api/v1/namespaces/default/pods/{name}')}"
+            )
+    finally:
+        cluster.down()
+        extender.close()
+    verbs = [verb for verb, _ in extender.calls]
+    assert verbs == ["filter", "prioritize", "bind"], verbs
+    filter_args = extender.calls[0][1]
+    assert filter_args["Pod"]["metadata"]["name"] == "sliced"
+    assert sorted(filter_args["NodeNames"]) == ["gpu-node-0", "gpu-node-1"]
+    assert extender.calls[2][1]["PodName"] == "sliced"
