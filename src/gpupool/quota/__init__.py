@@ -10,6 +10,7 @@ from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter, TenantUsage
 from gpupool.quota.queue import AdmissionQueue, FifoMode, Outcome, QueueEntry, Waiting
 from gpupool.quota.reclaim import Evict, NoReclaim, Notice, ReclaimPlan, due, plan_reclaim
+from gpupool.quota.reclaim_sites import SitePlan, plan_site_reclaim
 from gpupool.quota.resource import Resource, demand_of
 from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota
 
@@ -34,6 +35,7 @@ __all__ = [
     "ReclaimPlan",
     "Reject",
     "Resource",
+    "SitePlan",
     "TenantQuota",
     "TenantUsage",
     "Verdict",
@@ -44,4 +46,5 @@ __all__ = [
     "demand_of",
     "due",
     "plan_reclaim",
+    "plan_site_reclaim",
 ]
