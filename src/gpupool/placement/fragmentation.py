@@ -10,6 +10,7 @@ by their frequency. Shapes are grouped by their GPU part so the CPU test becomes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,12 @@ class _Group:
     cpu_sorted: IntArray  # CPU demands of the group's shapes, ascending
     weight_cum: FloatArray  # cumulative weight by cpu_sorted, with a leading 0
     weight_total: float
+
+
+class NodeMeasure(Protocol):
+    """A per-node fragmentation measure, evaluated for hypothetical node states."""
+
+    def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray: ...
 
 
 class FragmentationModel:
@@ -58,7 +65,7 @@ class FragmentationModel:
             cum = np.concatenate([[0.0], np.cumsum([w for _, w in members])])
             self.groups.append(
                 _Group(
-                    threshold=_threshold(snap, shape),
+                    threshold=threshold(snap, shape),
                     count=count,
                     cpu_sorted=cpus,
                     weight_cum=cum,
@@ -84,7 +91,8 @@ class FragmentationModel:
         return float(self.node_frag(rows, snap.cpu_free, snap.share_free).sum())
 
 
-def _threshold(snap: ClusterSnapshot, shape: Shape) -> IntArray:
+def threshold(snap: ClusterSnapshot, shape: Shape) -> IntArray:
+    """Per card, the free share one task of `shape` needs there; huge where it cannot go."""
     accessible: BoolArray = snap.present.copy()
     if shape.models:
         ids = [snap.model_ids[m] for m in shape.models if m in snap.model_ids]

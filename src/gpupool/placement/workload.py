@@ -45,6 +45,10 @@ class Shape:
     def wants_gpu(self) -> bool:
         return self.gpu_count > 0
 
+    @property
+    def whole_cards(self) -> bool:
+        return self.gpu_milli == MILLI
+
 
 @dataclass(frozen=True, slots=True)
 class TargetWorkload:

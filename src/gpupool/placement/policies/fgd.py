@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpupool.placement.context import PlanContext
-from gpupool.placement.fragmentation import FloatArray, FragmentationModel
+from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
 from gpupool.placement.policies.base import Policy
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
@@ -21,9 +21,9 @@ from gpupool.placement.workload import Shape, TargetWorkload
 class FragCache:
     """Per-node fragmentation before, and after each request shape, kept fresh by node version."""
 
-    def __init__(self, snap: ClusterSnapshot, workload: TargetWorkload) -> None:
+    def __init__(self, snap: ClusterSnapshot, model: NodeMeasure) -> None:
         self.uid = snap.uid
-        self.model = FragmentationModel(snap, workload)
+        self.model = model
         n = len(snap)
         self.before = np.zeros(n)
         self.before_version = np.full(n, -1, dtype=np.int64)
@@ -64,9 +64,12 @@ class FgdPolicy(Policy):
         self.workload = workload
         self._cache: FragCache | None = None
 
+    def measure(self, snap: ClusterSnapshot) -> NodeMeasure:
+        return FragmentationModel(snap, self.workload)
+
     def cache(self, snap: ClusterSnapshot) -> FragCache:
         if self._cache is None or self._cache.uid != snap.uid:
-            self._cache = FragCache(snap, self.workload)
+            self._cache = FragCache(snap, self.measure(snap))
         return self._cache
 
     def score(self, ctx: PlanContext) -> FloatArray:
