@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.processes import is_running
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.models import get_model
 
 if TYPE_CHECKING:
     from conftest import E2ECluster
@@ -46,7 +48,7 @@ def test_fake_gpu_nodes_appear_with_capacity(dev_cluster: E2ECluster) -> None:
         labels = node["metadata"]["labels"]
         assert labels["gpupool.io/gpu-model"] == "A100-80GB"
         assert labels["gpupool.io/gpu-count"] == "8"
-        assert int(labels["gpupool.io/gpu-memory-bytes"]) == dev_cluster.gpus.model.memory_bytes
+        assert int(labels["gpupool.io/gpu-memory-bytes"]) == get_model("A100-80GB").memory_bytes
         for key in ("capacity", "allocatable"):
             assert node["status"][key]["nvidia.com/gpu"] == "8", node["status"]
             assert node["status"][key]["gpupool.io/vgpu"] == "80", node["status"]
@@ -326,7 +328,7 @@ def test_scheduler_calls_the_configured_extender(tmp_path: Path) -> None:
             return current if current["status"].get("phase") == "Running" else None
 
         for name in ("plain", "sliced"):
-            assert poll_until(lambda n=name: running(n), timeout_s=60), (
+            assert poll_until(functools.partial(running, name), timeout_s=60), (
                 f"{name} not Running: {api.get(f'/api/v1/namespaces/default/pods/{name}')}"
             )
     finally:

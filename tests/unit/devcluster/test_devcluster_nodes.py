@@ -28,6 +28,7 @@ from gpupool.domain.units import MiB
 )
 def test_parse_gpu_spec(text: str, count: int, model: str) -> None:
     spec = parse_gpu_spec(text)
+    assert spec.model is not None
     assert (spec.count, spec.model.name) == (count, model)
 
 
