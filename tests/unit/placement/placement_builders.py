@@ -74,7 +74,11 @@ def mixed_node(name: str, models: list[str]) -> Node:
 
 def occupy(snap: ClusterSnapshot, node_name: str, card: int, gib: float) -> Decision:
     """Reserve `gib` on one named card, bypassing the policy."""
-    req = slice_gib(f"fill-{node_name}-{card}-{snap.allocated_gpu_milli()}", gib)
+    req = Request(
+        name=f"fill-{node_name}-{card}-{snap.allocated_gpu_milli()}",
+        gpu_count=1,
+        gpu_memory_bytes=int(gib * GiB),
+    )
     i = snap.index[node_name]
     d = Decision(
         req,

@@ -1,0 +1,67 @@
+"""The two fragmentation measures on hand-computed cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from placement_builders import cpu_only, node, occupy, share, whole
+
+from gpupool.placement import ClusterSnapshot, FragmentationModel, TargetWorkload
+from gpupool.placement.capacity import CapacityModel
+from gpupool.placement.policies.gpupool import MeanMeasure
+
+
+def snapshot_with_cpu(cpu_milli: int) -> ClusterSnapshot:
+    """One node, two 80Gi cards: card 0 free, card 1 with 300 milli free (56Gi used)."""
+    snap = ClusterSnapshot([node("n", gpus=2, cpu=cpu_milli)])
+    occupy(snap, "n", 1, 56)
+    return snap
+
+
+WORKLOAD = TargetWorkload.from_requests(
+    [share("s", 500, cpu=1000), whole("w", cpu=4000)], cutoff=1.0
+)
+
+
+def frag(model: object, snap: ClusterSnapshot) -> float:
+    rows = np.arange(len(snap))
+    return float(model.node_frag(rows, snap.cpu_free, snap.share_free)[0])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("cpu", "fgd", "capacity"),
+    [
+        # Plenty of CPU: both count the 300-milli card for both shapes: 0.5*300 + 0.5*300.
+        (10_000, 300.0, 300.0),
+        # CPU for one half-card task and no 1-GPU task. FGD: the half-card shape is still
+        # hostable (150), the 1-GPU shape is not (all 1300 count: 650). Capacity: one 500 slice
+        # of 1300 is usable (0.5*800) and nothing for 1-GPU tasks (0.5*1300).
+        (1_000, 800.0, 1050.0),
+    ],
+)
+def test_measures_by_hand(cpu: int, fgd: float, capacity: float) -> None:
+    snap = snapshot_with_cpu(cpu)
+    assert snap.share_free[0].tolist() == [1000, 300]
+    assert frag(FragmentationModel(snap, WORKLOAD), snap) == pytest.approx(fgd)
+    assert frag(CapacityModel(snap, WORKLOAD), snap) == pytest.approx(capacity)
+    mean = MeanMeasure(FragmentationModel(snap, WORKLOAD), CapacityModel(snap, WORKLOAD))
+    assert frag(mean, snap) == pytest.approx((fgd + capacity) / 2)
+
+
+def test_capacity_counts_card_remainders_that_fgd_calls_usable() -> None:
+    # A 600-milli hole for 470-milli tasks: FGD sees no fragment, capacity strands 130.
+    snap = ClusterSnapshot([node("n", gpus=1)])
+    occupy(snap, "n", 0, 32)  # 80Gi card, 40% used
+    workload = TargetWorkload.from_requests([share("s", 470, cpu=0)], cutoff=1.0)
+    assert frag(FragmentationModel(snap, workload), snap) == pytest.approx(0.0)
+    assert frag(CapacityModel(snap, workload), snap) == pytest.approx(130.0)
+
+
+def test_cpu_only_shapes_count_all_free_share_in_both() -> None:
+    snap = snapshot_with_cpu(64_000)
+    shapes = [share("s", 500, cpu=0), *(cpu_only(f"c{i}") for i in range(3))]
+    workload = TargetWorkload.from_requests(shapes, cutoff=1.0)
+    # 3/4 CPU-only (all 1300 count) + 1/4 half-card shape (the 300 card counts).
+    expected = 0.75 * 1300 + 0.25 * 300
+    assert frag(FragmentationModel(snap, workload), snap) == pytest.approx(expected)
+    assert frag(CapacityModel(snap, workload), snap) == pytest.approx(expected)
