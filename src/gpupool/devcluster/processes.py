@@ -61,9 +61,12 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
+# Loaded here, not in the child: between fork and exec only the call itself is safe.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def start(
