@@ -11,6 +11,14 @@ Three runs side by side, same pods, same tenants, same placement policy:
 - `pooled-borrowing`: pooled, and tenants borrow their cohort's unused quota; a tenant within
   its nominal quota reclaims it (notice, grace period, eviction; an evicted pod restarts).
 
+Reclaim starts in two cases. A tenant within nominal whose quota borrowers hold (admission's
+`RECLAIM_NEEDED`) gets its quota back; a tenant within nominal whose pod the quota admits but no
+node has room for, while cohort members run on borrowed quota, gets *room*: victims on one node
+whose eviction lets the pod fit there (`replay_reclaim`). Either way, when the pod does not fit now
+the victims are chosen for room (and quota). The room is held for the claimant until the victims
+are evicted: its node is cordoned for everyone else, and the claimant is placed first at eviction
+time; if the claimant is placed elsewhere first, the notices are withdrawn.
+
 `gpu_allocation_pct_mean` counts the GPU capacity the running pods asked for (in `whole-card` the
 rest of each card they hold is stranded and shows in `gpu_held_pct_mean`), time-averaged over the
 arrival window (first to last arrival), as a percentage of the cluster's GPUs.
@@ -32,8 +40,10 @@ from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter
 from gpupool.quota.queue import AdmissionQueue, FifoMode, QueueEntry
 from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
+from gpupool.quota.reclaim_sites import SitePlan
 from gpupool.simulator.replay_jobs import Job
 from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
+from gpupool.simulator.replay_reclaim import HELD, room_plan
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy
 
@@ -46,6 +56,14 @@ class _Running:
     lease: Lease
     decision: Decision
     job: Job
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    """Room on `node` being freed for one waiting pod by the noticed leases `notices`."""
+
+    node: int
+    notices: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -72,6 +90,9 @@ class Engine:
     requested_milli: int = 0
     wakes: set[float] = field(default_factory=set)
     claims: dict[str, int] = field(default_factory=dict)  # tenant -> quota a reclaim frees for it
+    holds: dict[str, _Hold] = field(default_factory=dict)  # job id -> room freed for it
+    room_victims: set[str] = field(default_factory=set)  # noticed leases whose room is held
+    no_room: set[Shape] = field(default_factory=set)  # shapes a room reclaim cannot serve now
 
     @classmethod
     def create(
@@ -147,7 +168,10 @@ class Engine:
                 self.queue.push(
                     QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
                 )
-            if freed or wake:
+            if freed:
+                self.no_room.clear()
+            served = self._serve_holds()
+            if freed or wake or served:
                 if wake:
                     self.failed_shapes.clear()
                 else:
@@ -201,7 +225,8 @@ class Engine:
 
     def _attempt(self, job: Job, amount: int) -> WaitReason | None:
         """Try to admit and place one queued job; None when it left the queue."""
-        if shape_of(job.request) in self.failed_shapes:
+        failed = shape_of(job.request) in self.failed_shapes
+        if failed and not self._may_want_room(job, amount):
             self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room (unchanged since tried)")
             return WaitReason.NO_FIT
         ask = Ask(
@@ -213,13 +238,12 @@ class Engine:
         )
         verdict = decide(self.ledger, ask, self.now, self.meter if self.budgets else None)
         if isinstance(verdict, Reject):
-            self.queue.remove(job.id)
-            self.stats.rejected(job.tenant)
+            self._reject(job)
             return None
         if isinstance(verdict, Wait):
             self.queue.mark(job.id, verdict.reason, verdict.detail)
             if verdict.reason is WaitReason.RECLAIM_NEEDED:
-                self._reclaim(job.tenant, verdict.reclaim_needed)
+                self._reclaim(job, verdict.reclaim_needed)
             if verdict.retry_at is not None and verdict.retry_at not in self.wakes:
                 self.wakes.add(verdict.retry_at)
                 self._push(verdict.retry_at, _WAKE, "")
@@ -227,7 +251,21 @@ class Engine:
         if verdict.borrowed and self._held_for_claimants(job.tenant, amount):
             self.queue.mark(job.id, WaitReason.COHORT_EXHAUSTED, "capacity held for a reclaim")
             return WaitReason.COHORT_EXHAUSTED
-        return self._place(job, verdict)
+        if failed:
+            if not verdict.borrowed:
+                self._reclaim_room(job, 0)
+            self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room (unchanged since tried)")
+            return WaitReason.NO_FIT
+        outcome = self._place(job, verdict)
+        if outcome is WaitReason.NO_FIT and not verdict.borrowed:
+            self._reclaim_room(job, 0)
+        return outcome
+
+    def _reject(self, job: Job) -> None:
+        self.queue.remove(job.id)
+        self.stats.rejected(job.tenant)
+        if job.id in self.holds:
+            self._drop_hold(job.id, withdraw=True)
 
     def _held_for_claimants(self, tenant: str, amount: int) -> bool:
         """Whether borrowing `amount` would take capacity a reclaim is freeing for another
@@ -245,8 +283,7 @@ class Engine:
         plan = place(self.planner, self.snap, req)
         if not isinstance(plan, Decision):
             if plan:
-                self.queue.remove(job.id)
-                self.stats.rejected(job.tenant)
+                self._reject(job)
                 return None
             self.failed_shapes.add(shape_of(req))
             self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room")
@@ -285,6 +322,10 @@ class Engine:
             else:
                 del self.claims[job.tenant]
         self.running[lease_id] = _Running(lease, plan, job)
+        if job.id in self.holds:
+            self._drop_hold(job.id, withdraw=True)
+        if verdict.borrowed:
+            self.no_room.clear()  # a new borrowed lease: room reclaims may now find victims
         self.requested_milli += job.share_milli
         self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
         self.stats.seen.add(job.id)
@@ -325,20 +366,119 @@ class Engine:
         if run is None:
             return
         self.stats.reclaims += 1
+        if key in self.room_victims:
+            self.room_victims.discard(key)
+            self.stats.room_reclaims += 1
         job = run.job
         self.queue.push(
             QueueEntry(job.id, job.tenant, job.request.priority, job.arrival, job.share_milli)
         )
         # the evicted pod restarts from scratch: its whole run time is ahead of it again
 
-    def _reclaim(self, tenant: str, needed: int) -> None:
+    def _reclaim(self, job: Job, needed: int) -> None:
+        """Quota back for `job`'s tenant: with room for the pod too when it does not fit now."""
+        tenant = job.tenant
+        if job.id in self.holds:
+            return
+        if (
+            tenant not in self.claims
+            and (
+                shape_of(job.request) in self.failed_shapes
+                or not isinstance(place(self.planner, self.snap, job.request), Decision)
+            )
+            and self._reclaim_room(job, needed)
+        ):
+            self.claims[tenant] = needed
+            return
         plan = plan_reclaim(self.ledger, tenant, needed, self.now, pending=self.notices.keys())
         if not isinstance(plan, ReclaimPlan):
             return
         self.claims[tenant] = max(self.claims.get(tenant, 0), needed)
-        for notice in plan.notices:
+        self._notify(plan.notices)
+
+    def _notify(self, notices: Sequence[Notice]) -> None:
+        for notice in notices:
             self.notices[notice.lease_id] = notice
             self._push(notice.evict_at, _EVICT, notice.lease_id)
+
+    # -- reclaim for room ----------------------------------------------------------------------
+    def _borrowers_beside(self, tenant: str) -> bool:
+        book = self.ledger.book
+        return any(
+            self.ledger.borrowed(m.name) > 0
+            for m in book.cohort(book[tenant].cohort)
+            if m.name != tenant
+        )
+
+    def _may_want_room(self, job: Job, amount: int) -> bool:
+        """Cheap test: might a room reclaim be planned for this job (within nominal, borrowers
+        beside it, none planned for it or found impossible for its shape)?"""
+        return (
+            self.mode == "pooled-borrowing"
+            and job.id not in self.holds
+            and shape_of(job.request) not in self.no_room
+            and self.ledger.used(job.tenant) + amount <= self.ledger.book[job.tenant].nominal
+            and self._borrowers_beside(job.tenant)
+        )
+
+    def _decision_of(self, lease_id: str) -> Decision | None:
+        run = self.running.get(lease_id)
+        return None if run is None else run.decision
+
+    def _reclaim_room(self, job: Job, needed: int) -> bool:
+        """Notice borrowed leases on one node so that `job` fits there; hold that node for it."""
+        shape = shape_of(job.request)
+        if not self._may_want_room(job, 0):
+            return False
+        plan = room_plan(
+            self.snap,
+            self.ledger,
+            self._decision_of,
+            {h.node for h in self.holds.values()},
+            job.request,
+            job.tenant,
+            self.now,
+            needed,
+            pending=self.notices.keys(),
+        )
+        if not isinstance(plan, SitePlan) or not plan.plan.notices:
+            if needed == 0:
+                self.no_room.add(shape)
+            return False
+        notices = plan.plan.notices
+        self.holds[job.id] = _Hold(plan.site, tuple(n.lease_id for n in notices))
+        self.snap.set_condition(self.snap.names[plan.site], HELD)
+        self.room_victims.update(n.lease_id for n in notices)
+        self._notify(notices)
+        return True
+
+    def _drop_hold(self, job_id: str, withdraw: bool) -> None:
+        """End a hold: reopen its node; `withdraw` the notices not yet carried out."""
+        hold = self.holds.pop(job_id)
+        if withdraw:
+            for lease_id in hold.notices:
+                if self.notices.pop(lease_id, None) is not None:
+                    self.room_victims.discard(lease_id)
+        self.snap.set_condition(self.snap.names[hold.node], None)
+        self.no_room.clear()
+        self.failed_shapes = {
+            shape for shape in self.failed_shapes if not fits_node(self.snap, hold.node, shape)
+        }
+
+    def _serve_holds(self) -> bool:
+        """Place first the pods whose victims are all gone, on the room freed for them."""
+        ready = [
+            job_id
+            for job_id, hold in self.holds.items()
+            if not any(lease_id in self.notices for lease_id in hold.notices)
+        ]
+        for job_id in ready:
+            self._drop_hold(job_id, withdraw=False)
+            if job_id in self.queue:
+                job = self.jobs[job_id]
+                self.failed_shapes.discard(shape_of(job.request))
+                self._attempt(job, self._amount(job))
+        return bool(ready)
 
 
 def requested_total(jobs: Sequence[Job]) -> int:

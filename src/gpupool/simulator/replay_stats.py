@@ -44,6 +44,7 @@ class RunStats:
     tenants: dict[str, TenantStats] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
     reclaims: int = 0
+    room_reclaims: int = 0  # evictions that freed room on a node for a lender's pod
     borrowed_admissions: int = 0
     seconds: float = 0.0
     requested_area: float = 0.0  # milli-GPU x seconds
@@ -101,6 +102,7 @@ class RunStats:
             "queue_delay_s_p95": round(_percentile(delays, 95), 3),
             "queue_delay_s_p99": round(_percentile(delays, 99), 3),
             "reclaims": self.reclaims,
+            "reclaims_for_room": self.room_reclaims,
             "borrowed_gib_hours": round(
                 sum(t.borrowed_gib_hours for t in self.tenants.values()), 3
             ),
