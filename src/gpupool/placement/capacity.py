@@ -12,41 +12,55 @@ free share, as in FGD.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from gpupool.domain.requests import MILLI
 from gpupool.placement.fragmentation import FloatArray, threshold
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
-from gpupool.placement.workload import TargetWorkload
+from gpupool.placement.workload import Shape, TargetWorkload
 
 
 class CapacityModel:
     def __init__(self, snap: ClusterSnapshot, workload: TargetWorkload) -> None:
-        self.cpu_only_weight = sum(
-            w for s, w in zip(workload.shapes, workload.weights, strict=True) if not s.wants_gpu
-        )
-        self.shapes = [
-            (s.cpu_milli, s.gpu_count, s.whole_cards, w, np.maximum(threshold(snap, s), 1))
-            for s, w in zip(workload.shapes, workload.weights, strict=True)
-            if s.wants_gpu
+        self.cpu_only_weight = 0.0
+        groups: dict[Shape, list[tuple[int, float]]] = {}
+        for shape, weight in zip(workload.shapes, workload.weights, strict=True):
+            if not shape.wants_gpu:
+                self.cpu_only_weight += weight
+                continue
+            gpu_part = replace(shape, cpu_milli=0)
+            groups.setdefault(gpu_part, []).append((shape.cpu_milli, weight))
+        # Shapes that differ only in CPU share the card arithmetic; the CPU bound is per shape.
+        self.groups = [
+            (
+                gpu_part.gpu_count,
+                gpu_part.whole_cards,
+                np.maximum(threshold(snap, gpu_part), 1),
+                np.array([c for c, _ in members], dtype=np.int64),
+                np.array([w for _, w in members], dtype=np.float64),
+            )
+            for gpu_part, members in groups.items()
         ]
 
     def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
         total = share_free.sum(axis=1).astype(np.float64)
         stranded = self.cpu_only_weight * total
-        for cpu, count, whole, weight, need_all in self.shapes:
+        for count, whole, need_all, cpus, weights in self.groups:
             need = need_all[rows]
             fits = share_free >= need
             if whole:
                 instances = fits.sum(axis=1) // count
-                used = instances * (count * MILLI)
+                used = (instances * (count * MILLI)).astype(np.float64)
             else:
                 per_card = np.where(fits, share_free // need, 0)
                 instances = per_card.sum(axis=1)
-                used = (per_card * need).sum(axis=1)
-            if cpu > 0:
-                allowed = cpu_free // cpu
-                scale = np.minimum(1.0, allowed / np.maximum(instances, 1))
-                used = used * scale
-            stranded += weight * (total - used)
+                used = (per_card * need).sum(axis=1).astype(np.float64)
+            # (B, shapes): the fraction of the instances the node's CPU allows, per shape.
+            allowed = np.where(
+                cpus > 0, cpu_free[:, None] // np.maximum(cpus, 1), instances[:, None]
+            )
+            scale = np.minimum(1.0, allowed / np.maximum(instances, 1)[:, None])
+            stranded += (total[:, None] - used[:, None] * scale) @ weights
         return np.asarray(stranded, dtype=np.float64)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -85,10 +84,11 @@ class Planner:
 
     @staticmethod
     def unschedulable(snap: ClusterSnapshot, req: Request, feas: Feasibility) -> Unschedulable:
-        counts = Counter(Reason(int(r)).name for r in feas.reason)
-        counts.pop(Reason.FITS.name, None)
-        reasons = tuple((REASON_LABEL[name], n) for name, n in counts.most_common())
-        unresolvable = bool(len(snap)) and all(Reason[name] in UNRESOLVABLE for name in counts)
+        tally = np.bincount(feas.reason, minlength=len(Reason))
+        counts = {Reason(code): int(n) for code, n in enumerate(tally) if n and code}
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        reasons = tuple((REASON_LABEL[why.name], n) for why, n in ranked)
+        unresolvable = bool(len(snap)) and all(why in UNRESOLVABLE for why in counts)
         return Unschedulable(req, len(snap), reasons, unresolvable)
 
     @staticmethod

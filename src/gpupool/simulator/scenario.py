@@ -142,7 +142,8 @@ def load_scenario(path: str | Path) -> Scenario:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
         column = mark.column + 1 if mark is not None else None
-        raise InputFileError(str(path), line, column, f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+        problem = getattr(exc, "problem", None) or exc
+        raise InputFileError(str(path), line, column, f"not valid YAML: {problem}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("cluster"), list):
         raise InputFileError(str(path), 1, "cluster", "expected a top-level list `cluster:`")
     if not isinstance(data.get("workload"), list):

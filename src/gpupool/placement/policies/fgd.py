@@ -29,31 +29,34 @@ class FragCache:
         self.before_version = np.full(n, -1, dtype=np.int64)
         self.after: dict[Shape, tuple[FloatArray, IntArray]] = {}
 
-    def frag_before(self, snap: ClusterSnapshot, rows: IntArray) -> FloatArray:
-        stale = rows[self.before_version[rows] != snap.version[rows]]
-        if len(stale):
-            self.before[stale] = self.model.node_frag(
-                stale, snap.cpu_free[stale], snap.share_free[stale]
-            )
-            self.before_version[stale] = snap.version[stale]
-        return self.before[rows]
+    def delta(self, ctx: PlanContext) -> FloatArray:
+        """Fragmentation before minus after placing on each candidate (higher is better).
 
-    def frag_after(self, ctx: PlanContext) -> FloatArray:
-        snap = ctx.snap
+        Nodes whose state changed since they were last measured are re-measured in one batch:
+        before-states and after-states of this request's shape together.
+        """
+        snap, rows = ctx.snap, ctx.rows
         key = Shape.of(ctx.req)
         entry = self.after.get(key)
         if entry is None:
             entry = (np.zeros(len(snap)), np.full(len(snap), -1, dtype=np.int64))
             self.after[key] = entry
-        values, versions = entry
-        rows = ctx.rows
-        stale_mask = versions[rows] != snap.version[rows]
-        if stale_mask.any():
-            stale = rows[stale_mask]
-            sub = PlanContext(snap, ctx.req, ctx.feas, stale)
-            values[stale] = self.model.node_frag(stale, sub.cpu_after, sub.share_after)
-            versions[stale] = snap.version[stale]
-        return values[rows]
+        after, after_version = entry
+        stale_before = rows[self.before_version[rows] != snap.version[rows]]
+        stale_after = rows[after_version[rows] != snap.version[rows]]
+        nb = len(stale_before)
+        if nb or len(stale_after):
+            sub = PlanContext(snap, ctx.req, ctx.feas, stale_after)
+            values = self.model.node_frag(
+                np.concatenate([stale_before, stale_after]),
+                np.concatenate([snap.cpu_free[stale_before], sub.cpu_after]),
+                np.concatenate([snap.share_free[stale_before], sub.share_after]),
+            )
+            self.before[stale_before] = values[:nb]
+            self.before_version[stale_before] = snap.version[stale_before]
+            after[stale_after] = values[nb:]
+            after_version[stale_after] = snap.version[stale_after]
+        return np.asarray(self.before[rows] - after[rows], dtype=np.float64)
 
 
 class FgdPolicy(Policy):
@@ -73,6 +76,5 @@ class FgdPolicy(Policy):
         return self._cache
 
     def score(self, ctx: PlanContext) -> FloatArray:
-        cache = self.cache(ctx.snap)
-        delta = cache.frag_before(ctx.snap, ctx.rows) - cache.frag_after(ctx)
+        delta = self.cache(ctx.snap).delta(ctx)
         return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
