@@ -24,8 +24,9 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Everything but the tests that need the control plane binaries.
 unit: venv
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not e2e"
 
 test: lint k8s native
 	$(BIN)/pytest
