@@ -3,7 +3,7 @@
 Per seed: shuffle the tasks; inflate the list to 130% of the cluster's GPU capacity by cloning
 random tasks (or drop random tasks if it asks for more); give the nodes a random fixed order (the
 paper's simulator breaks score ties by node name, and names get a random prefix per seed); then
-submit each task once. After every task, log arrived GPU load and allocated GPU capacity (both as
+submit each task once. After every task, log arrived GPU load and allocated GPU load (both as
 % of capacity) and the cluster's fragmentation against the target workload. Points at 80/100/130%
 are read by rounding arrived load to a whole percent and averaging the samples at that percent,
 as the paper's analysis scripts do.
@@ -137,24 +137,25 @@ def run_fill(
     run = FillRun(policy=policy, seed=config.seed, tasks=len(tasks))
     samples: dict[int, list[tuple[float, float, float]]] = {p: [] for p in config.checkpoints}
     arrived = 0
+    allocated = 0  # the nominal load of placed tasks, so allocation never exceeds arrival
     last_curve_pct = -1.0
     for n, (req, req_load) in enumerate(zip(tasks, task_load, strict=True), start=1):
         result = planner.plan(snap, req)
         if isinstance(result, Decision):
             snap.assume(result)
+            allocated += req_load
             run.placed += 1
             i = np.array([result.node_index])
             node_frag[i] = frag_model.node_frag(i, snap.cpu_free[i], snap.share_free[i])
         else:
             run.failed += 1
         arrived += req_load
-        allocated = snap.allocated_gpu_milli()
         arrived_pct = 100.0 * arrived / capacity
         alloc_pct = 100.0 * allocated / capacity
         point = math.floor(arrived_pct + 0.5)
         if point in samples:
             frag = float(node_frag.sum())
-            idle = capacity - allocated
+            idle = capacity - snap.allocated_gpu_milli()  # free share on the cards
             samples[point].append(
                 (alloc_pct, 100.0 * frag / idle if idle else 0.0, 100.0 * frag / capacity)
             )
@@ -165,7 +166,7 @@ def run_fill(
             progress(256)
     if progress is not None:
         progress(len(tasks) % 256)
-    run.curve.append((100.0 * arrived / capacity, 100.0 * snap.allocated_gpu_milli() / capacity))
+    run.curve.append((100.0 * arrived / capacity, 100.0 * allocated / capacity))
     for point, values in samples.items():
         if values:
             arr = np.array(values)
