@@ -20,7 +20,7 @@ from gpupool.quota.lease import Lease
 
 
 class _Account:
-    __slots__ = ("compute", "leases", "plain", "pods", "used")
+    __slots__ = ("compute", "leases", "plain", "pods", "reclaimable", "used")
 
     def __init__(self) -> None:
         self.used = 0
@@ -28,6 +28,14 @@ class _Account:
         self.pods = 0
         self.compute = 0
         self.leases: dict[str, Lease] = {}
+        self.reclaimable: dict[str, Lease] = {}  # the leases a reclaim may take, kept in step
+
+    def put(self, lease: Lease) -> None:
+        self.leases[lease.id] = lease
+        if lease.reclaimable:
+            self.reclaimable[lease.id] = lease
+        else:
+            self.reclaimable.pop(lease.id, None)
 
 
 class Ledger:
@@ -100,6 +108,10 @@ class Ledger:
     def leases(self, tenant: str) -> Iterable[Lease]:
         return self._account(tenant).leases.values()
 
+    def reclaimable_leases(self, tenant: str) -> Iterable[Lease]:
+        """The tenant's leases that are `reclaimable` (borrowed or preemptible, not exclusive)."""
+        return self._account(tenant).reclaimable.values()
+
     def lease(self, lease_id: str) -> Lease | None:
         tenant = self._tenant_of.get(lease_id)
         return None if tenant is None else self._accounts[tenant].leases[lease_id]
@@ -132,7 +144,7 @@ class Ledger:
             account.plain += lease.amount
         account.pods += 1
         account.compute += lease.compute_milli
-        account.leases[lease.id] = lease
+        account.put(lease)
         self._tenant_of[lease.id] = lease.tenant
 
     def update(self, lease: Lease) -> None:
@@ -149,7 +161,7 @@ class Ledger:
         account.plain += (0 if lease.borrowed else lease.amount) - (
             0 if old.borrowed else old.amount
         )
-        account.leases[lease.id] = lease
+        account.put(lease)
 
     def remove(self, lease_id: str) -> Lease:
         """Drop a lease; then promote the tenant's oldest borrowed leases that now fit nominal."""
@@ -158,6 +170,7 @@ class Ledger:
             raise InvalidQuota(f"lease {lease_id} is not in the ledger")
         account = self._accounts[tenant]
         lease = account.leases.pop(lease_id)
+        account.reclaimable.pop(lease_id, None)
         self._set_used(tenant, account, account.used - lease.amount)
         if not lease.borrowed:
             account.plain -= lease.amount
@@ -176,5 +189,5 @@ class Ledger:
         for lease in borrowed:
             if account.plain + lease.amount > nominal:
                 break
-            account.leases[lease.id] = replace(lease, borrowed=False)
+            account.put(replace(lease, borrowed=False))
             account.plain += lease.amount

@@ -76,8 +76,8 @@ def candidates(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> 
         borrowing = ledger.borrowed(member.name) > 0
         leases = [
             le
-            for le in ledger.leases(member.name)
-            if le.reclaimable and (borrowing or le.preemptible) and le.id not in exclude
+            for le in ledger.reclaimable_leases(member.name)
+            if (borrowing or le.preemptible) and le.id not in exclude
         ]
         leases.sort(key=lambda le: (le.priority, -le.reserved_at, le.id))
         order.extend(leases)

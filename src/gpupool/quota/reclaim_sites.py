@@ -56,19 +56,25 @@ def _room_at(
     fits: Callable[[S, Sequence[Lease]], bool],
     base: dict[str, int],
 ) -> list[Lease] | None:
-    """The pruned victims at `site` that make the pod fit there, or None when none do."""
+    """The pruned victims at `site` that make the pod fit there, or None when none do.
+
+    `fits` is taken to be monotone (more leases gone, more room), so a site where even every
+    lease the guarantees allow to go leaves no room is given up after one question.
+    """
     taken_by = dict(base)
+    eligible: list[Lease] = []
+    for lease in leases:
+        if _within_floor(ledger, lease, taken_by):
+            eligible.append(lease)
+            _take(lease, taken_by)
+    if not fits(site, eligible):
+        return None
     chosen: list[Lease] = []
     if not fits(site, chosen):
-        for lease in leases:
-            if not _within_floor(ledger, lease, taken_by):
-                continue
+        for lease in eligible:
             chosen.append(lease)
-            _take(lease, taken_by)
             if fits(site, chosen):
                 break
-        else:
-            return None
     for lease in reversed(list(chosen)):
         rest = [le for le in chosen if le.id != lease.id]
         if fits(site, rest):

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpupool.domain.devices import Node
-from gpupool.domain.requests import MILLI
+from gpupool.domain.requests import MILLI, Request
 from gpupool.placement import ClusterSnapshot, Decision, Planner, TargetWorkload
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
@@ -43,7 +43,7 @@ from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
 from gpupool.quota.reclaim_sites import SitePlan
 from gpupool.simulator.replay_jobs import Job
 from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
-from gpupool.simulator.replay_reclaim import HELD, room_plan
+from gpupool.simulator.replay_reclaim import HELD, UsableNodes, room_bound, room_plan
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy
 
@@ -92,7 +92,9 @@ class Engine:
     claims: dict[str, int] = field(default_factory=dict)  # tenant -> quota a reclaim frees for it
     holds: dict[str, _Hold] = field(default_factory=dict)  # job id -> room freed for it
     room_victims: set[str] = field(default_factory=set)  # noticed leases whose room is held
-    no_room: set[Shape] = field(default_factory=set)  # shapes a room reclaim cannot serve now
+    no_room: dict[Shape, Request] = field(default_factory=dict)  # no room reclaim serves these
+    on_node: dict[int, set[str]] = field(default_factory=dict)  # node -> running lease ids
+    usable: UsableNodes = field(default_factory=UsableNodes)
 
     @classmethod
     def create(
@@ -168,8 +170,8 @@ class Engine:
                 self.queue.push(
                     QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
                 )
-            if freed:
-                self.no_room.clear()
+            if freed and self.no_room:
+                self._reopen_room(freed)
             served = self._serve_holds()
             if freed or wake or served:
                 if wake:
@@ -322,6 +324,7 @@ class Engine:
             else:
                 del self.claims[job.tenant]
         self.running[lease_id] = _Running(lease, plan, job)
+        self.on_node.setdefault(plan.node_index, set()).add(lease_id)
         if job.id in self.holds:
             self._drop_hold(job.id, withdraw=True)
         if verdict.borrowed:
@@ -347,6 +350,7 @@ class Engine:
         else:
             ended = live.release(self.now)
         del self.running[key]
+        self.on_node[run.decision.node_index].discard(key)
         self.ledger.remove(key)
         self.snap.forget(run.decision)
         freed.add(run.decision.node_index)
@@ -440,10 +444,11 @@ class Engine:
             self.now,
             needed,
             pending=self.notices.keys(),
+            usable=self.usable(self.snap, job.request),
         )
         if not isinstance(plan, SitePlan) or not plan.plan.notices:
             if needed == 0:
-                self.no_room.add(shape)
+                self.no_room[shape] = job.request
             return False
         notices = plan.plan.notices
         self.holds[job.id] = _Hold(plan.site, tuple(n.lease_id for n in notices))
@@ -451,6 +456,18 @@ class Engine:
         self.room_victims.update(n.lease_id for n in notices)
         self._notify(notices)
         return True
+
+    def _reopen_room(self, freed: set[int]) -> None:
+        """Forget "no room" for shapes that room freed on these nodes might now serve."""
+        for node in freed:
+            gone = [
+                self.running[key].decision
+                for key in self.on_node.get(node, ())
+                if (self.ledger.lease(key) or self.running[key].lease).reclaimable
+            ]
+            for shape, req in list(self.no_room.items()):
+                if room_bound(self.snap, node, req, gone):
+                    del self.no_room[shape]
 
     def _drop_hold(self, job_id: str, withdraw: bool) -> None:
         """End a hold: reopen its node; `withdraw` the notices not yet carried out."""

@@ -78,6 +78,10 @@ def check_invariants(ledger: Ledger, model: dict[str, Lease]) -> None:
         assert used <= limit
         # what is marked borrowed covers everything over nominal
         assert ledger.borrowed_marked(quota.name) >= ledger.borrowed(quota.name)
+        # the reclaimable index is exactly the reclaimable leases
+        assert {le.id for le in ledger.reclaimable_leases(quota.name)} == {
+            le.id for le in ledger.leases(quota.name) if le.reclaimable
+        }
         # exclusive leases never borrowed
         assert not any(le.exclusive and le.borrowed for le in live)
     assert ledger.total_used() == sum(le.amount for le in model.values())
