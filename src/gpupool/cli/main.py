@@ -15,6 +15,7 @@ MODULES = (
     "gpupool.cli.devcluster",
     "gpupool.cli.agent",
     "gpupool.cli.limiter",
+    "gpupool.cli.webhook",
 )
 
 

@@ -1,0 +1,39 @@
+"""The webhook's reads from the API server, with lightkube: namespace labels and GpuQuotas."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.generic_resource import create_global_resource
+from lightkube.resources.core_v1 import Namespace
+
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.quotas import read_quota
+from gpupool.domain.errors import GpupoolError
+from gpupool.quota.spec import TenantQuota
+
+log = logging.getLogger("gpupool.webhook")
+
+GpuQuota = create_global_resource(names.GROUP, names.VERSION, "GpuQuota", "gpuquotas")
+
+
+class KubeLookups:
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        ns: Any = await self.client.get(Namespace, namespace)
+        return dict(ns.metadata.labels or {})
+
+    async def quotas(self) -> list[TenantQuota]:
+        out: list[TenantQuota] = []
+        async for item in self.client.list(GpuQuota):
+            obj: Any = item
+            try:
+                out.append(read_quota(obj.to_dict()))
+            except GpupoolError as err:  # an older, invalid quota: say so, judge the new one
+                log.warning("ignoring unreadable GpuQuota: %s", err)
+        return out

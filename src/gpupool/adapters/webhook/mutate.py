@@ -1,0 +1,115 @@
+"""The mutating decision for a pod, pure: validate and normalise its GPU request, stamp the tenant,
+add the device-plugin resource and the quota scheduling gate.
+
+`mutate_pod` returns the JSON Patch (RFC 6902) to apply, or raises the typed error whose message
+the webhook sends back to the user. A pod that asks for no GPU passes unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
+from gpupool.domain.errors import InvalidRequest
+
+JsonPatch = list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class PodMutation:
+    patch: JsonPatch
+    tenant: str | None  # None: the pod asks for no GPU and passes unchanged
+    gpu: PodGpu | None
+    warnings: tuple[str, ...] = ()
+
+
+def _pointer(*parts: str | int) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def tenant_of(namespace_labels: Mapping[str, str]) -> str:
+    """The tenant a namespace belongs to: its `gpupool.io/tenant` label, else `default`."""
+    value = str(namespace_labels.get(names.LABEL_TENANT, "")).strip()
+    return value or names.DEFAULT_TENANT
+
+
+def _canonical_models(annotations: dict[str, str], gpu: PodGpu) -> None:
+    request = gpu.request
+    for key, value in (
+        (names.ANN_GPU_MODEL, request.models),
+        (names.ANN_PREFER_GPU_MODEL, request.preferred_models),
+        (names.ANN_AVOID_GPU_MODEL, request.avoided_models),
+    ):
+        if key in annotations:
+            annotations[key] = "|".join(value)
+    if gpu.compute_mode is not None:
+        annotations[names.ANN_COMPUTE_MODE] = gpu.compute_mode
+    if names.ANN_EXCLUSIVE in annotations:
+        annotations[names.ANN_EXCLUSIVE] = "true" if request.exclusive else "false"
+
+
+def mutate_pod(
+    pod: Mapping[str, Any], namespace_labels: Mapping[str, str], queued_at: str
+) -> PodMutation:
+    """The patch for a pod being created; `queued_at` is the submit time (RFC 3339) to stamp."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    annotations: dict[str, str] = dict(meta.get("annotations") or {})
+    tenant = tenant_of(namespace_labels)
+    gpu = read_pod_gpu(pod, tenant=tenant)
+    if gpu is None:
+        ours = sorted(k for k in annotations if k in names.USER_ANNOTATIONS)
+        warnings = (
+            (f"annotations {', '.join(ours)} have no effect: the pod asks for no GPU",)
+            if ours
+            else ()
+        )
+        return PodMutation([], None, None, warnings)
+    written = sorted(k for k in annotations if k in names.SYSTEM_ANNOTATIONS)
+    if written:
+        raise InvalidRequest(
+            f"annotations {', '.join(written)} are written by gpupool; remove them from the pod"
+        )
+    if spec.get("nodeName"):
+        raise InvalidRequest(
+            f"the pod asks for GPUs but sets spec.nodeName ({spec['nodeName']}); GPU pods must "
+            f"go through the scheduler: remove spec.nodeName (use a nodeSelector instead)"
+        )
+
+    patch: JsonPatch = []
+    labels = dict(meta.get("labels") or {})
+    labels[names.LABEL_TENANT] = tenant
+    patch.append({"op": "add", "path": "/metadata/labels", "value": labels})
+
+    _canonical_models(annotations, gpu)
+    annotations[names.ANN_QUEUED_AT] = queued_at
+    patch.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+
+    container = spec["containers"][gpu.container]
+    resources: dict[str, Any] = copy.deepcopy(dict(container.get("resources") or {}))
+    normalised = gpu_resources(gpu)
+    for part in ("limits", "requests"):
+        values = {
+            k: v
+            for k, v in dict(resources.get(part) or {}).items()
+            if k not in names.USER_RESOURCES
+        }
+        values.update(normalised)
+        resources[part] = values
+    patch.append(
+        {
+            "op": "add",
+            "path": _pointer("spec", "containers", gpu.container, "resources"),
+            "value": resources,
+        }
+    )
+
+    gates = list(spec.get("schedulingGates") or [])
+    if not any(g.get("name") == names.QUOTA_GATE for g in gates):
+        gates.append({"name": names.QUOTA_GATE})
+    patch.append({"op": "add", "path": "/spec/schedulingGates", "value": gates})
+    return PodMutation(patch, tenant, gpu)

@@ -1,0 +1,151 @@
+"""The webhook configurations that make the apiserver call the webhook, and applying them.
+
+`configurations` is pure: the Mutating- and ValidatingWebhookConfiguration objects for a webhook
+reachable at `url` (an https URL the apiserver can dial, e.g. https://127.0.0.1:9443 in the dev
+cluster) or at an in-cluster Service, with the CA bundle that signed its serving certificate.
+Pods are mutated on create and validated on update; GpuQuotas are validated on create and update.
+The failure policy is Fail: a GPU pod that slipped past the webhook would skip its quota.
+Namespaces `kube-system` and the webhook's own are never sent to it, so a webhook that is down
+cannot block its own restart.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightkube import AsyncClient, codecs
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.admissionregistration_v1 import (
+    MutatingWebhookConfiguration,
+    ValidatingWebhookConfiguration,
+)
+
+from gpupool.adapters.webhook.server import MUTATE_PODS, VALIDATE_PODS, VALIDATE_QUOTAS
+from gpupool.adapters.wire import names
+
+NAME = "gpupool"
+FIELD_MANAGER = "gpupool-webhook"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the apiserver reaches the webhook: a URL, or a Service (namespace, name, port)."""
+
+    url: str | None = None
+    service: tuple[str, str, int] | None = None
+
+    def client_config(self, path: str, ca_bundle: bytes) -> dict[str, Any]:
+        config: dict[str, Any] = {"caBundle": base64.b64encode(ca_bundle).decode("ascii")}
+        if self.url is not None:
+            config["url"] = self.url.rstrip("/") + path
+        elif self.service is not None:
+            namespace, service, port = self.service
+            config["service"] = {
+                "namespace": namespace,
+                "name": service,
+                "port": port,
+                "path": path,
+            }
+        else:
+            raise ValueError("a webhook target needs a url or a service")
+        return config
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    target: Target
+    ca_bundle: bytes
+    name: str = NAME
+    skip_namespaces: tuple[str, ...] = ("kube-system",)
+    # Only namespaces with these labels are sent to the webhook (tests use it to stay apart).
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: int = 10
+
+
+def _namespace_selector(reg: Registration) -> dict[str, Any]:
+    selector: dict[str, Any] = {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": list(reg.skip_namespaces),
+            }
+        ]
+    }
+    if reg.namespace_labels:
+        selector["matchLabels"] = dict(reg.namespace_labels)
+    return selector
+
+
+def _webhook(
+    reg: Registration, name: str, path: str, rule: dict[str, Any], namespaced: bool
+) -> dict[str, Any]:
+    hook: dict[str, Any] = {
+        "name": name,
+        "clientConfig": reg.target.client_config(path, reg.ca_bundle),
+        "rules": [rule],
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "timeoutSeconds": reg.timeout_s,
+    }
+    if namespaced:
+        hook["namespaceSelector"] = _namespace_selector(reg)
+    return hook
+
+
+def configurations(reg: Registration) -> list[dict[str, Any]]:
+    pods_create = {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["pods"],
+        "scope": "Namespaced",
+    }
+    pods_update = {**pods_create, "operations": ["UPDATE"]}
+    quotas = {
+        "apiGroups": [names.GROUP],
+        "apiVersions": [names.VERSION],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": ["gpuquotas"],
+        "scope": "Cluster",
+    }
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": reg.name},
+        "webhooks": [
+            {
+                **_webhook(reg, "pods.mutate.gpupool.io", MUTATE_PODS, pods_create, True),
+                "reinvocationPolicy": "IfNeeded",
+            }
+        ],
+    }
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": reg.name},
+        "webhooks": [
+            _webhook(reg, "pods.validate.gpupool.io", VALIDATE_PODS, pods_update, True),
+            _webhook(reg, "gpuquotas.validate.gpupool.io", VALIDATE_QUOTAS, quotas, False),
+        ],
+    }
+    return [mutating, validating]
+
+
+async def apply(client: AsyncClient, reg: Registration) -> None:
+    """Create or update both configurations (server-side apply)."""
+    for config in configurations(reg):
+        await client.apply(codecs.from_dict(config), field_manager=FIELD_MANAGER, force=True)
+
+
+async def unregister(client: AsyncClient, name: str = NAME) -> None:
+    for kind in (MutatingWebhookConfiguration, ValidatingWebhookConfiguration):
+        try:
+            await client.delete(kind, name)
+        except ApiError as err:
+            if err.status.code != 404:
+                raise

@@ -1,0 +1,64 @@
+"""Run the webhook: serving certificate, HTTPS server, registration with the apiserver, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.webhook import register
+from gpupool.adapters.webhook.certs import ensure_serving_cert
+from gpupool.adapters.webhook.lookups import KubeLookups
+from gpupool.adapters.webhook.server import build_app, serve
+
+log = logging.getLogger("gpupool.webhook")
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    host: str = "0.0.0.0"
+    port: int = 9443
+    cert_dir: Path = Path("/var/run/gpupool/webhook-certs")
+    cert_hosts: tuple[str, ...] = ("127.0.0.1", "localhost")
+    kubeconfig: Path | None = None
+    # Registration: the URL (or Service) the apiserver dials; None: do not register.
+    register_url: str | None = None
+    register_service: tuple[str, str, int] | None = None
+    namespace_labels: Mapping[str, str] = field(default_factory=dict)
+    skip_namespaces: tuple[str, ...] = ("kube-system",)
+    unregister_on_exit: bool = False
+    name: str = register.NAME
+
+
+async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
+    cert = ensure_serving_cert(config.cert_dir, config.cert_hosts)
+    client = async_client(config.kubeconfig, field_manager=register.FIELD_MANAGER)
+    app = build_app(KubeLookups(client), lambda: dt.datetime.now(dt.UTC))
+    runner = await serve(app, config.host, config.port, cert)
+    registration = None
+    try:
+        log.info("webhook serving on https://%s:%d", config.host, config.port)
+        if config.register_url or config.register_service:
+            registration = register.Registration(
+                target=register.Target(config.register_url, config.register_service),
+                ca_bundle=cert.ca_bundle(),
+                name=config.name,
+                skip_namespaces=config.skip_namespaces,
+                namespace_labels=dict(config.namespace_labels),
+            )
+            await register.apply(client, registration)
+            log.info("registered webhook configurations %r", config.name)
+        await stop.wait()
+    finally:
+        if registration is not None and config.unregister_on_exit:
+            try:
+                await register.unregister(client, config.name)
+                log.info("removed webhook configurations %r", config.name)
+            except Exception as err:
+                log.warning("could not remove webhook configurations: %s", err)
+        await runner.cleanup()
+        await client.close()

@@ -1,0 +1,131 @@
+"""The admission webhook's HTTPS server (aiohttp): it parses, calls the pure decisions, answers.
+
+Routes (all POST an AdmissionReview v1 and get one back):
+- `/mutate/pods`: validate and normalise GPU pods, stamp the tenant, add vgpu and the quota gate;
+- `/validate/pods`: on update, what gpupool stamped at creation stays;
+- `/validate/gpuquotas`: a GpuQuota must make sense alone and with the other tenants' quotas;
+- `GET /healthz`.
+A body that is not an AdmissionReview gets HTTP 400; anything else, even a bug or an unreachable
+apiserver, is answered as a denial with a message (HTTP 200), never a 500.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from gpupool.adapters.webhook.certs import ServingCert
+from gpupool.adapters.webhook.review import (
+    MalformedReview,
+    answer,
+    parse_review,
+    review_pod,
+    review_pod_update,
+    review_quota,
+)
+from gpupool.quota.spec import TenantQuota
+
+log = logging.getLogger("gpupool.webhook")
+
+MUTATE_PODS = "/mutate/pods"
+VALIDATE_PODS = "/validate/pods"
+VALIDATE_QUOTAS = "/validate/gpuquotas"
+
+
+class Lookups(Protocol):
+    """What the webhook reads from the API server."""
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
+
+    async def quotas(self) -> list[TenantQuota]:
+        """Every readable GpuQuota (unreadable ones are skipped)."""
+        ...
+
+
+Clock = Callable[[], dt.datetime]
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+Handler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _endpoint(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def serve(http: web.Request) -> web.Response:
+        try:
+            request = parse_review(await http.read())
+        except MalformedReview as err:
+            return web.json_response({"error": str(err)}, status=400)
+        try:
+            return web.json_response(await handler(request))
+        except Exception as err:  # never a 500: deny, with a message, and log the cause
+            log.exception("webhook %s failed for %s", http.path, request.get("uid"))
+            return web.json_response(
+                answer(
+                    str(request["uid"]),
+                    allowed=False,
+                    code=500,
+                    message=f"the gpupool webhook could not decide: {err}; retry, and if it "
+                    f"persists see the webhook's log",
+                )
+            )
+
+    return serve
+
+
+def build_app(lookups: Lookups, clock: Clock) -> web.Application:
+    async def mutate_pods(request: Mapping[str, Any]) -> dict[str, Any]:
+        if request.get("operation") != "CREATE":
+            return answer(str(request["uid"]), allowed=True)
+        namespace = str(request.get("namespace") or "")
+        try:
+            labels = await lookups.namespace_labels(namespace)
+        except Exception as err:
+            log.warning("cannot read namespace %s: %s", namespace, err)
+            return answer(
+                str(request["uid"]),
+                allowed=False,
+                code=503,
+                message=f"gpupool cannot read namespace {namespace!r} to find the pod's tenant "
+                f"({err}); retry",
+            )
+        return review_pod(request, labels, rfc3339(clock()))
+
+    async def validate_pods(request: Mapping[str, Any]) -> dict[str, Any]:
+        return review_pod_update(request)
+
+    async def validate_quotas(request: Mapping[str, Any]) -> dict[str, Any]:
+        return review_quota(request, await lookups.quotas())
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+    app.router.add_post(MUTATE_PODS, _endpoint(mutate_pods))
+    app.router.add_post(VALIDATE_PODS, _endpoint(validate_pods))
+    app.router.add_post(VALIDATE_QUOTAS, _endpoint(validate_quotas))
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+def tls_context(cert: ServingCert) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(str(cert.cert), str(cert.key))
+    return context
+
+
+async def serve(app: web.Application, host: str, port: int, cert: ServingCert) -> web.AppRunner:
+    """Start serving; the caller keeps the runner and calls `cleanup()` to stop."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=tls_context(cert))
+    await site.start()
+    return runner

@@ -1,0 +1,51 @@
+"""Every name gpupool reads or writes on Kubernetes objects (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+GROUP = "gpupool.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Pod resources (limits; requests equal limits)
+RES_GPU_MEMORY = "gpupool.io/gpu-memory"
+RES_GPU_COMPUTE = "gpupool.io/gpu-compute"
+RES_GPU = "gpupool.io/gpu"
+RES_VGPU = "gpupool.io/vgpu"  # the device-plugin resource; only the webhook writes it
+USER_RESOURCES = (RES_GPU_MEMORY, RES_GPU_COMPUTE, RES_GPU)
+
+# Pod annotations a user may set
+ANN_GPU_MODEL = "gpupool.io/gpu-model"
+ANN_PREFER_GPU_MODEL = "gpupool.io/prefer-gpu-model"
+ANN_AVOID_GPU_MODEL = "gpupool.io/avoid-gpu-model"
+ANN_EXCLUSIVE = "gpupool.io/exclusive"
+ANN_COMPUTE_MODE = "gpupool.io/compute-mode"
+ANN_PLACEMENT_POLICY = "gpupool.io/placement-policy"
+USER_ANNOTATIONS = (
+    ANN_GPU_MODEL,
+    ANN_PREFER_GPU_MODEL,
+    ANN_AVOID_GPU_MODEL,
+    ANN_EXCLUSIVE,
+    ANN_COMPUTE_MODE,
+    ANN_PLACEMENT_POLICY,
+)
+COMPUTE_MODES = ("mps", "timeslice")
+
+# Pod annotations the system writes
+ANN_ALLOCATION = "gpupool.io/allocation"  # the extender, at bind
+ANN_LEASE = "gpupool.io/lease"  # the extender, at bind
+ANN_QUEUED_AT = "gpupool.io/queued-at"  # the webhook: submit time, RFC 3339 with microseconds
+ANN_QUEUE = "gpupool.io/queue"  # the controller: "position 2 of 5: <reason>" while gated
+ANN_ADMITTED = "gpupool.io/admitted"  # the controller: JSON {at, borrowed, preemptible, reason}
+ANN_RECLAIM_NOTICE = "gpupool.io/reclaim-notice"  # the controller: JSON {at, evictAt, claimant}
+SYSTEM_ANNOTATIONS = (
+    ANN_ALLOCATION,
+    ANN_LEASE,
+    ANN_QUEUED_AT,
+    ANN_QUEUE,
+    ANN_ADMITTED,
+    ANN_RECLAIM_NOTICE,
+)
+
+LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)
+DEFAULT_TENANT = "default"
+QUOTA_GATE = "gpupool.io/quota"  # the scheduling gate the admission queue removes

@@ -1,0 +1,63 @@
+"""Kubernetes quantities (`12Gi`, `500m`, `1.5`, `2e3`, `-3`) parsed exactly, as fractions.
+
+The apiserver hands webhooks and controllers quantities in canonical form (`0.5Gi` arrives as
+`512Mi`, `1.5` as `1500m`), so the parser accepts the whole grammar of
+k8s.io/apimachinery/pkg/api/resource and leaves range checks to the caller, which knows what
+the number means and can say what to write instead.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from gpupool.domain.errors import InvalidQuantity
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE])?$"
+)
+
+
+def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
+    """The exact value of a Kubernetes quantity (a string, or an int from int-or-string fields)."""
+    if isinstance(value, bool):
+        raise InvalidQuantity(f"{what} must be a quantity such as 12Gi; got {value!r}")
+    if isinstance(value, int):
+        return Fraction(value)
+    if not isinstance(value, str):
+        raise InvalidQuantity(f"{what} must be a quantity such as 12Gi; got {value!r}")
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        raise InvalidQuantity(f'{what} must be a quantity such as 12Gi; got "{value}"')
+    sign, number, suffix = match.group(1), match.group(2), match.group(3) or ""
+    amount = Fraction(number)
+    if suffix in _BINARY:
+        amount *= _BINARY[suffix]
+    elif suffix[:1] in ("e", "E"):
+        amount *= Fraction(10) ** int(suffix[1:])
+    else:
+        amount *= _DECIMAL[suffix]
+    return -amount if sign == "-" else amount
+
+
+def format_quantity(amount: int) -> str:
+    """An integer as the shortest exact Kubernetes quantity (`12Gi`, `500M`, `3`)."""
+    if amount == 0:
+        return "0"
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        if amount % _BINARY[suffix] == 0:
+            return f"{amount // _BINARY[suffix]}{suffix}"
+    return str(amount)
