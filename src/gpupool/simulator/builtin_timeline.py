@@ -5,7 +5,9 @@ Four teams share the built-in pool in one cohort. Three inference teams (`search
 bursts of training jobs. Each team's nominal quota is a quarter of the pool's GPUs and half of it
 is guaranteed, so research's bursts only run quickly when they may borrow the inference teams'
 idle quota — which is what the three replay modes (whole cards, pooled, pooled with borrowing)
-show side by side.
+show side by side. Research's second burst (10:00) runs into the inference teams' midday wave
+(10:30-12:00): with borrowing, the inference teams are within their quota but find the cards held
+by research's borrowed jobs, and reclaim room for their pods (notice, 60 s grace, eviction).
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ def builtin_timeline(seed: int = SEED) -> list[TracePod]:
     pods: list[TracePod] = []
     for req in builtin_requests(seed):
         if req.name.startswith("train-"):
-            burst = rng.choice([1.0, 8.5]) * 3600  # training arrives in bursts
+            burst = rng.choice([1.0, 10.0]) * 3600  # training arrives in bursts
             start = burst + rng.expovariate(1 / 900.0)
             duration = rng.uniform(1.0, 4.0) * 3600
         elif req.name.startswith("notebook-"):
             start = rng.uniform(8, 18) * 3600
             duration = rng.uniform(0.5, 3.0) * 3600
         else:  # inference: a morning fleet, then a second wave at the midday traffic peak
-            start = rng.uniform(0, 6) * 3600 if rng.random() < 0.6 else rng.uniform(9, 12) * 3600
+            start = rng.uniform(0, 6) * 3600 if rng.random() < 0.5 else rng.uniform(10.5, 12) * 3600
             duration = rng.uniform(2.0, 10.0) * 3600
         pods.append(
             TracePod(

@@ -14,6 +14,7 @@ _COLUMNS = (
     ("queue_delay_s_p95", "delay p95 s"),
     ("queue_delay_s_p99", "delay p99 s"),
     ("reclaims", "reclaims"),
+    ("reclaims_for_room", "  of them for room"),
     ("borrowed_gpu_hours", "borrowed GPU-h"),
     ("rejected", "rejected"),
 )

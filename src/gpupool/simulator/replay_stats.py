@@ -28,6 +28,7 @@ class TenantStats:
         return {
             "gib_hours": round(self.gib_hours, 3),
             "gpu_hours": round(self.gpu_hours, 3),
+            "borrowed_gpu_hours": round(self.borrowed_gpu_hours, 3),
             "admitted": self.admitted,
             "rejected": self.rejected + self.never_admitted,
             "queue_delay_s_p50": round(_percentile(self.delays, 50), 3),

@@ -17,8 +17,11 @@ from gpupool.quota.reclaim import ReclaimPlan, plan_reclaim
 from gpupool.quota.reclaim_sites import SitePlan
 from gpupool.quota.resource import Resource
 from gpupool.quota.spec import TenantQuota
+from gpupool.simulator.builtin import builtin_nodes
+from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
 from gpupool.simulator.openb import TracePod
 from gpupool.simulator.replay import Engine
+from gpupool.simulator.replay_experiment import ReplayConfig, run_experiment
 from gpupool.simulator.replay_jobs import make_jobs
 from gpupool.simulator.replay_reclaim import room_plan
 from gpupool.simulator.tenancy import Tenancy, TenantRule
@@ -170,3 +173,19 @@ def test_after_a_room_reclaim_the_claimant_fits_and_only_borrowed_leases_go(
         snap.forget(decisions[v.id])
     assert int(feasibility(snap, claim).reason[plan.site]) == int(Reason.FITS)
     assert isinstance(planner.plan(snap, claim), Decision)
+
+
+def test_builtin_day_shows_research_borrowing_and_inference_reclaiming_room() -> None:
+    nodes = builtin_nodes()
+    config = ReplayConfig(time_scale=1.0, cluster_fraction=1.0, modes=("pooled-borrowing",))
+    result = run_experiment(nodes, builtin_timeline(), builtin_tenancy(nodes), config)
+    out = result.to_json()["runs"]
+    assert isinstance(out, dict)
+    run_ = out["pooled-borrowing"]
+    assert run_["reclaims"] > 0 and run_["reclaims_for_room"] > 0
+    tenants = run_["tenants"]
+    assert tenants["research"]["borrowed_gpu_hours"] > 0
+    for team in ("search", "ads", "assistant"):
+        assert tenants[team]["borrowed_gpu_hours"] == 0.0  # the inference teams only lend
+        # within their quota, they wait at most about one grace period (60 s) for room
+        assert tenants[team]["queue_delay_s_p99"] <= 120.0
