@@ -1,0 +1,225 @@
+"""What gpupool's controllers read from and write to the API server (lightkube, generic resources
+for the CRDs). Objects cross this boundary as plain JSON dicts, so the planners stay pure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import AsyncIterable, Callable, Mapping
+from typing import Any
+
+from lightkube import AsyncClient, codecs, operators
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Pod
+from lightkube.types import PatchType
+
+from gpupool.adapters.wire import names
+
+log = logging.getLogger("gpupool.controller")
+
+GpuQuota = create_global_resource(names.GROUP, names.VERSION, "GpuQuota", "gpuquotas")
+GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunodes")
+GpuLease = create_namespaced_resource(names.GROUP, names.VERSION, "GpuLease", "gpuleases")
+
+Json = dict[str, Any]
+COMPONENT = "gpupool-controller"
+
+
+def _dict(obj: Any) -> Json:
+    data: Json = obj.to_dict()
+    return data
+
+
+def gone(err: ApiError) -> bool:
+    """The object is gone or changed under us (404 Not Found, 409 Conflict, 422 failed test)."""
+    return err.status.code in (404, 409, 422)
+
+
+class ClusterApi:
+    def __init__(self, client: AsyncClient, *, instance: str = "") -> None:
+        self.client = client
+        self.instance = instance or f"{COMPONENT}-{secrets.token_hex(3)}"
+
+    # -- reading -------------------------------------------------------------------------------
+    async def tenant_pods(self) -> list[Json]:
+        """Every pod the webhook stamped with a tenant, in all namespaces."""
+        pods = self.client.list(Pod, namespace="*", labels={names.LABEL_TENANT: operators.exists()})
+        return [_dict(p) async for p in pods]
+
+    async def pods_on(self, node: str) -> list[Json]:
+        pods = self.client.list(Pod, namespace="*", fields={"spec.nodeName": node})
+        return [_dict(p) async for p in pods]
+
+    async def quotas(self) -> list[Json]:
+        return [_dict(q) async for q in self.client.list(GpuQuota)]
+
+    async def leases(self) -> list[Json]:
+        return [_dict(le) async for le in self.client.list(GpuLease, namespace="*")]
+
+    async def gpu_nodes(self) -> list[Json]:
+        return [_dict(n) async for n in self.client.list(GpuNode)]
+
+    async def pod(self, namespace: str, name: str) -> Json | None:
+        try:
+            return _dict(await self.client.get(Pod, name, namespace=namespace))
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+
+    async def watch_changes(self, changed: Callable[[], None]) -> None:
+        """Call `changed` whenever a tenant pod, a GpuQuota, a GpuLease or a GpuNode changes
+        (a nudge only: the reconcilers re-read everything). Runs until cancelled; reconnects."""
+
+        async def follow(kind: str, stream: Callable[[], AsyncIterable[Any]]) -> None:
+            while True:
+                try:
+                    async for _ in stream():
+                        changed()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as err:
+                    log.debug("watch on %s ended (%s); reconnecting", kind, err)
+                await asyncio.sleep(1.0)
+
+        tenant: dict[str, Any] = {names.LABEL_TENANT: operators.exists()}
+        streams: dict[str, Callable[[], AsyncIterable[Any]]] = {
+            "pods": lambda: self.client.watch(Pod, namespace="*", labels=tenant),
+            "gpuquotas": lambda: self.client.watch(GpuQuota),
+            "gpuleases": lambda: self.client.watch(GpuLease, namespace="*"),
+            "gpunodes": lambda: self.client.watch(GpuNode),
+        }
+        async with asyncio.TaskGroup() as group:
+            for kind, stream in streams.items():
+                group.create_task(follow(kind, stream))
+
+    # -- writing -------------------------------------------------------------------------------
+    async def patch_pod(
+        self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
+    ) -> bool:
+        """Apply a JSON patch (list) or merge patch (dict); False if the pod is gone/changed."""
+        try:
+            await self.client.patch(
+                Pod,
+                name,
+                patch,
+                namespace=namespace,
+                patch_type=PatchType.JSON if json_patch else PatchType.MERGE,
+            )
+        except ApiError as err:
+            if gone(err):
+                log.info("pod %s/%s changed or went away: %s", namespace, name, err)
+                return False
+            raise
+        return True
+
+    async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
+        try:
+            await self.client.delete(Pod, name, namespace=namespace, grace_period=grace_s)
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def evict_pod(self, namespace: str, name: str) -> str | None:
+        """Evict through the Eviction API (PodDisruptionBudgets apply); None when done or gone,
+        else why not (a budget forbids it now: 429)."""
+        eviction = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
+        try:
+            await self.client.create(eviction, name=name, namespace=namespace)
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            if err.status.code == 429:
+                return err.status.message or "a PodDisruptionBudget forbids the eviction now"
+            raise
+        return None
+
+    async def event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        now_rfc3339: str,
+    ) -> None:
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        event: Any = codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{meta.get('name', 'pod')}.", "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": meta.get("name"),
+                    "namespace": namespace,
+                    "uid": meta.get("uid"),
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": COMPONENT},
+                "reportingComponent": f"{names.GROUP}/controller",
+                "reportingInstance": self.instance,
+                "firstTimestamp": now_rfc3339,
+                "lastTimestamp": now_rfc3339,
+                "count": 1,
+            }
+        )
+        try:
+            await self.client.create(event)
+        except ApiError as err:  # an event is best effort: never fail a reconcile for one
+            log.warning("could not record event %s on %s: %s", reason, meta.get("name"), err)
+
+    async def patch_quota_status(self, name: str, status: Json) -> bool:
+        try:
+            await self.client.patch(
+                GpuQuota.Status, name, {"status": status}, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
+        try:
+            await self.client.patch(
+                GpuLease.Status,
+                name,
+                {"status": status},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if gone(err):
+                return False
+            raise
+        return True
+
+    async def delete_lease(self, namespace: str, name: str) -> bool:
+        try:
+            await self.client.delete(GpuLease, name, namespace=namespace)
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
+        try:
+            await self.client.patch(
+                GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True

@@ -1,0 +1,70 @@
+"""`gpupool controller`: the admission queue and lease reconcilers (wiring only)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from gpupool.adapters.cluster import ClusterApi
+from gpupool.adapters.kubeclient import async_client
+from gpupool.controllers.admission import AdmissionReconciler
+from gpupool.controllers.manager import Loop, run_loops
+from gpupool.quota.queue import FifoMode
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "controller",
+        help="run the controller: admission queue (quota gate), leases, node health, reclaim",
+        description=(
+            "Removes the gpupool.io/quota scheduling gate from pods in priority then FIFO order "
+            "as their tenant's GpuQuota admits them, and shows each waiting pod its queue "
+            "position and reason (annotation gpupool.io/queue, events, GpuQuota status)."
+        ),
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster, ...)")
+    parser.add_argument(
+        "--fifo",
+        choices=[m.value for m in FifoMode],
+        default=FifoMode.BEST_EFFORT.value,
+        help="strict: a tenant's first waiting pod holds back the rest; best-effort: smaller "
+        "pods behind it may go (default: best-effort)",
+    )
+    parser.add_argument(
+        "--resync", type=float, default=5.0, metavar="SECONDS", help="full reconcile period"
+    )
+    parser.add_argument("--log-level", default="INFO")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        client = async_client(args.kubeconfig, field_manager="gpupool-controller")
+        api = ClusterApi(client)
+        admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
+        try:
+            await run_loops(
+                [Loop("admission", admission.reconcile)],
+                stop,
+                resync_s=args.resync,
+                watch=api.watch_changes,
+            )
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    return 0

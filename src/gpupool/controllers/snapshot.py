@@ -1,0 +1,158 @@
+"""What the controllers see of the API server, as plain values (pure: no I/O, no clock).
+
+`read_pod` turns a pod's JSON into a PodView; the reconcilers list objects, build views and pass
+them to the pure planners. Nothing here is kept between reconciles: every decision is made again
+from the API server's state, so a restarted controller converges to the same place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.pods import read_pod_gpu
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.requests import Request
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def parse_time(text: object) -> float | None:
+    """Epoch seconds of an RFC 3339 time (`2026-01-02T03:04:05.123456Z`); None if absent/bad."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
+
+
+def format_time(epoch: float) -> str:
+    """RFC 3339 with microseconds, UTC."""
+    moment = dt.datetime.fromtimestamp(epoch, dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What the controller wrote when it removed the gate (annotation gpupool.io/admitted)."""
+
+    at: float
+    borrowed: int = 0
+    preemptible: bool = False
+
+    def to_annotation(self, reason: str) -> str:
+        return json.dumps(
+            {
+                "at": format_time(self.at),
+                "borrowed": self.borrowed,
+                "preemptible": self.preemptible,
+                "reason": reason,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> Admitted | None:
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            at = parse_time(data.get("at"))
+            return cls(
+                at=at if at is not None else 0.0,
+                borrowed=int(data.get("borrowed", 0)),
+                preemptible=bool(data.get("preemptible", False)),
+            )
+        except (ValueError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    tenant: str
+    priority: int
+    submitted_at: float  # the webhook's queued-at stamp, else the creation time
+    request: Request | None  # None: asks for no GPU
+    problem: str | None  # the request could not be read (the pod predates a rule, or was edited)
+    gated: bool  # still carries the gpupool.io/quota scheduling gate
+    gate_index: int  # its position in spec.schedulingGates (-1 when not gated)
+    phase: str
+    deleting: bool
+    node: str | None
+    admitted: Admitted | None
+    queue_note: str | None  # the current gpupool.io/queue annotation
+    allocation_models: tuple[str, ...] = ()
+    reclaim_notice: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def holds_quota(self) -> bool:
+        """An admitted GPU pod that has not finished: it counts against its tenant's quota
+        (a pod being deleted counts until it is gone: its GPU may still be in use)."""
+        return not self.gated and not self.terminal and self.request is not None
+
+
+def read_pod(pod: Mapping[str, Any]) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    tenant = str(labels.get(names.LABEL_TENANT) or names.DEFAULT_TENANT)
+    raw_priority = spec.get("priority")
+    priority = raw_priority if isinstance(raw_priority, int) else 0
+    request: Request | None = None
+    problem: str | None = None
+    try:
+        gpu = read_pod_gpu(pod, tenant=tenant, priority=priority)
+        request = None if gpu is None else gpu.request
+    except GpupoolError as err:
+        problem = str(err)
+    gates = [g.get("name") for g in spec.get("schedulingGates") or []]
+    gate_index = gates.index(names.QUOTA_GATE) if names.QUOTA_GATE in gates else -1
+    submitted = parse_time(annotations.get(names.ANN_QUEUED_AT))
+    if submitted is None:
+        submitted = parse_time(meta.get("creationTimestamp")) or 0.0
+    models: tuple[str, ...] = ()
+    try:
+        allocation = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
+        models = tuple(str(s.get("model")) for s in allocation if isinstance(s, dict))
+    except (ValueError, TypeError):
+        models = ()
+    return PodView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        tenant=tenant,
+        priority=priority,
+        submitted_at=submitted,
+        request=request,
+        problem=problem,
+        gated=gate_index >= 0,
+        gate_index=gate_index,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        node=spec.get("nodeName") or None,
+        admitted=Admitted.from_annotation(annotations.get(names.ANN_ADMITTED)),
+        queue_note=annotations.get(names.ANN_QUEUE),
+        allocation_models=models,
+        reclaim_notice=annotations.get(names.ANN_RECLAIM_NOTICE),
+    )
