@@ -135,10 +135,12 @@ def _models(annotations: Mapping[str, str], name: str) -> tuple[str, ...]:
 
 
 def _check_fits_a_card(memory: int, models: tuple[str, ...], where: str) -> None:
-    candidates = [get_model(m) for m in models] if models else list(CATALOGUE)
-    sizes = [m.memory_bytes for m in candidates]
-    if any(size is None for size in sizes):
-        return  # a model of unknown size (trace codes) might be large enough
+    if models:
+        sizes = [get_model(m).memory_bytes for m in models]
+        if any(size is None for size in sizes):
+            return  # a listed model of unknown size (a trace code) might be large enough
+    else:  # any card: the largest known one bounds it (G2/G3 are trace codes, not real cards)
+        sizes = [m.memory_bytes for m in CATALOGUE if m.memory_bytes is not None]
     largest = max(size for size in sizes if size is not None)
     if memory > largest:
         scope = f"the largest of {'|'.join(models)}" if models else "the largest GPU gpupool knows"
