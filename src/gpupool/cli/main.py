@@ -16,6 +16,7 @@ MODULES = (
     "gpupool.cli.agent",
     "gpupool.cli.limiter",
     "gpupool.cli.webhook",
+    "gpupool.cli.extender",
     "gpupool.cli.controller",
 )
 

@@ -14,6 +14,9 @@ from typing import Any
 import yaml
 
 VGPU_RESOURCE = "gpupool.io/vgpu"
+# The pod resources a user writes (DESIGN section 3); no node advertises them, so kube-scheduler
+# must leave them to the extender too (its NodeResourcesFit would otherwise reject every node).
+GPU_RESOURCES = ("gpupool.io/gpu-memory", "gpupool.io/gpu-compute", "gpupool.io/gpu")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,7 @@ class ExtenderConfig:
     prioritize_verb: str = "prioritize"
     bind_verb: str = "bind"
     managed_resource: str = VGPU_RESOURCE
+    also_managed: tuple[str, ...] = GPU_RESOURCES
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -36,7 +40,10 @@ class ExtenderConfig:
             "nodeCacheCapable": True,
             "enableHTTPS": self.url_prefix.startswith("https://"),
             "httpTimeout": f"{self.http_timeout_s:g}s",
-            "managedResources": [{"name": self.managed_resource, "ignoredByScheduler": True}],
+            "managedResources": [
+                {"name": name, "ignoredByScheduler": True}
+                for name in (self.managed_resource, *self.also_managed)
+            ],
         }
 
 

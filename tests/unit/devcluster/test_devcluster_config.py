@@ -37,7 +37,12 @@ def test_extender_configuration() -> None:
         "nodeCacheCapable": True,
         "enableHTTPS": False,
         "httpTimeout": "2.5s",
-        "managedResources": [{"name": "gpupool.io/vgpu", "ignoredByScheduler": True}],
+        "managedResources": [
+            {"name": "gpupool.io/vgpu", "ignoredByScheduler": True},
+            {"name": "gpupool.io/gpu-memory", "ignoredByScheduler": True},
+            {"name": "gpupool.io/gpu-compute", "ignoredByScheduler": True},
+            {"name": "gpupool.io/gpu", "ignoredByScheduler": True},
+        ],
     }
 
 

@@ -1,0 +1,134 @@
+"""Feeds the extender's ClusterCache from the API server: list, then watch nodes, GpuNodes and
+GpuLeases; relist everything on any watch error and every `resync_s` (drift is counted).
+
+Nothing is decided from memory alone: on start the cache is empty and `ready` stays unset until
+the first full list has been folded in, and bind re-reads the node's leases anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Node
+
+from gpupool.adapters.extender_http.cache import ClusterCache, Drift
+from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json
+from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, to_dict
+
+log = logging.getLogger(__name__)
+
+
+class Informer:
+    def __init__(
+        self,
+        client: AsyncClient,
+        cache: ClusterCache,
+        *,
+        resync_s: float = 300.0,
+        on_drift: Callable[[Drift], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.cache = cache
+        self.resync_s = resync_s
+        self.on_drift = on_drift
+        self.ready = asyncio.Event()
+
+    async def _list(self, res: Any, **kw: Any) -> tuple[list[dict[str, Any]], str]:
+        it = self.client.list(res, **kw)
+        items = [to_dict(x) async for x in it]
+        try:
+            rv = it.resourceVersion
+        except Exception:  # an empty list may not have started iterating
+            rv = ""
+        return items, rv
+
+    @staticmethod
+    def _leases(items: list[dict[str, Any]]) -> list[LeaseRecord]:
+        out = []
+        for item in items:
+            try:
+                out.append(lease_from_json(item))
+            except InvalidObject as err:
+                log.error("ignoring unreadable lease: %s", err)
+        return out
+
+    async def sync(self) -> dict[str, str]:
+        """One full list of every kind folded into the cache; returns each kind's list version."""
+        nodes, rv_nodes = await self._list(Node)
+        gpunodes, rv_gpunodes = await self._list(GpuNode)
+        leases, rv_leases = await self._list(GpuLease, namespace="*")
+        drift = self.cache.rebuild(nodes, gpunodes, self._leases(leases))
+        if drift.total and self.on_drift is not None:
+            self.on_drift(drift)
+        if drift.total:
+            log.warning("resync found drift: %s", drift)
+        self.ready.set()
+        return {"nodes": rv_nodes, "gpunodes": rv_gpunodes, "leases": rv_leases}
+
+    async def _watch(
+        self, res: Any, rv: str, apply: Callable[[str, dict[str, Any]], None], **kw: Any
+    ) -> None:
+        async for kind, obj in self.client.watch(res, resource_version=rv or None, **kw):
+            apply(kind, to_dict(obj))
+
+    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            self.cache.delete_node(obj["metadata"]["name"])
+        else:
+            self.cache.set_node(obj)
+
+    def _on_gpunode(self, kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            self.cache.delete_gpunode(obj["metadata"]["name"])
+        else:
+            self.cache.set_gpunode(obj)
+
+    def _on_lease(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if kind == "DELETED":
+            self.cache.delete_lease(key)
+            return
+        try:
+            self.cache.set_lease(lease_from_json(obj))
+        except InvalidObject as err:
+            log.error("ignoring unreadable lease: %s", err)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sync, watch, and start over on error or every resync period, until `stop` is set."""
+        while not stop.is_set():
+            try:
+                versions = await self.sync()
+            except Exception as err:
+                log.warning("listing from the API server failed: %s; retrying", err)
+                await _sleep_or_stop(stop, 2.0)
+                continue
+            watches: list[Awaitable[None]] = [
+                self._watch(Node, versions["nodes"], self._on_node),
+                self._watch(GpuNode, versions["gpunodes"], self._on_gpunode),
+                self._watch(GpuLease, versions["leases"], self._on_lease, namespace="*"),
+            ]
+            tasks = [asyncio.ensure_future(w) for w in watches]
+            stopper = asyncio.ensure_future(stop.wait())
+            timer = asyncio.ensure_future(asyncio.sleep(self.resync_s))
+            done, _ = await asyncio.wait(
+                [*tasks, stopper, timer], return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in [*tasks, stopper, timer]:
+                task.cancel()
+            await asyncio.gather(*tasks, stopper, timer, return_exceptions=True)
+            for task in done:
+                if task in tasks and not task.cancelled() and task.exception() is not None:
+                    log.warning("watch ended: %s; relisting", task.exception())
+                    await _sleep_or_stop(stop, 1.0)
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -1,0 +1,177 @@
+"""The extender's HTTP server (aiohttp): POST /filter, /prioritize, /bind; GET /healthz, /metrics.
+
+Paths may carry a prefix (kube-scheduler's `urlPrefix`, e.g. `/gpupool/filter`): the verb is the
+last path segment. A body that is not JSON or not extender/v1 is answered 400 with the reason; any
+other failure is answered 200 with the extender `Error` field set (what kube-scheduler expects),
+never 500.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from gpupool.adapters.extender_http.cache import Drift
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import (
+    ExtenderArgs,
+    ExtenderBindingArgs,
+    ExtenderBindingResult,
+    ExtenderFilterResult,
+    MalformedExtenderRequest,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024 * 1024
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "gpupool_extender_requests",
+            "Extender calls by verb and outcome",
+            ["verb", "outcome"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "gpupool_extender_latency_seconds",
+            "Extender call latency by verb",
+            ["verb"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0),
+            registry=r,
+        )
+        self.binds = Counter("gpupool_extender_binds", "Bind results", ["outcome"], registry=r)
+        self.drift = Counter(
+            "gpupool_extender_cache_drift",
+            "Objects a resync found different from the cache",
+            ["kind"],
+            registry=r,
+        )
+        self.nodes = Gauge("gpupool_extender_nodes", "GPU nodes in the cache", registry=r)
+        self.leases = Gauge("gpupool_extender_leases", "GpuLeases in the cache", registry=r)
+        self.leader = Gauge(
+            "gpupool_extender_leader", "1 while this replica holds the bind lease", registry=r
+        )
+
+    def record_drift(self, drift: Drift) -> None:
+        self.drift.labels("nodes").inc(drift.nodes)
+        self.drift.labels("gpunodes").inc(drift.gpunodes)
+        self.drift.labels("leases").inc(drift.leases)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(data, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def make_app(
+    extender: Extender,
+    *,
+    metrics: Metrics | None = None,
+    ready: Callable[[], bool] = lambda: True,
+    is_leader: Callable[[], bool] = lambda: True,
+) -> web.Application:
+    m = metrics or Metrics()
+    app = web.Application(client_max_size=MAX_BODY)
+    app["metrics"] = m
+
+    async def body_of(request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return json.loads(raw)
+        except ValueError as err:
+            raise MalformedExtenderRequest(f"the body is not JSON: {err}") from None
+
+    def verb_handler(
+        verb: str, run: Callable[[Any], Awaitable[Any]], on_error: Callable[[str], Any]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            started = time.perf_counter()
+            try:
+                reply = await run(await body_of(request))
+                outcome = "ok"
+                status = 200
+            except MalformedExtenderRequest as err:
+                reply, outcome, status = {"error": str(err)}, "bad_request", 400
+            except Exception as err:  # never a 500: kube-scheduler reads Error
+                log.exception("%s failed", verb)
+                reply, outcome, status = (
+                    on_error(f"{verb}: {type(err).__name__}: {err}"),
+                    "error",
+                    200,
+                )
+            m.requests.labels(verb, outcome).inc()
+            m.latency.labels(verb).observe(time.perf_counter() - started)
+            return _json(reply, status)
+
+        return handle
+
+    async def run_filter(body: Any) -> Any:
+        args = ExtenderArgs.from_json(body)
+        if not ready():
+            return ExtenderFilterResult(error="gpupool extender cache is not synced yet").to_json()
+        return extender.filter(args).to_json()
+
+    async def run_prioritize(body: Any) -> Any:
+        args = ExtenderArgs.from_json(body)
+        if not ready():
+            return [{"Host": n, "Score": 0} for n in args.node_names]
+        return [h.to_json() for h in extender.prioritize(args)]
+
+    async def run_bind(body: Any) -> Any:
+        args = ExtenderBindingArgs.from_json(body)
+        if not is_leader():
+            result = ExtenderBindingResult("this gpupool extender replica is not the leader")
+        elif not ready():
+            result = ExtenderBindingResult("gpupool extender cache is not synced yet")
+        else:
+            result = await extender.bind(args)
+        m.binds.labels("ok" if not result.error else "error").inc()
+        return result.to_json()
+
+    filter_h = verb_handler("filter", run_filter, lambda e: ExtenderFilterResult(error=e).to_json())
+    prioritize_h = verb_handler("prioritize", run_prioritize, lambda e: [])
+    bind_h = verb_handler("bind", run_bind, lambda e: ExtenderBindingResult(e).to_json())
+
+    async def healthz(request: web.Request) -> web.Response:
+        if not ready():
+            return web.Response(text="cache not synced\n", status=503)
+        return web.Response(text="ok\n")
+
+    async def metrics_h(request: web.Request) -> web.Response:
+        m.nodes.set(len(extender.cache.snapshot()) if ready() else 0)
+        m.leases.set(len(extender.cache.leases))
+        m.leader.set(1 if is_leader() else 0)
+        return web.Response(
+            body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    async def not_found(request: web.Request) -> web.Response:
+        return _json({"error": f"unknown extender verb {request.path!r}"}, 404)
+
+    for verb, handler in (("filter", filter_h), ("prioritize", prioritize_h), ("bind", bind_h)):
+        app.router.add_post(f"/{verb}", handler)
+        app.router.add_post(f"/{{prefix:.+}}/{verb}", handler)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_h)
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    return app

@@ -1,0 +1,117 @@
+"""`gpupool extender`: the scheduler extender (filter, prioritize, bind) over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.informer import Informer
+from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
+from gpupool.adapters.extender_http.leader import LeaderElector
+from gpupool.adapters.extender_http.server import Metrics, make_app
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.kubernetes.client import make_client
+from gpupool.adapters.kubernetes.crds import apply_crds
+from gpupool.placement.policies import POLICIES
+
+log = logging.getLogger("gpupool.extender")
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "extender",
+        help="run the kube-scheduler extender (filter, prioritize, bind) for gpupool.io/vgpu pods",
+        description=(
+            "Serves POST /filter, /prioritize, /bind and GET /healthz, /metrics for kube-scheduler "
+            "(nodeCacheCapable: true). Keeps a cache of nodes, GpuNodes and GpuLeases from the API "
+            "server; bind reserves the slice as the pod's GpuLease, annotates the pod and creates "
+            "the Binding. With --leader-elect only the replica holding the coordination Lease "
+            "binds."
+        ),
+    )
+    parser.add_argument("--kubeconfig", type=Path, default=os.environ.get("KUBECONFIG") or None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8888)
+    parser.add_argument(
+        "--policy", default="gpupool", choices=sorted(POLICIES), help="default placement policy"
+    )
+    parser.add_argument(
+        "--apply-crds",
+        action="store_true",
+        help="apply deploy/crds before starting (dev clusters)",
+    )
+    parser.add_argument("--crd-dir", type=Path, default=None)
+    parser.add_argument("--resync-seconds", type=float, default=300.0)
+    parser.add_argument("--leader-elect", action="store_true")
+    parser.add_argument("--leader-namespace", default="gpupool-system")
+    parser.add_argument("--leader-name", default="gpupool-extender")
+    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument("--log-level", default="INFO")
+    parser.set_defaults(func=run)
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    client = make_client(args.kubeconfig, field_manager="gpupool-extender")
+    if args.apply_crds:
+        names = await apply_crds(client, args.crd_dir)
+        log.info("CRDs applied: %s", ", ".join(names))
+    cache = ClusterCache()
+    metrics = Metrics()
+    informer = Informer(client, cache, resync_s=args.resync_seconds, on_drift=metrics.record_drift)
+    extender = Extender(cache, LightkubeExtenderApi(client), policy=args.policy)
+    elector = (
+        LeaderElector(client, args.leader_namespace, args.leader_name, args.identity)
+        if args.leader_elect
+        else None
+    )
+    app = make_app(
+        extender,
+        metrics=metrics,
+        ready=informer.ready.is_set,
+        is_leader=(elector.is_leader if elector else (lambda: True)),
+    )
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port)
+    await site.start()
+    log.info("extender listening on http://%s:%d (policy %s)", args.host, args.port, args.policy)
+    tasks = [asyncio.ensure_future(informer.run(stop))]
+    if elector is not None:
+        tasks.append(asyncio.ensure_future(elector.run(stop)))
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if elector is not None:
+            await elector.release()
+        await runner.cleanup()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(args, stop)
+
+    asyncio.run(main())
+    return 0
