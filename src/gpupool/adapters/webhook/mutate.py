@@ -69,7 +69,10 @@ def mutate_pod(
             else ()
         )
         return PodMutation([], None, None, warnings)
-    written = sorted(k for k in annotations if k in names.SYSTEM_ANNOTATIONS)
+    # queued-at is ours too, but a reinvocation of this webhook sees it: it is overwritten below
+    written = sorted(
+        k for k in annotations if k in names.SYSTEM_ANNOTATIONS and k != names.ANN_QUEUED_AT
+    )
     if written:
         raise InvalidRequest(
             f"annotations {', '.join(written)} are written by gpupool; remove them from the pod"

@@ -1,0 +1,169 @@
+"""The admission queue's pure decision over a snapshot of pods and quotas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpupool.controllers.admission import admit_patch, quota_status
+from gpupool.controllers.admission_plan import plan_admission
+from gpupool.controllers.snapshot import Admitted, PodView, format_time, parse_time, read_pod
+from gpupool.domain.units import GiB
+from gpupool.quota.queue import FifoMode
+from gpupool.quota.spec import TenantQuota
+
+
+def pod_json(
+    name: str,
+    *,
+    tenant: str = "alpha",
+    memory: str = "12Gi",
+    priority: int = 0,
+    queued_at: str = "2026-01-01T00:00:00.000000Z",
+    gated: bool = True,
+    admitted: str | None = None,
+    phase: str = "Pending",
+) -> dict[str, Any]:
+    annotations = {"gpupool.io/queued-at": queued_at}
+    if admitted is not None:
+        annotations["gpupool.io/admitted"] = admitted
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "labels": {"gpupool.io/tenant": tenant},
+            "annotations": annotations,
+        },
+        "spec": {
+            "priority": priority,
+            "schedulingGates": [{"name": "gpupool.io/quota"}] if gated else [],
+            "containers": [
+                {"name": "main", "resources": {"limits": {"gpupool.io/gpu-memory": memory}}}
+            ],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def at(second: int) -> str:
+    return f"2026-01-01T00:00:{second:02d}.000000Z"
+
+
+def names(items: Any) -> list[str]:
+    return [i.pod.name for i in items]
+
+
+def test_time_round_trips() -> None:
+    stamp = "2026-01-02T03:04:05.123456Z"
+    epoch = parse_time(stamp)
+    assert epoch is not None and format_time(epoch) == stamp
+    assert parse_time("garbage") is None
+
+
+def test_admits_within_nominal_then_queues_in_priority_then_fifo_order() -> None:
+    quota = TenantQuota("alpha", nominal=24 * GiB)
+    pods = [
+        read_pod(pod_json("run", gated=False, admitted=Admitted(0.0).to_annotation("x"))),
+        read_pod(pod_json("first", queued_at=at(1))),
+        read_pod(pod_json("second", queued_at=at(2))),
+        read_pod(pod_json("late-urgent", queued_at=at(3), priority=100)),
+    ]
+    plan = plan_admission(pods, [quota], now=10.0)
+    # 12Gi held; the urgent pod goes first, into the remaining 12Gi
+    assert names(plan.admit) == ["late-urgent"]
+    assert names(plan.queued) == ["first", "second"]
+    assert [q.position for q in plan.queued] == [1, 2]
+    assert plan.queued[0].reason == "NO_COHORT"
+    assert "24Gi of its 24Gi nominal quota" in plan.queued[0].note
+    assert plan.queued[1].note.startswith("position 2 of 2 in the queue of tenant alpha: ")
+    (status,) = [t for t in plan.tenants if t.tenant == "alpha"]
+    assert (status.used, status.pods, len(status.queue)) == (24 * GiB, 2, 2)
+
+
+def test_finished_pods_free_their_quota() -> None:
+    quota = TenantQuota("alpha", nominal=12 * GiB)
+    done = pod_json("done", gated=False, admitted=Admitted(0.0).to_annotation("x"))
+    done["status"]["phase"] = "Succeeded"
+    plan = plan_admission([read_pod(done), read_pod(pod_json("next"))], [quota], now=1.0)
+    assert names(plan.admit) == ["next"]
+
+
+def test_strict_fifo_holds_back_smaller_pods_behind_the_head() -> None:
+    quota = TenantQuota("alpha", nominal=20 * GiB)
+    pods = [
+        read_pod(pod_json("big", memory="30Gi", queued_at=at(1))),
+        read_pod(pod_json("small", memory="1Gi", queued_at=at(2))),
+    ]
+    # 30Gi can never fit 20Gi: rejected, but strict FIFO still holds the queue behind it
+    strict = plan_admission(pods, [quota], now=5.0, mode=FifoMode.STRICT)
+    assert strict.admit == ()
+    assert {q.pod.name: q.reason for q in strict.queued} == {
+        "big": "REJECTED",
+        "small": "QUEUE_ORDER",
+    }
+    best = plan_admission(pods, [quota], now=5.0, mode=FifoMode.BEST_EFFORT)
+    assert names(best.admit) == ["small"]
+    assert "can never be admitted" in best.queued[0].detail
+
+
+def test_default_tenant_is_unlimited_and_unknown_tenants_wait_for_a_quota() -> None:
+    pods = [
+        read_pod(pod_json("free", tenant="default", memory="80Gi")),
+        read_pod(pod_json("orphan", tenant="nobody")),
+    ]
+    plan = plan_admission(pods, [], now=1.0)
+    assert names(plan.admit) == ["free"]
+    assert plan.queued[0].reason == "NO_QUOTA"
+    assert "has no GpuQuota" in plan.queued[0].detail
+    limited = plan_admission(
+        pods[:1], [TenantQuota("default", nominal=40 * GiB)], now=1.0
+    )  # a GpuQuota named default limits it
+    assert limited.admit == () and limited.queued[0].reason == "REJECTED"
+
+
+def test_borrowing_is_recorded_and_counted() -> None:
+    quotas = [
+        TenantQuota("alpha", nominal=12 * GiB, cohort="c"),
+        TenantQuota("beta", nominal=24 * GiB, cohort="c"),
+    ]
+    pods = [
+        read_pod(pod_json("a1", queued_at=at(1))),
+        read_pod(pod_json("a2", queued_at=at(2))),
+    ]
+    plan = plan_admission(pods, quotas, now=1.0)
+    assert [(a.pod.name, a.borrowed) for a in plan.admit] == [("a1", 0), ("a2", 12 * GiB)]
+    (alpha,) = [t for t in plan.tenants if t.tenant == "alpha"]
+    assert alpha.borrowed == 12 * GiB
+
+
+def test_admit_patch_tests_the_uid_and_gate_before_removing_it() -> None:
+    raw = pod_json("p")
+    raw["metadata"]["annotations"]["gpupool.io/queue"] = "position 1 of 1"
+    view = read_pod(raw)
+    plan = plan_admission([view], [TenantQuota("alpha", nominal=GiB * 100)], now=7.0)
+    patch = admit_patch(raw, plan.admit[0], 7.0)
+    assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-p"}
+    assert patch[1]["op"] == "test" and patch[2] == {
+        "op": "remove",
+        "path": "/spec/schedulingGates/0",
+    }
+    ops = {(p["op"], p["path"]) for p in patch}
+    assert ("remove", "/metadata/annotations/gpupool.io~1queue") in ops
+    assert ("add", "/metadata/annotations/gpupool.io~1admitted") in ops
+
+
+def test_quota_status_lists_the_queue_head() -> None:
+    quota = TenantQuota("alpha", nominal=12 * GiB)
+    pods = [read_pod(pod_json(f"p{i}", queued_at=at(i))) for i in range(3)]
+    plan = plan_admission(pods, [quota], now=1.0)
+    (tenant,) = [t for t in plan.tenants if t.tenant == "alpha"]
+    status = quota_status(tenant, 4)
+    assert status["used"] == "12Gi" and status["queued"] == 2 and status["observedGeneration"] == 4
+    assert [q["name"] for q in status["queue"]] == ["p1", "p2"]
+
+
+def test_unreadable_gated_pod_waits_with_its_problem() -> None:
+    view = read_pod(pod_json("bad", memory="-1"))
+    assert isinstance(view, PodView) and view.problem is not None
+    plan = plan_admission([view], [TenantQuota("alpha", nominal=GiB)], now=1.0)
+    assert plan.admit == () and plan.queued[0].reason == "UNREADABLE"
