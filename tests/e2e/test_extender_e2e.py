@@ -1,0 +1,309 @@
+"""The scheduler extender end to end: the real kube-scheduler calls `gpupool extender` over HTTP.
+
+One cluster for this module (kube-scheduler configured with the extender URL), the extender run
+as a process with `--apply-crds --policy binpack`, exactly as a user would run it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.nodes import FakeNodeSpec, build_node, node_specs, parse_gpu_spec
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
+from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.units import GiB
+
+pytestmark = pytest.mark.e2e
+
+GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+LEASES = "/apis/gpupool.io/v1alpha1"
+
+
+@dataclass(frozen=True)
+class ExtenderCluster:
+    cluster: DevCluster
+    api: KubeApi
+    url: str  # the extender's base URL (with kube-scheduler's prefix)
+    log: Path
+
+
+def _http(url: str, body: bytes | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    req.add_header("Content-Type", "application/json")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError as err:
+        return 0, str(err)
+
+
+@pytest.fixture(scope="module")
+def ext_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExtenderCluster]:
+    root = tmp_path_factory.mktemp("extender-e2e")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/gpupool"
+    cluster = DevCluster(root / "cluster")
+    state = cluster.up(
+        ClusterSpec(
+            nodes=tuple(node_specs(2, parse_gpu_spec("8xA100-80GB"))),
+            extender=ExtenderConfig(url_prefix=url),
+        ),
+        die_with_parent=True,
+    )
+    log = root / "extender.log"
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                GPUPOOL,
+                "extender",
+                "--kubeconfig",
+                state.kubeconfig,
+                "--port",
+                str(port),
+                "--policy",
+                "binpack",
+                "--apply-crds",
+                "--resync-seconds",
+                "30",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        ok = poll_until(
+            lambda: _http(f"http://127.0.0.1:{port}/healthz")[0] == 200 or proc.poll() is not None,
+            timeout_s=60,
+        )
+        assert ok and proc.poll() is None, f"extender did not become ready:\n{log.read_text()}"
+        yield ExtenderCluster(cluster, cluster.api(), url, log)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        cluster.down()
+
+
+@pytest.fixture
+def ns(ext_cluster: ExtenderCluster) -> str:
+    name = f"ext-{secrets.token_hex(3)}"
+    ext_cluster.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+    return name
+
+
+def _pod(name: str, memory: str, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+    limits = {"gpupool.io/gpu-memory": memory, "gpupool.io/vgpu": "1"}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]
+    }
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    return pod if pod["status"].get("phase") == "Running" else None
+
+
+def test_three_12gi_pods_share_one_card_with_disjoint_slices(
+    ext_cluster: ExtenderCluster, ns: str
+) -> None:
+    """One after the other: kube-scheduler binds asynchronously, so a pod's filter can run
+    before the previous pod's bind has reserved its slice; binpack packs what it has seen."""
+    api = ext_cluster.api
+    names = ["a", "b", "c"]
+    pods = {}
+    for name in names:
+        api.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, "12Gi"))
+        pod = poll_until(lambda n=name: _running(api, ns, n), timeout_s=60)
+        assert pod, f"{name} not Running:\n{ext_cluster.log.read_text()[-3000:]}"
+        pods[name] = pod
+    nodes = {p["spec"]["nodeName"] for p in pods.values()}
+    assert len(nodes) == 1, f"binpack should keep them on one node: {nodes}"
+    slices = {}
+    for name, pod in pods.items():
+        annotations = pod["metadata"]["annotations"]
+        [alloc] = json.loads(annotations["gpupool.io/allocation"])
+        slices[name] = alloc
+        assert alloc["sizeBytes"] == 12 * GiB
+        assert alloc["model"] == "A100-80GB"
+        lease_key = annotations["gpupool.io/lease"]
+        assert lease_key == f"{ns}/{pod['metadata']['uid']}"
+        lease = api.get(f"{LEASES}/namespaces/{ns}/gpuleases/{pod['metadata']['uid']}")
+        assert lease["spec"]["node"] == pod["spec"]["nodeName"]
+        assert lease["spec"]["podRef"] == {
+            "namespace": ns,
+            "name": name,
+            "uid": pod["metadata"]["uid"],
+        }
+        assert lease["spec"]["devices"] == [alloc]
+    assert len({s["uuid"] for s in slices.values()}) == 1, f"not one card: {slices}"
+    ranges = sorted((s["offsetBytes"], s["offsetBytes"] + s["sizeBytes"]) for s in slices.values())
+    _assert_disjoint(ranges)
+
+
+def _assert_disjoint(ranges: list[tuple[int, int]]) -> None:
+    ranges = sorted(ranges)
+    for (_, end), (start, _) in itertools.pairwise(ranges):
+        assert end <= start, f"slices overlap: {ranges}"
+
+
+def test_concurrent_pods_never_double_book_a_card(ext_cluster: ExtenderCluster, ns: str) -> None:
+    """Twelve 30Gi pods at once (two fit a 72Gi card): however kube-scheduler interleaves
+    filter and bind, no card holds more than it has and no two slices overlap."""
+    api = ext_cluster.api
+    names = [f"p{i}" for i in range(12)]
+    for name in names:
+        api.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, "30Gi"))
+    for name in names:
+        assert poll_until(lambda n=name: _running(api, ns, n), timeout_s=90), (
+            f"{name} not Running:\n{ext_cluster.log.read_text()[-3000:]}"
+        )
+    leases = api.get(f"{LEASES}/namespaces/{ns}/gpuleases")["items"]
+    assert sorted(x["spec"]["podRef"]["name"] for x in leases) == sorted(names)
+    per_card: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for lease in leases:
+        for d in lease["spec"]["devices"]:
+            key = (lease["spec"]["node"], d["uuid"])
+            per_card.setdefault(key, []).append(
+                (d["offsetBytes"], d["offsetBytes"] + d["sizeBytes"])
+            )
+    for card, ranges in per_card.items():
+        assert sum(end - start for start, end in ranges) <= 72 * GiB, (card, ranges)
+        _assert_disjoint(ranges)
+
+
+def test_60gi_pod_is_not_placed_on_four_cards_with_50gi_free_and_the_reason_says_why(
+    ext_cluster: ExtenderCluster, ns: str
+) -> None:
+    api = ext_cluster.api
+    node = f"four-{secrets.token_hex(2)}"
+    api.create("/api/v1/nodes", build_node(FakeNodeSpec(node, parse_gpu_spec("4xA100-80GB"))))
+    api.create(
+        f"{LEASES}/gpunodes",
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuNode",
+            "metadata": {"name": node},
+            "spec": {},
+        },
+    )
+    devices = [
+        {
+            "uuid": f"GPU-{node}-{i}",
+            "index": i,
+            "model": "A100-80GB",
+            "memoryBytes": 80 * GiB,
+            "allocatableBytes": 72 * GiB,
+        }
+        for i in range(4)
+    ]
+    api.request(
+        "PUT",
+        f"{LEASES}/gpunodes/{node}/status",
+        {
+            **api.get(f"{LEASES}/gpunodes/{node}"),
+            "status": {"gpuCount": 4, "health": "Healthy", "devices": devices},
+        },
+    )
+    # 22Gi held on every card (leases of pods elsewhere in the namespace): 50Gi free on each.
+    for i in range(4):
+        uid = f"held-{secrets.token_hex(4)}"
+        api.create(
+            f"{LEASES}/namespaces/{ns}/gpuleases",
+            {
+                "apiVersion": "gpupool.io/v1alpha1",
+                "kind": "GpuLease",
+                "metadata": {"name": uid, "labels": {"gpupool.io/node": node}},
+                "spec": {
+                    "tenant": "default",
+                    "podRef": {"namespace": ns, "name": f"held-{i}", "uid": uid},
+                    "node": node,
+                    "devices": [
+                        {
+                            **{k: devices[i][k] for k in ("uuid", "index", "model")},
+                            "offsetBytes": 0,
+                            "sizeBytes": 22 * GiB,
+                        }
+                    ],
+                    "amount": 22 * GiB,
+                },
+            },
+        )
+    api.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        _pod("big", "60Gi", node_selector={"kubernetes.io/hostname": node}),
+    )
+
+    def failed_scheduling() -> str | None:
+        events = api.get(f"/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name%3Dbig")[
+            "items"
+        ]
+        for event in events:
+            if event["reason"] == "FailedScheduling" and "largest free" in event["message"]:
+                return str(event["message"])
+        return None
+
+    message = poll_until(failed_scheduling, timeout_s=60)
+    assert message, (
+        f"no FailedScheduling event with the extender's reason; events: "
+        f"{api.get(f'/api/v1/namespaces/{ns}/events')['items']}\n"
+        f"{ext_cluster.log.read_text()[-3000:]}"
+    )
+    assert "insufficient memory on every card (largest free 50Gi < 60Gi)" in message, message
+    pod = api.get(f"/api/v1/namespaces/{ns}/pods/big")
+    assert not pod["spec"].get("nodeName"), f"placed anyway on {pod['spec'].get('nodeName')}"
+    leases = api.get(f"{LEASES}/namespaces/{ns}/gpuleases")["items"]
+    assert all(x["spec"]["podRef"]["name"] != "big" for x in leases)
+
+
+@pytest.mark.parametrize(
+    ("verb", "body", "says"),
+    [
+        ("filter", b"{not json", "not JSON"),
+        ("filter", b'{"NodeNames": ["n1"]}', "Pod"),
+        ("prioritize", b'["a list"]', "JSON object"),
+        ("bind", b'{"PodName": "p", "PodNamespace": "d", "Node": "n"}', "PodUID"),
+    ],
+)
+def test_malformed_extender_request_is_answered_400_with_a_message(
+    ext_cluster: ExtenderCluster, verb: str, body: bytes, says: str
+) -> None:
+    status, text = _http(f"{ext_cluster.url}/{verb}", body)
+    assert status == 400, (status, text)
+    assert says in json.loads(text)["error"], text
+
+
+def test_metrics_count_the_calls(ext_cluster: ExtenderCluster) -> None:
+    _http(f"{ext_cluster.url}/filter", b"[]")
+    status, text = _http(ext_cluster.url.rsplit("/", 1)[0] + "/metrics")
+    assert status == 200
+    assert 'gpupool_extender_requests_total{outcome="bad_request",verb="filter"}' in text
