@@ -360,3 +360,42 @@ def test_over_quota_pods_wait_gated_and_are_admitted_in_priority_then_fifo_order
         lambda: _queue_note(api, ns, "wait-b").startswith("position 1 of 1 "), timeout_s=30
     ), _queue_note(api, ns, "wait-b")
     assert _gates(api, ns, "wait-b") == [GATE]
+
+
+def test_lease_is_released_and_metered_when_its_pod_is_gone(components: Components) -> None:
+    """The controller releases a GpuLease (as the extender's bind writes it) once its pod is
+    deleted, with the GiB-hours it held."""
+    api = components.api
+    ns = _namespace(components, None)
+    created = api.create(
+        f"/api/v1/namespaces/{ns}/pods", _pod("leased", {"gpupool.io/gpu-memory": "12Gi"})
+    )
+    uid = created["metadata"]["uid"]
+    leases = f"/apis/gpupool.io/v1alpha1/namespaces/{ns}/gpuleases"
+    api.create(
+        leases,
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuLease",
+            "metadata": {"name": uid},
+            "spec": {
+                "tenant": "default",
+                "podRef": {"namespace": ns, "name": "leased", "uid": uid},
+                "node": "gpu-node-0",
+                "devices": [{"uuid": "GPU-gpu-node-0-0", "index": 0, "model": "A100-80GB",
+                             "offsetBytes": 0, "sizeBytes": 12 * 2**30}],
+                "amount": 12 * 2**30,
+            },
+        },
+    )  # fmt: skip
+    assert poll_until(lambda: _gates(api, ns, "leased") == [], timeout_s=30)
+    api.delete(f"/api/v1/namespaces/{ns}/pods/leased")
+
+    def released() -> dict[str, Any] | None:
+        status: dict[str, Any] = api.get(f"{leases}/{uid}").get("status") or {}
+        return status if status.get("phase") == "Released" else None
+
+    status = poll_until(released, timeout_s=30, interval_s=0.2)
+    assert status is not None, api.get(f"{leases}/{uid}")
+    assert status["conditions"][0]["reason"] == "PodGone"
+    assert status["gibHours"] >= 0 and status["end"].endswith("Z")

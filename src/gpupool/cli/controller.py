@@ -13,6 +13,7 @@ from typing import Any
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.controllers.admission import AdmissionReconciler
+from gpupool.controllers.leases import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
 from gpupool.quota.queue import FifoMode
 
@@ -38,6 +39,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--resync", type=float, default=5.0, metavar="SECONDS", help="full reconcile period"
     )
+    parser.add_argument(
+        "--lease-retention",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="how long an ended GpuLease is kept before it is deleted (default: 3600)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 
@@ -56,9 +64,10 @@ def run(args: argparse.Namespace) -> int:
         client = async_client(args.kubeconfig, field_manager="gpupool-controller")
         api = ClusterApi(client)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
+        leases = LeaseReconciler(api, time.time, retention_s=args.lease_retention)
         try:
             await run_loops(
-                [Loop("admission", admission.reconcile)],
+                [Loop("leases", leases.reconcile), Loop("admission", admission.reconcile)],
                 stop,
                 resync_s=args.resync,
                 watch=api.watch_changes,
