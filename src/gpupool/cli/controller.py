@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from gpupool.adapters.kubeclient import async_client
 from gpupool.controllers.admission import AdmissionReconciler
 from gpupool.controllers.leases import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
+from gpupool.controllers.node_health import NodeHealthReconciler
+from gpupool.controllers.node_health_plan import LOST_S, SUSPECT_S
 from gpupool.quota.queue import FifoMode
 
 
@@ -46,11 +49,32 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="how long an ended GpuLease is kept before it is deleted (default: 3600)",
     )
+    parser.add_argument(
+        "--suspect-after",
+        type=float,
+        default=SUSPECT_S,
+        metavar="SECONDS",
+        help=f"a GpuNode without a heartbeat this long is Suspect (default: {SUSPECT_S:g})",
+    )
+    parser.add_argument(
+        "--lost-after",
+        type=float,
+        default=LOST_S,
+        metavar="SECONDS",
+        help=f"... and this long Lost: its leases end, its GPU pods are deleted (default: "
+        f"{LOST_S:g})",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 < args.suspect_after < args.lost_after:
+        print(
+            "gpupool controller: error: --suspect-after must be positive and below --lost-after",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
         level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -65,9 +89,16 @@ def run(args: argparse.Namespace) -> int:
         api = ClusterApi(client)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
         leases = LeaseReconciler(api, time.time, retention_s=args.lease_retention)
+        nodes = NodeHealthReconciler(
+            api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
+        )
         try:
             await run_loops(
-                [Loop("leases", leases.reconcile), Loop("admission", admission.reconcile)],
+                [
+                    Loop("node-health", nodes.reconcile),
+                    Loop("leases", leases.reconcile),
+                    Loop("admission", admission.reconcile),
+                ],
                 stop,
                 resync_s=args.resync,
                 watch=api.watch_changes,
