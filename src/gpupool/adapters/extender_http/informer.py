@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -64,6 +65,10 @@ class Informer:
         gpunodes, rv_gpunodes = await self._list(GpuNode)
         leases, rv_leases = await self._list(GpuLease, namespace="*")
         drift = self.cache.rebuild(nodes, gpunodes, self._leases(leases))
+        self.cache.snapshot()
+        # The cache is large and long-lived: keep the cyclic GC from walking it on every full
+        # collection (those pauses showed as p99 spikes of 100+ ms at 5,000 nodes).
+        gc.freeze()
         if drift.total and self.on_drift is not None:
             self.on_drift(drift)
         if drift.total:

@@ -135,7 +135,7 @@ def make_app(
         args = ExtenderArgs.from_json(body)
         if not ready():
             return [{"Host": n, "Score": 0} for n in args.node_names]
-        return [h.to_json() for h in extender.prioritize(args)]
+        return extender.prioritize_json(args)
 
     async def run_bind(body: Any) -> Any:
         args = ExtenderBindingArgs.from_json(body)

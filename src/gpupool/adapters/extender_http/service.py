@@ -176,6 +176,11 @@ class Extender:
         self._plans[key] = plan
         return plan
 
+    def _rows(self, snap: ClusterSnapshot, names: Sequence[str]) -> np.ndarray:
+        """Snapshot row of every name (-1: not a node the extender knows)."""
+        index = snap.index
+        return np.fromiter((index.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+
     # ---- filter ------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         try:
@@ -187,24 +192,22 @@ class Extender:
                 node_names=None, failed_and_unresolvable={n: why for n in args.node_names}
             )
         snap = self.cache.snapshot()
-        passing: list[str] = []
+        names = args.node_names
+        rows = self._rows(snap, names)
+        known = rows >= 0
+        codes = np.where(known, plan.feas.reason[np.where(known, rows, 0)], -1)
+        fits = codes == Reason.FITS
+        passing = [n for n, ok in zip(names, fits.tolist(), strict=True) if ok]
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
-        reason = plan.feas.reason
-        for name in args.node_names:
-            i = snap.index.get(name)
-            if i is None:
+        for k in np.flatnonzero(~fits).tolist():
+            name, i, code = names[k], int(rows[k]), int(codes[k])
+            if code < 0:
                 unresolvable[name] = self.cache.why_unknown(name)
-                continue
-            code = int(reason[i])
-            if code == Reason.FITS:
-                passing.append(name)
-                continue
-            text = explain(snap, plan.request, plan.feas, i)
-            if Reason(code) in UNRESOLVABLE:
-                unresolvable[name] = text
+            elif Reason(code) in UNRESOLVABLE:
+                unresolvable[name] = explain(snap, plan.request, plan.feas, i)
             else:
-                failed[name] = text
+                failed[name] = explain(snap, plan.request, plan.feas, i)
         return ExtenderFilterResult(
             node_names=tuple(passing) if passing else None,
             failed_nodes=failed,
@@ -212,17 +215,29 @@ class Extender:
         )
 
     # ---- prioritize --------------------------------------------------------------------------
-    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+    def prioritize_json(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+        """The prioritize reply as JSON-ready dicts (the hot path: no object per host)."""
+        names = args.node_names
         try:
             plan = self._plan(args.pod)
         except GpupoolError:
-            return [HostPriority(n, 0) for n in args.node_names]
+            return [{"Host": n, "Score": 0} for n in names]
         snap = self.cache.snapshot()
-        by_row = {int(r): float(s) for r, s in zip(plan.rows, plan.scores, strict=True)}
-        named = [(n, snap.index.get(n)) for n in args.node_names]
-        fit = [(n, by_row[i]) for n, i in named if i is not None and i in by_row]
-        scaled = dict(zip((n for n, _ in fit), scale_scores([s for _, s in fit]), strict=True))
-        return [HostPriority(n, scaled.get(n, 0)) for n in args.node_names]
+        by_row = np.full(len(snap) + 1, np.nan)  # the extra last slot answers unknown names
+        by_row[plan.rows] = plan.scores
+        values = by_row[self._rows(snap, names)]
+        ok = ~np.isnan(values)
+        scaled = np.zeros(len(names), dtype=np.int64)
+        if ok.any():
+            lo, hi = float(values[ok].min()), float(values[ok].max())
+            if hi > lo:
+                scaled[ok] = np.rint(MAX_EXTENDER_PRIORITY * (values[ok] - lo) / (hi - lo))
+            else:
+                scaled[ok] = MAX_EXTENDER_PRIORITY
+        return [{"Host": n, "Score": v} for n, v in zip(names, scaled.tolist(), strict=True)]
+
+    def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
+        return [HostPriority(h["Host"], h["Score"]) for h in self.prioritize_json(args)]
 
     # ---- bind --------------------------------------------------------------------------------
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
