@@ -14,8 +14,9 @@ Three runs side by side, same pods, same tenants, same placement policy:
 Reclaim starts in two cases. A tenant within nominal whose quota borrowers hold (admission's
 `RECLAIM_NEEDED`) gets its quota back; a tenant within nominal whose pod the quota admits but no
 node has room for, while cohort members run on borrowed quota, gets *room*: victims on one node
-whose eviction lets the pod fit there (`replay_reclaim`). Either way, when the pod does not fit now
-the victims are chosen for room (and quota). The room is held for the claimant until the victims
+whose eviction lets the pod fit there (`replay_reclaim`). A quota reclaim for a pod that does not
+fit now either (the first one its tenant has in flight) also chooses its victims for room, falling
+back to quota alone when no node can be cleared. The room is held for the claimant until the victims
 are evicted: its node is cordoned for everyone else, and the claimant is placed first at eviction
 time; if the claimant is placed elsewhere first, the notices are withdrawn.
 

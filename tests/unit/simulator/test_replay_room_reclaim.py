@@ -23,7 +23,7 @@ from gpupool.simulator.openb import TracePod
 from gpupool.simulator.replay import Engine
 from gpupool.simulator.replay_experiment import ReplayConfig, run_experiment
 from gpupool.simulator.replay_jobs import make_jobs
-from gpupool.simulator.replay_reclaim import room_plan
+from gpupool.simulator.replay_reclaim import fits_without, room_bound, room_plan
 from gpupool.simulator.tenancy import Tenancy, TenantRule
 
 NODES = [
@@ -189,3 +189,46 @@ def test_builtin_day_shows_research_borrowing_and_inference_reclaiming_room() ->
         assert tenants[team]["borrowed_gpu_hours"] == 0.0  # the inference teams only lend
         # within their quota, they wait at most about one grace period (60 s) for room
         assert tenants[team]["queue_delay_s_p99"] <= 120.0
+
+
+@st.composite
+def requests(draw: st.DrawFn, name: str) -> Request:
+    kind = draw(st.sampled_from(["share", "whole", "bytes"]))
+    cpu = draw(st.sampled_from([1000, 8000, 40000]))
+    if kind == "share":
+        return share(name, draw(st.sampled_from([100, 250, 500, 750])))
+    if kind == "whole":
+        return Request(name=name, cpu_milli=cpu, gpu_count=draw(st.integers(1, 2)), gpu_milli=1000)
+    gib = draw(st.sampled_from([2, 4, 8, 12]))
+    pct = draw(st.sampled_from([10, 30, 50]))
+    return Request(
+        name=name, cpu_milli=cpu, gpu_count=1, gpu_memory_bytes=gib << 30, compute_pct=pct
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_room_bound_never_rules_out_what_the_filters_accept(data: st.DataObject) -> None:
+    snap = ClusterSnapshot.from_nodes(NODES)
+    planner = Planner("best-fit", TargetWorkload.from_requests([share("x", 500)]))
+    placed: list[Decision] = []
+    for k in range(data.draw(st.integers(2, 14))):
+        decision = planner.plan(snap, data.draw(requests(f"p{k}")))
+        if isinstance(decision, Decision):
+            snap.assume(decision)
+            placed.append(decision)
+    gone = [d for d in placed if data.draw(st.booleans())]
+    claim = data.draw(requests("claim"))
+    for node in range(len(NODES)):
+        here = [d for d in gone if d.node_index == node]
+        bound = room_bound(snap, node, claim, here)
+        before = int(feasibility(snap, claim).reason[node]) == int(Reason.FITS)
+        for d in here:
+            snap.forget(d)
+        exact = int(feasibility(snap, claim).reason[node]) == int(Reason.FITS)
+        for d in reversed(here):
+            snap.assume(d)
+        if here:
+            event(f"fits before {before}, after {exact}, bound {bound}")
+        assert bound or not exact
+        assert fits_without(snap, node, claim, gone) == exact
