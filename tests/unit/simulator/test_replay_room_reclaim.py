@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -124,6 +125,20 @@ def test_lender_within_quota_gets_a_card_back_after_the_grace_period() -> None:
     assert (
         isinstance(pooled["tenants"], dict) and pooled["tenants"]["b"]["queue_delay_s_p50"] == 0.0
     )
+
+
+def test_notices_are_withdrawn_when_the_claimant_finds_room_before_the_eviction() -> None:
+    # as above, but one of a's pods ends at t=20, before the eviction due at t=40: b takes that
+    # card at once and the borrowed pod under notice keeps running
+    pods = [pod("a0", 750, 0.0, 20.0, "LS")]
+    pods += [pod(f"a{i}", 750, 0.0, 1000.0, "LS") for i in range(1, 4)]
+    pods.append(pod("b0", 1000, 10.0, 100.0, "BE"))
+    out = run("pooled-borrowing", pods)
+    tenants = out["tenants"]
+    assert isinstance(tenants, dict)
+    assert out["reclaims"] == 0
+    assert tenants["b"]["queue_delay_s_p50"] == 10.0
+    assert tenants["a"]["gpu_hours"] == pytest.approx((20 + 3 * 1000) * 0.75 / 3600, abs=1e-3)
 
 
 @settings(max_examples=150, deadline=None)
