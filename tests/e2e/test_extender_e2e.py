@@ -307,3 +307,51 @@ def test_metrics_count_the_calls(ext_cluster: ExtenderCluster) -> None:
     status, text = _http(ext_cluster.url.rsplit("/", 1)[0] + "/metrics")
     assert status == 200
     assert 'gpupool_extender_requests_total{outcome="bad_request",verb="filter"}' in text
+
+
+def test_agent_lease_source_and_gpunode_reporter_against_the_api_server(
+    ext_cluster: ExtenderCluster, ns: str
+) -> None:
+    """The node agent's Kubernetes seams: it sees the lease the extender made for a pod on its
+    node and records the kubelet's device IDs on it; its report becomes the node's GpuNode."""
+    import asyncio
+
+    from gpupool.adapters.kubernetes.client import make_client
+    from gpupool.adapters.kubernetes.lease_source import KubernetesAllocationSource
+    from gpupool.adapters.kubernetes.reporter import KubernetesGpuNodeReporter
+    from gpupool.domain.devices import Gpu
+    from gpupool.ports import GpuFacts, InventoryFacts, NodeReport
+
+    api = ext_cluster.api
+    api.create(f"/api/v1/namespaces/{ns}/pods", _pod("agent", "8Gi"))
+    pod = poll_until(lambda: _running(api, ns, "agent"), timeout_s=60)
+    assert pod
+    node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+    kubeconfig = Path(ext_cluster.cluster.state_dir) / "kubeconfig"
+
+    async def agent_side() -> tuple[Any, ...]:
+        client = make_client(kubeconfig)
+        source = KubernetesAllocationSource(client)
+        mine = [x for x in await source.leases_on(node) if x.pod_uid == uid]
+        await source.record_devices(mine[0].lease, ("vgpu-3",))
+        name = f"reported-{secrets.token_hex(2)}"
+        await KubernetesGpuNodeReporter(client).publish(
+            NodeReport(
+                node=name,
+                gpus=(Gpu(index=0, model="H100", uuid="GPU-r-0"),),
+                facts=InventoryFacts("550.1", "12.4", (GpuFacts("GPU-r-0", 132),)),
+                reserve_pct=10.0,
+                allocatable_bytes=(("GPU-r-0", 70 * GiB),),
+            )
+        )
+        return mine[0], name
+
+    lease, reported = asyncio.run(agent_side())
+    assert lease.lease == f"{ns}/{uid}"
+    assert lease.slices[0].size_bytes == 8 * GiB
+    stored = api.get(f"{LEASES}/namespaces/{ns}/gpuleases/{uid}")
+    assert stored["status"]["deviceIds"] == ["vgpu-3"]
+    gpunode = api.get(f"{LEASES}/gpunodes/{reported}")
+    assert gpunode["status"]["devices"][0]["allocatableBytes"] == 70 * GiB
+    assert gpunode["status"]["devices"][0]["smCount"] == 132
+    assert gpunode["status"]["health"] == "Healthy"

@@ -109,6 +109,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help=f"GpuNode heartbeat interval (default: {DEFAULT_HEARTBEAT_S:g})",
     )
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=os.environ.get("KUBECONFIG") or None,
+        help="API server access for GpuLeases and the GpuNode (default: $KUBECONFIG, else the "
+        "in-cluster service account; neither: leases and GpuNode are not wired)",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
     parser.set_defaults(func=run)
 
@@ -135,17 +142,30 @@ def plugin_config(args: argparse.Namespace) -> PluginConfig:
     )
 
 
-def lease_source(args: argparse.Namespace) -> AllocationSource:
-    """SEAM: the Kubernetes-backed AllocationSource (GpuLease objects) plugs in here.
+def _has_api_server(args: argparse.Namespace) -> bool:
+    kubeconfig = getattr(args, "kubeconfig", None)
+    return bool(kubeconfig) or bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
-    Until it exists, Allocate answers UNAVAILABLE saying the lease source is not wired.
-    """
-    return UnwiredAllocationSource()
+
+def lease_source(args: argparse.Namespace) -> AllocationSource:
+    """GpuLease objects on this node when an API server is configured (--kubeconfig or in
+    cluster); otherwise Allocate answers UNAVAILABLE saying the lease source is not wired."""
+    if not _has_api_server(args):
+        return UnwiredAllocationSource()
+    from gpupool.adapters.kubernetes.client import make_client
+    from gpupool.adapters.kubernetes.lease_source import KubernetesAllocationSource
+
+    return KubernetesAllocationSource(make_client(args.kubeconfig, field_manager="gpupool-agent"))
 
 
 def gpu_node_reporter(args: argparse.Namespace) -> GpuNodeReporter | None:
-    """SEAM: the GpuNode publisher (needs the GpuNode CRD) plugs in here; None: not wired."""
-    return None
+    """The GpuNode publisher when an API server is configured; None otherwise."""
+    if not _has_api_server(args):
+        return None
+    from gpupool.adapters.kubernetes.client import make_client
+    from gpupool.adapters.kubernetes.reporter import KubernetesGpuNodeReporter
+
+    return KubernetesGpuNodeReporter(make_client(args.kubeconfig, field_manager="gpupool-agent"))
 
 
 def _check(args: argparse.Namespace) -> str | None:
