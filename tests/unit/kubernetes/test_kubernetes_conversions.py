@@ -1,0 +1,224 @@
+"""Pure conversions between Kubernetes objects and domain values, and the extender's cache."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.service import first_gap, scale_scores
+from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef, lease_from_json, lease_to_json
+from gpupool.adapters.kubernetes.node import node_condition, node_from_json
+from gpupool.adapters.kubernetes.quantity import parse_quantity, quantity_int
+from gpupool.adapters.kubernetes.quota import quota_from_json, quota_to_json
+from gpupool.domain.allocations import Slice
+from gpupool.domain.errors import InvalidQuantity
+from gpupool.domain.units import GiB
+from gpupool.quota.resource import Resource
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("12Gi", 12 * GiB),
+        ("500m", Fraction(1, 2)),
+        ("1.5", Fraction(3, 2)),
+        ("2e3", 2000),
+        (4, 4),
+        ("1k", 1000),
+    ],
+)
+def test_quantities(text: object, value: object) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("bad", ["12 GB", "", "Gi", None, True, "1.2.3"])
+def test_bad_quantities_raise_one_typed_error(bad: object) -> None:
+    with pytest.raises(InvalidQuantity):
+        parse_quantity(bad)
+
+
+def test_quantity_int_rounds_up() -> None:
+    assert quantity_int("1.0001", scale=1000) == 1001
+
+
+def lease() -> LeaseRecord:
+    return LeaseRecord(
+        name="uid-1",
+        namespace="team-a",
+        tenant="team-a",
+        pod=PodRef("team-a", "p", "uid-1"),
+        node="n1",
+        slices=(Slice(2, "GPU-2", "A100-80GB", 12 * GiB, 12 * GiB, 300),),
+        amount=12 * GiB,
+        borrowed=4 * GiB,
+        priority=5,
+    )
+
+
+def test_lease_round_trips_through_json() -> None:
+    obj = lease_to_json(lease())
+    assert obj["spec"]["devices"][0]["computePercent"] == 30
+    assert obj["metadata"]["labels"]["gpupool.io/node"] == "n1"
+    assert lease_from_json(obj) == lease()
+
+
+def test_a_lease_without_devices_names_the_field() -> None:
+    obj = lease_to_json(lease())
+    del obj["spec"]["devices"]
+    with pytest.raises(InvalidObject, match="devices"):
+        lease_from_json(obj)
+
+
+def test_ended_leases_hold_no_capacity() -> None:
+    obj = lease_to_json(lease())
+    obj["status"] = {"phase": "Released"}
+    assert not lease_from_json(obj).holds_capacity
+
+
+def test_quota_from_json() -> None:
+    q = quota_from_json(
+        {
+            "metadata": {"name": "team-a"},
+            "spec": {
+                "nominal": "80Gi",
+                "guaranteed": "40Gi",
+                "cohort": "c",
+                "borrowLimit": "20Gi",
+                "budget": {"limitHours": 100, "windowSeconds": 86400},
+            },
+        }
+    )
+    assert (q.nominal, q.guaranteed, q.borrow_limit) == (80 * GiB, 40 * GiB, 20 * GiB)
+    assert q.budget is not None and q.budget.window_s == 86400
+    assert quota_from_json(quota_to_json(q)) == q
+
+
+def test_gpu_quota_counts_milli_gpu() -> None:
+    q = quota_from_json(
+        {
+            "metadata": {"name": "t"},
+            "spec": {"resource": "gpu", "nominal": "4", "guaranteed": "500m"},
+        }
+    )
+    assert (q.resource, q.nominal, q.guaranteed) == (Resource.GPU, 4000, 500)
+
+
+def test_quota_guaranteed_above_nominal_is_rejected_naming_the_quota() -> None:
+    with pytest.raises(InvalidObject, match=r"GpuQuota team-a: .*guaranteed"):
+        quota_from_json(
+            {"metadata": {"name": "team-a"}, "spec": {"nominal": "10Gi", "guaranteed": "20Gi"}}
+        )
+
+
+def _node(name: str, **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+GPU_LABELS = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "2"}
+
+
+def test_node_from_labels_keeps_the_reserve_back() -> None:
+    node = node_from_json(_node("n1", **GPU_LABELS))
+    assert [g.total_memory for g in node.gpus] == [72 * GiB, 72 * GiB]
+
+
+def test_gpunode_wins_over_labels_and_its_health_fences_the_node() -> None:
+    gpunode = {
+        "metadata": {"name": "n1"},
+        "status": {
+            "health": "Suspect",
+            "conditions": [
+                {"type": "Heartbeat", "status": "False", "message": "no heartbeat for 95s"}
+            ],
+            "devices": [
+                {
+                    "index": 0,
+                    "model": "H100",
+                    "uuid": "G0",
+                    "memoryBytes": 80 * GiB,
+                    "allocatableBytes": 70 * GiB,
+                }
+            ],
+        },
+    }
+    node = node_from_json(_node("n1", **GPU_LABELS), gpunode)
+    assert [(g.model, g.total_memory) for g in node.gpus] == [("H100", 70 * GiB)]
+    assert node_condition(_node("n1"), gpunode) == "node suspect: no heartbeat for 95s"
+
+
+def test_a_gpunode_with_an_unknown_model_is_an_invalid_object() -> None:
+    gpunode = {
+        "metadata": {"name": "n1"},
+        "status": {"devices": [{"index": 0, "model": "Z9", "memoryBytes": 1}]},
+    }
+    with pytest.raises(InvalidObject, match="GpuNode n1"):
+        node_from_json(_node("n1"), gpunode)
+
+
+def test_cache_assume_and_forget_of_a_lease_are_exact_inverses() -> None:
+    cache = ClusterCache()
+    cache.rebuild([_node("n1", **GPU_LABELS)], [], [])
+    before = cache.snapshot().state_key()
+    held = LeaseRecord(
+        "u",
+        "ns",
+        "t",
+        PodRef("ns", "p", "u"),
+        "n1",
+        (Slice(1, "GPU-n1-1", "A100-80GB", 0, 30 * GiB, 0),),
+    )
+    cache.set_lease(held)
+    snap = cache.snapshot()
+    assert int(snap.gmem_free[0, 1]) == 42 * GiB
+    cache.set_lease(held)  # the watch echo of our own create changes nothing
+    assert int(snap.gmem_free[0, 1]) == 42 * GiB
+    cache.delete_lease("ns/u")
+    assert cache.snapshot().state_key() == before
+
+
+def test_a_lease_that_does_not_fit_fences_its_node_instead_of_vanishing() -> None:
+    cache = ClusterCache()
+    cache.rebuild([_node("n1", **GPU_LABELS)], [], [])
+    too_big = LeaseRecord(
+        "u",
+        "ns",
+        "t",
+        PodRef("ns", "p", "u"),
+        "n1",
+        (Slice(0, "GPU-n1-0", "A100-80GB", 0, 90 * GiB, 0),),
+    )
+    cache.set_lease(too_big)
+    snap = cache.snapshot()
+    assert not snap.schedulable[0]
+    assert "does not fit" in (snap.condition[0] or "")
+    cache.delete_lease("ns/u")
+    assert cache.snapshot().schedulable[0]
+
+
+def test_resync_counts_drift() -> None:
+    cache = ClusterCache()
+    cache.rebuild([_node("n1", **GPU_LABELS)], [], [])
+    missed = LeaseRecord(
+        "u",
+        "ns",
+        "t",
+        PodRef("ns", "p", "u"),
+        "n1",
+        (Slice(0, "GPU-n1-0", "A100-80GB", 0, GiB, 0),),
+    )
+    drift = cache.rebuild([_node("n1", **GPU_LABELS)], [], [missed])
+    assert (drift.nodes, drift.leases) == (0, 1)
+
+
+def test_first_gap_and_scores() -> None:
+    assert first_gap([(0, 10), (20, 10)], 10, 100) == 10
+    assert first_gap([(0, 10), (10, 10)], 10, 25) is None
+    assert scale_scores([1.0, 3.0, 2.0]) == [0, 10, 5]
+    assert scale_scores([4.0, 4.0]) == [10, 10]
