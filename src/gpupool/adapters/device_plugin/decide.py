@@ -133,8 +133,10 @@ def find_lease(
     waiting.sort(key=lambda x: x.lease)
     if not waiting:
         awaiting = [x for x in leases if not x.device_ids]
-        known = f"leases here still waiting for devices: {_describe(awaiting)}" if awaiting else (
-            "no lease here is waiting for devices"
+        known = (
+            f"leases here still waiting for devices: {_describe(awaiting)}"
+            if awaiting
+            else ("no lease here is waiting for devices")
         )
         return Refusal(
             "FAILED_PRECONDITION",

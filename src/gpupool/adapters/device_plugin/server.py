@@ -152,6 +152,7 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
     ) -> AsyncIterator[api_pb2.ListAndWatchResponse]:
         seen = -1
         while True:
+
             async def next_list() -> api_pb2.ListAndWatchResponse | None:
                 nonlocal seen
                 async with self._changed:
@@ -206,9 +207,7 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
             raise AssertionError("not reached: abort raises")
         return result
 
-    async def _allocate(
-        self, containers: list[list[str]]
-    ) -> api_pb2.AllocateResponse | Refusal:
+    async def _allocate(self, containers: list[list[str]]) -> api_pb2.AllocateResponse | Refusal:
         config = self._config
         gpus = self._inventory.devices()
         leases: list[PodLease] = list(await self._source.leases_on(config.node))
@@ -343,8 +342,10 @@ class DevicePluginServer:
                 await asyncio.wait_for(stop.wait(), self.config.watch_interval_s)
             if stop.is_set() or self.config.socket_path.exists():
                 continue
-            log.warning("plugin socket %s is gone (kubelet restart?); serving again",
-                        self.config.socket_path)
+            log.warning(
+                "plugin socket %s is gone (kubelet restart?); serving again",
+                self.config.socket_path,
+            )
             await self.stop()
             self.servicer = DevicePluginServicer(self.config, self.inventory, self.source)
             await self._start_with_retry(stop)
@@ -356,8 +357,11 @@ class DevicePluginServer:
                 await self.start()
                 return
             except grpc.aio.AioRpcError as err:
-                log.warning("registration with the kubelet failed (%s); retrying in %.0fs",
-                            err.details() or err.code(), delay)
+                log.warning(
+                    "registration with the kubelet failed (%s); retrying in %.0fs",
+                    err.details() or err.code(),
+                    delay,
+                )
                 await self.stop()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)

@@ -92,7 +92,8 @@ class FakeInventory:
                     tuple(
                         o.uuid
                         for o in gpus
-                        if o is not g and g.nvlink_domain is not None
+                        if o is not g
+                        and g.nvlink_domain is not None
                         and o.nvlink_domain == g.nvlink_domain
                     ),
                 )
