@@ -1,0 +1,117 @@
+"""The allocation audit (DESIGN.md section 9) over hand-built pods, leases and GpuNodes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpupool.adapters.kubernetes.audit import audit
+from gpupool.domain.units import GiB
+
+
+def _dev(index: int, offset_gib: int, size_gib: int, compute: int = 0) -> dict[str, Any]:
+    return {
+        "uuid": f"GPU-n1-{index}",
+        "index": index,
+        "model": "A100-80GB",
+        "offsetBytes": offset_gib * GiB,
+        "sizeBytes": size_gib * GiB,
+        "computePercent": compute,
+    }
+
+
+def _lease(
+    uid: str, devices: list[dict[str, Any]], node: str = "n1", phase: str | None = None
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {"name": uid, "namespace": "ns"},
+        "spec": {
+            "tenant": "default",
+            "podRef": {"namespace": "ns", "name": f"pod-{uid}", "uid": uid},
+            "node": node,
+            "devices": devices,
+        },
+    }
+    if phase:
+        obj["status"] = {"phase": phase}
+    return obj
+
+
+def _pod(
+    uid: str,
+    node: str | None = "n1",
+    devices: list[dict[str, Any]] | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    annotations = {} if devices is None else {"gpupool.io/allocation": json.dumps(devices)}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"limits": {"gpupool.io/vgpu": "1"}}}]
+    }
+    if node:
+        spec["nodeName"] = node
+    return {
+        "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid,
+                     "annotations": annotations},
+        "spec": spec,
+        "status": {"phase": phase},
+    }  # fmt: skip
+
+
+GPUNODE = {
+    "metadata": {"name": "n1"},
+    "status": {"devices": [{"uuid": f"GPU-n1-{i}", "allocatableBytes": 72 * GiB} for i in (0, 1)]},
+}
+
+
+def test_consistent_cluster_has_no_violation() -> None:
+    a, b = [_dev(0, 0, 12)], [_dev(0, 12, 24)]
+    result = audit(
+        [_pod("a", devices=a), _pod("b", devices=b), _pod("gone-lease", devices=None, node=None)],
+        [_lease("a", a), _lease("b", b), _lease("old", [_dev(0, 0, 70)], phase="Released")],
+        [GPUNODE],
+    )
+    assert result.ok, str(result)
+    assert result.leased == {("n1", "GPU-n1-0"): 36 * GiB}
+    assert result.annotated == result.leased
+    assert (result.live_leases, result.gpu_pods, result.bound_pods) == (2, 3, 2)
+
+
+def test_overlapping_leases_and_an_overcommitted_card_are_found() -> None:
+    a, b = [_dev(0, 0, 40, 60)], [_dev(0, 30, 40, 60)]
+    result = audit([_pod("a", devices=a), _pod("b", devices=b)], [_lease("a", a), _lease("b", b)],
+                   [GPUNODE])  # fmt: skip
+    kinds = sorted(v.kind for v in result.violations)
+    assert kinds == ["overcommit", "overcommit", "overlap"], str(result)
+    assert "ns/a [0, " in str(result.of_kind("overlap")[0])
+
+
+def test_lease_whose_pod_is_gone_or_finished_is_found() -> None:
+    result = audit(
+        [_pod("done", devices=[_dev(1, 0, 8)], phase="Succeeded")],
+        [_lease("gone", [_dev(0, 0, 8)]), _lease("done", [_dev(1, 0, 8)])],
+    )
+    found = {v.subject: v.detail for v in result.of_kind("lease-without-pod")}
+    assert set(found) == {"ns/gone", "ns/done"}
+    assert "is gone" in found["ns/gone"] and "is Succeeded" in found["ns/done"]
+
+
+def test_pod_without_lease_and_card_sums_that_differ_are_found() -> None:
+    result = audit([_pod("a", devices=[_dev(0, 0, 12)])], [])
+    assert [v.kind for v in result.violations] == ["pod-without-lease", "card-reserved-differs"]
+
+
+def test_unbound_reservation_wrong_node_and_annotation_mismatch_are_found() -> None:
+    result = audit(
+        [
+            _pod("pending", node=None),
+            _pod("moved", node="n2", devices=[_dev(0, 0, 8)]),
+            _pod("other", devices=[_dev(1, 0, 8)]),
+        ],
+        [
+            _lease("pending", [_dev(0, 20, 8)]),
+            _lease("moved", [_dev(0, 0, 8)]),
+            _lease("other", [_dev(1, 8, 8)]),
+        ],
+    )
+    kinds = {v.kind for v in result.violations}
+    assert {"reserved-unbound", "lease-wrong-node", "annotation-mismatch"} <= kinds, str(result)
