@@ -6,6 +6,8 @@ Wiring only: the work is in `gpupool.devcluster`.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import signal
 import sys
 import time
@@ -16,7 +18,7 @@ from typing import Any
 
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.binaries import default_bin_dir
-from gpupool.devcluster.cluster import ClusterState, Ports, default_state_dir
+from gpupool.devcluster.cluster import ClusterState, GpupoolSpec, Ports, default_state_dir
 from gpupool.devcluster.nodes import (
     VGPU_PER_GPU,
     fake_node_from_domain,
@@ -37,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="run a real Kubernetes control plane with fake GPU nodes on this machine",
         description=(
             "etcd, kube-apiserver, kube-scheduler and kwok on free 127.0.0.1 ports, with fake "
-            "GPU nodes. Binaries come from `make k8s` (tools/k8s/build.sh)."
+            "GPU nodes, and all of gpupool on top (CRDs, extender, webhook, controller, GpuNode "
+            "heartbeats) unless --bare. Binaries come from `make k8s` (tools/k8s/build.sh)."
         ),
     )
     parser.set_defaults(func=lambda _args: _usage(parser))
@@ -51,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             help=f"state folder (default: $GPUPOOL_DEV_CLUSTER_DIR or {default_state_dir()})",
         )
 
-    up = commands.add_parser("up", help="start the cluster and create the fake GPU nodes")
+    up = commands.add_parser(
+        "up", help="start the cluster, create the fake GPU nodes and run gpupool on it"
+    )
     common(up)
     up.add_argument("--nodes", type=int, default=4, help="number of fake GPU nodes (default 4)")
     up.add_argument(
@@ -79,9 +84,42 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=f"folder of the binaries (default: $GPUPOOL_K8S_BIN or {default_bin_dir()})",
     )
     up.add_argument(
+        "--bare",
+        action="store_true",
+        help="only the Kubernetes control plane and the fake nodes: no CRDs and no gpupool "
+        "component (kube-scheduler is plain unless --extender-url)",
+    )
+    up.add_argument(
         "--extender-url",
         default=None,
-        help="make kube-scheduler call gpupool's scheduler extender at this URL prefix",
+        help="make kube-scheduler call a scheduler extender you run yourself at this URL prefix "
+        "(then `up` starts none)",
+    )
+    up.add_argument(
+        "--policy",
+        default="gpupool",
+        help="the extender's default placement policy (default: gpupool)",
+    )
+    up.add_argument(
+        "--heartbeat",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the fake node agents write their GpuNode heartbeat (default: 10)",
+    )
+    up.add_argument(
+        "--suspect-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the controller's --suspect-after (default: the controller's, 90)",
+    )
+    up.add_argument(
+        "--lost-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the controller's --lost-after (default: the controller's, 180)",
     )
     up.add_argument("--extender-weight", type=int, default=1, help="extender priority weight")
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
@@ -106,6 +144,22 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     kubeconfig = commands.add_parser("kubeconfig", help="print the admin kubeconfig's path")
     common(kubeconfig)
     kubeconfig.set_defaults(func=_guard(_kubeconfig))
+
+    heartbeat = commands.add_parser(
+        "heartbeat",
+        help="publish a GpuNode per fake GPU node and keep it heartbeating (`up` starts it)",
+        description=(
+            "The dev cluster's stand-in for `gpupool agent` on every kwok node (a device plugin "
+            "needs a kubelet, which kwok nodes lack): every --interval seconds, each node "
+            "labelled type=kwok with gpupool.io/gpu-model gets the GpuNode status that "
+            "`gpupool agent --fake-gpus` would write. Annotate a GpuNode "
+            "gpupool.io/fake-heartbeat=paused to stop its heartbeat."
+        ),
+    )
+    heartbeat.add_argument("--kubeconfig", type=Path, default=None)
+    heartbeat.add_argument("--interval", type=float, default=10.0, metavar="SECONDS")
+    heartbeat.add_argument("--log-level", default="INFO")
+    heartbeat.set_defaults(func=_heartbeat)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -148,9 +202,24 @@ def _up(args: argparse.Namespace) -> int:
         if args.extender_url
         else None
     )
+    if args.heartbeat <= 0:
+        print("gpupool dev-cluster: error: --heartbeat must be positive", file=sys.stderr)
+        return 2
+    gpupool = (
+        None
+        if args.bare
+        else GpupoolSpec(
+            policy=args.policy,
+            run_extender=extender is None,
+            heartbeat_s=args.heartbeat,
+            suspect_after_s=args.suspect_after,
+            lost_after_s=args.lost_after,
+        )
+    )
     spec = ClusterSpec(
         nodes=tuple(nodes),
         extender=extender,
+        gpupool=gpupool,
         ports=Ports(apiserver=args.apiserver_port),
         ready_timeout_s=args.timeout,
     )
@@ -193,6 +262,8 @@ def _summary(
     print(f"dev cluster up in {elapsed:.1f}s: {state.server}")
     print(f"  nodes:      {len(state.nodes)} {shape} (label type=kwok)")
     print(f"  scheduler:  {'extender ' + state.extender_url if state.extender_url else 'plain'}")
+    gpupool = [p.name for p in state.processes if p.name.startswith("gpupool-")]
+    print(f"  gpupool:    {', '.join(gpupool) if gpupool else 'not running (--bare)'}")
     print(f"  kubeconfig: {state.kubeconfig}")
     print(f"  logs:       {cluster.log_dir}")
     print(f"  try:        {state.bin_dir}/kubectl --kubeconfig {state.kubeconfig} get nodes")
@@ -221,11 +292,33 @@ def _status(args: argparse.Namespace) -> int:
     print(f"server:     {state.server}")
     print(f"kubeconfig: {state.kubeconfig}")
     for c in components:
-        print(f"  {c.name:<15} pid {c.pid:<8} {'running' if c.running else 'STOPPED':<8} {c.log}")
+        print(f"  {c.name:<18} pid {c.pid:<8} {'running' if c.running else 'STOPPED':<8} {c.log}")
     return 0 if all(c.running for c in components) else 1
 
 
 def _kubeconfig(args: argparse.Namespace) -> int:
     state = DevCluster(args.dir).running_state()
     print(state.kubeconfig)
+    return 0
+
+
+def _heartbeat(args: argparse.Namespace) -> int:
+    from gpupool.devcluster.heartbeat import run_heartbeats
+
+    if args.interval <= 0:
+        print("gpupool dev-cluster heartbeat: error: --interval must be positive", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_heartbeats(args.kubeconfig, stop, interval_s=args.interval)
+
+    asyncio.run(main())
     return 0

@@ -126,6 +126,7 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request otherwise
     config = _config(args)
 
     async def main() -> None:

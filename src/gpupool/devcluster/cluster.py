@@ -1,4 +1,7 @@
-"""The dev cluster: etcd, kube-apiserver, kube-scheduler and kwok on loopback, and fake GPU nodes.
+"""The dev cluster: etcd, kube-apiserver, kube-scheduler and kwok on loopback, and fake GPU nodes;
+with a `GpupoolSpec`, all of gpupool on top: the CRDs, the scheduler extender (kube-scheduler
+configured to call it), the admission webhook (registered with its CA), the controller and the
+fake node agents' GpuNode heartbeats (`heartbeat.py`), each a `gpupool` process.
 
 Everything lives in one state folder: `pki/`, `etcd/` (data), `logs/<component>.log`,
 `kubeconfig` (admin), `scheduler.kubeconfig`, `scheduler.yaml` and `state.json` (ports, pids and
@@ -13,6 +16,7 @@ import json
 import os
 import shutil
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +43,7 @@ from gpupool.devcluster.scheduler_config import ExtenderConfig, write_scheduler_
 
 # Start order; `down` stops in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
+WEBHOOK_NAME = "gpupool"  # adapters.webhook.register.NAME
 POD_CIDR = "10.244.0.1/16"
 STATE_FILE = "state.json"
 
@@ -64,9 +69,27 @@ class Ports:
 
 
 @dataclass(frozen=True, slots=True)
+class GpupoolSpec:
+    """gpupool's own components on the dev cluster (`ClusterSpec.gpupool`; None: a bare cluster).
+
+    `run_extender=False` keeps the extender out (e.g. when `ClusterSpec.extender` points at one
+    the user runs). The times are the controller's node-health flags (None: its defaults).
+    """
+
+    policy: str = "gpupool"
+    run_extender: bool = True
+    heartbeat_s: float = 10.0
+    controller_resync_s: float = 5.0
+    suspect_after_s: float | None = None
+    lost_after_s: float | None = None
+    log_level: str = "INFO"
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSpec:
     nodes: tuple[FakeNodeSpec, ...] = ()
     extender: ExtenderConfig | None = None
+    gpupool: GpupoolSpec | None = None
     ports: Ports = Ports()
     ready_timeout_s: float = 60.0
 
@@ -228,6 +251,15 @@ class DevCluster:
             "kube-scheduler": claim("kube-scheduler", spec.ports.scheduler, taken),
             "kwok": claim("kwok", spec.ports.kwok, taken),
         }
+        gpupool = spec.gpupool
+        extender = spec.extender
+        if gpupool is not None:
+            ports["gpupool-webhook"] = claim("gpupool-webhook", None, taken)
+            if gpupool.run_extender and extender is None:
+                ports["gpupool-extender"] = claim("gpupool-extender", None, taken)
+                extender = ExtenderConfig(
+                    url_prefix=f"http://{LOOPBACK}:{ports['gpupool-extender']}/gpupool"
+                )
         server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
         state = ClusterState(
             state_dir=str(self.state_dir),
@@ -235,7 +267,7 @@ class DevCluster:
             kubeconfig=str(self.kubeconfig_path),
             bin_dir=str(binaries.kubectl.parent),
             ports=ports,
-            extender_url=spec.extender.url_prefix if spec.extender else None,
+            extender_url=extender.url_prefix if extender else None,
         )
         self._save(state)
 
@@ -252,7 +284,7 @@ class DevCluster:
             "kube-scheduler",
         )
         write_scheduler_configuration(
-            self.scheduler_config_path, self.scheduler_kubeconfig_path, spec.extender
+            self.scheduler_config_path, self.scheduler_kubeconfig_path, extender
         )
         env = _env()
         deadline_s = spec.ready_timeout_s
@@ -278,8 +310,15 @@ class DevCluster:
             )
             api = self._api(server)
             self._wait(apiserver, deadline_s, lambda: self._apiserver_ready(api))
+            if gpupool is not None:
+                crds = self._create_crds(api)
             scheduler = launch("kube-scheduler", self._scheduler_argv(binaries, ports))
             kwok = launch("kwok", self._kwok_argv(binaries, ports))
+            started: dict[str, ProcessRecord] = {}
+            if gpupool is not None:
+                self._wait(apiserver, deadline_s, lambda: self._crds_established(api, crds))
+                for name, argv in self._gpupool_argvs(gpupool, ports).items():
+                    started[name] = launch(name, argv)
             for node in spec.nodes:
                 api.create("/api/v1/nodes", build_node(node))
                 state.nodes.append(node.name)
@@ -290,10 +329,116 @@ class DevCluster:
             scheduler_url = f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz"
             self._wait(scheduler, deadline_s, lambda: _http_ok(scheduler_url, insecure))
             self._wait(kwok, deadline_s, lambda: self._nodes_ready(api, state.nodes))
+            self._wait_gpupool(api, started, ports, state.nodes, deadline_s)
         except BaseException:
             self._stop_all(state)
             raise
         return state
+
+    # ---- gpupool on top -----------------------------------------------------------------------
+
+    @staticmethod
+    def _create_crds(api: KubeApi) -> list[str]:
+        from gpupool.adapters.kubernetes.crds import load_crds
+
+        names = []
+        for crd in load_crds():
+            api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            names.append(str(crd["metadata"]["name"]))
+        return names
+
+    @staticmethod
+    def _crds_established(api: KubeApi, names: list[str]) -> bool:
+        for name in names:
+            try:
+                crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            except (ApiError, urllib.error.URLError, OSError):
+                return False
+            conditions = (crd.get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return False
+        return True
+
+    def _gpupool_argvs(self, spec: GpupoolSpec, ports: Mapping[str, int]) -> dict[str, list[str]]:
+        """The `gpupool` processes, in start order (`down` stops them first, newest first)."""
+        gpupool = [sys.executable, "-m", "gpupool.cli.main"]
+        kubeconfig = ["--kubeconfig", str(self.kubeconfig_path)]
+        argvs: dict[str, list[str]] = {}
+        if "gpupool-extender" in ports:
+            argvs["gpupool-extender"] = [
+                *gpupool, "extender", *kubeconfig,
+                "--host", LOOPBACK, "--port", str(ports["gpupool-extender"]),
+                "--policy", spec.policy, "--log-level", spec.log_level,
+            ]  # fmt: skip
+        webhook_url = f"https://{LOOPBACK}:{ports['gpupool-webhook']}"
+        argvs["gpupool-webhook"] = [
+            *gpupool, "webhook", "serve", *kubeconfig,
+            "--host", LOOPBACK, "--port", str(ports["gpupool-webhook"]),
+            "--cert-dir", str(self.state_dir / "webhook-certs"),
+            "--register-url", webhook_url, "--name", WEBHOOK_NAME,
+            "--log-level", spec.log_level,
+        ]  # fmt: skip
+        controller = [
+            *gpupool, "controller", *kubeconfig,
+            "--resync", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+        ]  # fmt: skip
+        if spec.suspect_after_s is not None:
+            controller += ["--suspect-after", f"{spec.suspect_after_s:g}"]
+        if spec.lost_after_s is not None:
+            controller += ["--lost-after", f"{spec.lost_after_s:g}"]
+        argvs["gpupool-controller"] = controller
+        argvs["gpupool-heartbeat"] = [
+            *gpupool, "dev-cluster", "heartbeat", *kubeconfig,
+            "--interval", f"{spec.heartbeat_s:g}", "--log-level", spec.log_level,
+        ]  # fmt: skip
+        return argvs
+
+    def _wait_gpupool(
+        self,
+        api: KubeApi,
+        started: Mapping[str, ProcessRecord],
+        ports: Mapping[str, int],
+        nodes: list[str],
+        timeout_s: float,
+    ) -> None:
+        """Ready: the extender answers /healthz (its cache is synced), the webhook is registered,
+        every fake GPU node has a GpuNode with a heartbeat, and the controller still runs."""
+        if "gpupool-extender" in started:
+            url = f"http://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
+            self._wait(started["gpupool-extender"], timeout_s, lambda: _http_ok(url))
+        if "gpupool-webhook" in started:
+            path = (
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
+                + WEBHOOK_NAME
+            )
+            self._wait(started["gpupool-webhook"], timeout_s, lambda: self._exists(api, path))
+        if "gpupool-heartbeat" in started:
+            self._wait(
+                started["gpupool-heartbeat"],
+                timeout_s,
+                lambda: self._gpunodes_beating(api, nodes),
+            )
+        if "gpupool-controller" in started:
+            self._wait(started["gpupool-controller"], timeout_s, lambda: True)
+
+    @staticmethod
+    def _exists(api: KubeApi, path: str) -> bool:
+        try:
+            return api.exists(path)
+        except (ApiError, urllib.error.URLError, OSError):
+            return False
+
+    @staticmethod
+    def _gpunodes_beating(api: KubeApi, nodes: list[str]) -> bool:
+        try:
+            selector = "gpupool.io%2Fgpu-model,gpupool.io%2Fgpu-memory-bytes"
+            gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}")["items"]
+            items = api.get("/apis/gpupool.io/v1alpha1/gpunodes")["items"]
+        except (ApiError, urllib.error.URLError, OSError):
+            return False
+        beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}
+        wanted = {n["metadata"]["name"] for n in gpu_nodes} & set(nodes)
+        return wanted <= beating
 
     def _etcd_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
         client = f"http://{LOOPBACK}:{ports['etcd']}"

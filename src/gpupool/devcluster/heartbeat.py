@@ -1,0 +1,175 @@
+"""Fake node agents for the dev cluster: one GpuNode per kwok node, kept heartbeating.
+
+A real `gpupool agent` is a kubelet device plugin: it registers over the kubelet's gRPC socket on
+its node, and kwok nodes have no kubelet. So the dev cluster runs this loop instead, in one
+process (`gpupool dev-cluster heartbeat`, started by `up`): every `interval_s` it lists the fake
+GPU nodes (label `type=kwok` with `gpupool.io/gpu-model`), builds each node's report from its
+labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve and status
+fields), creates the GpuNode when missing and writes its status — each write is the heartbeat
+the controller's node health reads.
+
+A GpuNode annotated `gpupool.io/fake-heartbeat: paused` is skipped: that node stops
+heartbeating, as if its agent died (`kubectl annotate gpunode NODE gpupool.io/fake-heartbeat=
+paused`; remove the annotation to resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.core_v1 import Node
+from lightkube.types import PatchType
+
+from gpupool.adapters.kubernetes import (
+    API_VERSION,
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_MODEL,
+)
+from gpupool.adapters.kubernetes.client import make_client
+from gpupool.adapters.kubernetes.reporter import gpunode_status
+from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
+from gpupool.adapters.nvml.fake import FakeInventory
+from gpupool.controllers.node_agent import node_report
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
+
+log = logging.getLogger("gpupool.devcluster.heartbeat")
+
+PAUSE_ANNOTATION = "gpupool.io/fake-heartbeat"
+PAUSED = "paused"
+DEFAULT_INTERVAL_S = 10.0
+
+
+def fake_gpu_spec(node: Mapping[str, Any]) -> str | None:
+    """`8xA100-80GB` from a fake node's labels; None for a node without GPUs, or with a model
+    whose memory size is not known (the dev cluster labels memory only for known models)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    model = labels.get(LABEL_GPU_MODEL)
+    count = labels.get(LABEL_GPU_COUNT, "1")
+    if not model or LABEL_GPU_MEMORY not in labels:
+        return None
+    if not str(count).isdigit() or int(count) < 1:
+        return None
+    return f"{int(count)}x{model}"
+
+
+def is_paused(gpunode: Mapping[str, Any] | None) -> bool:
+    annotations = ((gpunode or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(PAUSE_ANNOTATION) == PAUSED
+
+
+def fake_status(
+    name: str, spec: str, now: dt.datetime, reserve_pct: float = DEFAULT_RESERVE_PCT
+) -> dict[str, Any]:
+    """The GpuNode status `gpupool agent --fake-gpus SPEC --node-name NAME` would publish."""
+    inventory = FakeInventory.from_spec(spec, node=name)
+    try:
+        report = node_report(name, inventory.devices(), inventory.facts(), reserve_pct)
+    finally:
+        inventory.close()
+    return gpunode_status(report, now)
+
+
+class FakeHeartbeats:
+    """One beat: every fake GPU node's GpuNode created if missing and its status written."""
+
+    def __init__(self, client: AsyncClient, *, reserve_pct: float = DEFAULT_RESERVE_PCT) -> None:
+        self.client = client
+        self.reserve_pct = reserve_pct
+        self._paused: set[str] = set()
+        self._limit = asyncio.Semaphore(32)
+
+    async def beat(self) -> list[str]:
+        """Publish one heartbeat per unpaused fake GPU node; return the names published."""
+        nodes = [to_dict(n) async for n in self.client.list(Node, labels={"type": "kwok"})]
+        gpunodes: dict[str, dict[str, Any]] = {}
+        async for item in self.client.list(GpuNode):
+            found = to_dict(item)
+            gpunodes[str(found["metadata"]["name"])] = found
+        now = dt.datetime.now(dt.UTC)
+        jobs = []
+        for node in nodes:
+            name = str(node["metadata"]["name"])
+            spec = fake_gpu_spec(node)
+            if spec is None:
+                continue
+            gpunode = gpunodes.get(name)
+            if is_paused(gpunode):
+                if name not in self._paused:
+                    log.warning(
+                        "GpuNode %s: heartbeat paused (annotation %s)", name, PAUSE_ANNOTATION
+                    )
+                    self._paused.add(name)
+                continue
+            if name in self._paused:
+                log.warning("GpuNode %s: heartbeat resumed", name)
+                self._paused.discard(name)
+            jobs.append(self._publish(name, spec, exists=gpunode is not None, now=now))
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        published = []
+        for result in results:
+            if isinstance(result, BaseException):
+                log.warning("heartbeat failed: %s", result)
+            else:
+                published.append(result)
+        return published
+
+    async def _publish(self, name: str, spec: str, *, exists: bool, now: dt.datetime) -> str:
+        async with self._limit:
+            status = fake_status(name, spec, now, self.reserve_pct)
+            if not exists:
+                try:
+                    await self.client.create(
+                        GpuNode(
+                            apiVersion=API_VERSION,
+                            kind="GpuNode",
+                            metadata={"name": name},
+                            spec={},
+                        )
+                    )
+                except ApiError as err:
+                    if err.status.code != 409:
+                        raise
+            await self.client.patch(
+                GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE
+            )
+            return name
+
+
+async def run_heartbeats(
+    kubeconfig: Path | None,
+    stop: asyncio.Event,
+    *,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    reserve_pct: float = DEFAULT_RESERVE_PCT,
+) -> None:
+    """Beat every `interval_s` until `stop` is set (a failed beat is logged and retried)."""
+    client = make_client(kubeconfig, field_manager="gpupool-fake-agent")
+    beats = FakeHeartbeats(client, reserve_pct=reserve_pct)
+    first = True
+    try:
+        while not stop.is_set():
+            try:
+                published = await beats.beat()
+                if first:
+                    log.info(
+                        "published %d GpuNode(s); beating every %gs", len(published), interval_s
+                    )
+                    first = False
+            except (ApiError, GpupoolError, OSError) as err:
+                log.warning("heartbeat round failed: %s; retrying", err)
+            except Exception as err:  # the httpx transport's errors, among others
+                log.warning("heartbeat round failed: %r; retrying", err)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+    finally:
+        await client.close()
