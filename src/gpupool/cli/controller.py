@@ -18,6 +18,7 @@ from gpupool.controllers.leases import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
 from gpupool.controllers.node_health import NodeHealthReconciler
 from gpupool.controllers.node_health_plan import LOST_S, SUSPECT_S
+from gpupool.controllers.reclaim import ReclaimReconciler
 from gpupool.quota.queue import FifoMode
 
 
@@ -28,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description=(
             "Removes the gpupool.io/quota scheduling gate from pods in priority then FIFO order "
             "as their tenant's GpuQuota admits them, and shows each waiting pod its queue "
-            "position and reason (annotation gpupool.io/queue, events, GpuQuota status)."
+            "position and reason (annotation gpupool.io/queue, events, GpuQuota status); "
+            "reclaims borrowed quota for tenants within their nominal quota (notice, the "
+            "borrower's grace period, eviction through the Eviction API)."
         ),
     )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster, ...)")
@@ -92,12 +95,14 @@ def run(args: argparse.Namespace) -> int:
         nodes = NodeHealthReconciler(
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
         )
+        reclaim = ReclaimReconciler(api, time.time, mode=FifoMode(args.fifo))
         try:
             await run_loops(
                 [
                     Loop("node-health", nodes.reconcile),
                     Loop("leases", leases.reconcile),
                     Loop("admission", admission.reconcile),
+                    Loop("reclaim", reclaim.reconcile),
                 ],
                 stop,
                 resync_s=args.resync,

@@ -12,6 +12,8 @@ Bind, in order (each bind holds one lock, so one extender never interleaves two)
 4. create the GpuLease (AlreadyExists → re-read and re-plan, at most three rounds);
 5. annotate the pod (`gpupool.io/allocation`, `gpupool.io/lease`), then create the Binding;
    if either fails the lease is deleted again.
+The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitted` annotation
+(written by the admission queue with the gate's removal), so reclaim can find borrowed leases.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from gpupool.adapters.extender_http.wire import (
 from gpupool.adapters.kubernetes import ANN_ALLOCATION, ANN_LEASE, ANN_POLICY
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.adapters.kubernetes.pod import allocation_annotation, request_from_pod
+from gpupool.adapters.wire.admitted import read_admitted
 from gpupool.domain.allocations import Allocation, Slice
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError, InvalidRequest
@@ -367,6 +370,9 @@ class Extender:
             return f"node {node} changed under the plan: {problem}"
         meta = pod.get("metadata") or {}
         amount = sum(s.size_bytes for s in slices)
+        # What the admission queue recorded when it ungated the pod: reclaim finds borrowed
+        # (and preemptible) leases by these fields. CEL keeps borrowed within amount.
+        mark = read_admitted(meta.get("annotations"))
         return LeaseRecord(
             name=str(meta["uid"]),
             namespace=str(meta["namespace"]),
@@ -377,6 +383,8 @@ class Extender:
             amount=amount,
             priority=req.priority,
             exclusive=req.exclusive,
+            borrowed=min(mark.borrowed, amount),
+            preemptible=mark.preemptible,
         )
 
 

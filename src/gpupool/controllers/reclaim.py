@@ -1,0 +1,342 @@
+"""Reclaim of borrowed quota (DESIGN.md section 6): a tenant within its nominal quota whose pods
+wait because borrowers in its cohort hold the pool gets that quota back.
+
+`plan_reclaim_round` (pure) decides over one snapshot of pods, GpuLeases and GpuQuotas:
+- who waits for reclaim: the admission queue's decision over the same snapshot (`plan_admission`;
+  its `reclaim` asks, in queue order), needs summed per cohort;
+- victims: the quota core's `plan_reclaim` — only borrowed (or preemptible) leases, from the
+  tenant furthest over its nominal quota first, lowest priority, newest first, never below a
+  tenant's guaranteed quota; exclusive pods never borrow, so are never taken. A pod's borrowed
+  mark is its GpuLease's `spec.borrowed` / `spec.preemptible` (copied at bind from
+  `gpupool.io/admitted`), or the annotation itself while the pod has no live lease yet;
+- notices already given count first, so a victim is noticed once and the next round chooses
+  more only for new needs;
+- each new victim gets the annotation `gpupool.io/reclaim-notice` (JSON `{at, evictAt, claimant,
+  for}`: the deadline is on the pod, so a restarted controller carries on where it stopped) and
+  an event; once `evictAt` has passed it is evicted through the Eviction API, so
+  PodDisruptionBudgets are honoured (a 429 is retried every round; the annotation's `blocked`
+  and a Warning event say why);
+- when nobody in the victim's cohort waits for reclaim any more (capacity freed some other way),
+  its notice is withdrawn.
+`ReclaimReconciler.reconcile` reads the API server, calls the plan and applies it; nothing is
+kept between rounds. The admission queue then admits the waiting pod once its victims are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpupool.adapters.cluster import ClusterApi, Json
+from gpupool.adapters.wire import names
+from gpupool.controllers.admission import read_quotas
+from gpupool.controllers.admission_plan import plan_admission
+from gpupool.controllers.snapshot import PodView, format_time, parse_time, read_pod
+from gpupool.quota.queue import FifoMode
+from gpupool.quota.reclaim import NoReclaim, plan_reclaim
+from gpupool.quota.spec import TenantQuota
+
+log = logging.getLogger("gpupool.controller.reclaim")
+
+LIVE_LEASE_PHASES = ("Reserved", "Bound", "Active")
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimNotice:
+    """The `gpupool.io/reclaim-notice` annotation on a victim pod."""
+
+    at: float
+    evict_at: float
+    claimant: str  # the tenant that gets its quota back
+    claimant_pod: str = ""  # namespace/name of the pod that waited for it
+    blocked: str | None = None  # why the last eviction attempt was refused (429)
+
+    def to_annotation(self) -> str:
+        data: dict[str, Any] = {
+            "at": format_time(self.at),
+            "evictAt": format_time(self.evict_at),
+            "claimant": self.claimant,
+            "for": self.claimant_pod,
+        }
+        if self.blocked:
+            data["blocked"] = self.blocked
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, text: str | None) -> ReclaimNotice | None:
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            at = parse_time(data.get("at"))
+            evict_at = parse_time(data.get("evictAt"))
+            if at is None or evict_at is None:
+                return None
+            blocked = data.get("blocked")
+            return cls(
+                at=at,
+                evict_at=evict_at,
+                claimant=str(data.get("claimant") or ""),
+                claimant_pod=str(data.get("for") or ""),
+                blocked=str(blocked) if blocked else None,
+            )
+        except (ValueError, TypeError, AttributeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseMark:
+    """What reclaim reads from a GpuLease: whose it is and whether it may be reclaimed."""
+
+    pod_uid: str
+    borrowed: int
+    preemptible: bool
+    live: bool
+
+
+def read_lease_mark(obj: Mapping[str, Any]) -> LeaseMark:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ref = spec.get("podRef") or {}
+    try:
+        borrowed = int(spec.get("borrowed") or 0)
+    except (TypeError, ValueError):
+        borrowed = 0
+    return LeaseMark(
+        pod_uid=str(ref.get("uid") or ""),
+        borrowed=max(0, borrowed),
+        preemptible=spec.get("preemptible") is True,
+        live=str(status.get("phase") or "Reserved") in LIVE_LEASE_PHASES,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NoticePod:
+    pod: PodView
+    notice: ReclaimNotice
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvictPod:
+    pod: PodView
+    notice: ReclaimNotice
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawNotice:
+    pod: PodView
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """A pod waiting for reclaim that reclaim cannot help (not enough borrowed leases)."""
+
+    pod: PodView
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimRound:
+    notices: tuple[NoticePod, ...]
+    evictions: tuple[EvictPod, ...]
+    withdrawals: tuple[WithdrawNotice, ...]
+    stuck: tuple[Stuck, ...]
+
+
+def _marked(pod: PodView, lease: LeaseMark | None) -> PodView:
+    """The pod with its borrowed mark taken from its live GpuLease, when it has one."""
+    if lease is None or not lease.live or pod.admitted is None:
+        return pod
+    admitted = replace(pod.admitted, borrowed=lease.borrowed, preemptible=lease.preemptible)
+    return replace(pod, admitted=admitted)
+
+
+def plan_reclaim_round(
+    pods: Sequence[PodView],
+    leases: Iterable[LeaseMark],
+    quotas: Iterable[TenantQuota],
+    now: float,
+    *,
+    mode: FifoMode = FifoMode.BEST_EFFORT,
+) -> ReclaimRound:
+    """This round's notices, evictions and withdrawals (pure; see the module docstring)."""
+    quota_list = list(quotas)
+    by_uid = {le.pod_uid: le for le in leases if le.live}
+    views = [_marked(p, by_uid.get(p.uid)) for p in pods]
+    admission = plan_admission(views, quota_list, now, mode=mode)
+    ledger = admission.ledger
+    book = ledger.book
+    for admit in admission.admit:  # admitted in the plan only: the queue has not ungated them
+        lease_id = admit.pod.uid or admit.pod.key
+        if ledger.lease(lease_id) is not None:
+            ledger.remove(lease_id)
+
+    pod_of = {(p.uid or p.key): p for p in views}
+    noticed: dict[str, tuple[PodView, ReclaimNotice]] = {}
+    for pod in views:
+        notice = ReclaimNotice.from_annotation(pod.reclaim_notice)
+        if notice is not None and pod.holds_quota and ledger.lease(pod.uid or pod.key):
+            noticed[pod.uid or pod.key] = (pod, notice)
+
+    def cohort_of(lease_id: str) -> str | None:
+        lease = ledger.lease(lease_id)
+        return None if lease is None else book[lease.tenant].cohort
+
+    pending: set[str] = set(noticed)
+    needed: dict[str, int] = {}
+    new: list[NoticePod] = []
+    stuck: list[Stuck] = []
+    for ask in admission.reclaim:
+        quota = book.get(ask.tenant)
+        if quota is None or quota.cohort is None:
+            continue
+        cohort = quota.cohort
+        total = needed.get(cohort, 0) + ask.needed
+        mine = [i for i in pending if cohort_of(i) == cohort]
+        result = plan_reclaim(ledger, ask.tenant, total, now, mine)
+        if isinstance(result, NoReclaim):
+            stuck.append(Stuck(ask.pod, result.reason))
+            needed.setdefault(cohort, 0)
+            continue
+        needed[cohort] = total
+        fmt = quota.resource.format
+        for chosen in result.notices:
+            victim = pod_of[chosen.lease_id]
+            notice = ReclaimNotice(now, chosen.evict_at, ask.tenant, ask.pod.key)
+            grace = chosen.evict_at - now
+            message = (
+                f"tenant {ask.tenant} needs its quota back ({fmt(ask.needed)} for pod "
+                f"{ask.pod.key}); this pod runs on borrowed quota ({fmt(chosen.amount)}) and will "
+                f"be evicted at {format_time(chosen.evict_at)} (grace period {grace:g}s)"
+            )
+            new.append(NoticePod(victim, notice, message))
+            pending.add(chosen.lease_id)
+
+    evictions: list[EvictPod] = []
+    withdrawals: list[WithdrawNotice] = []
+    for lease_id, (pod, notice) in noticed.items():
+        victim_cohort = cohort_of(lease_id)
+        if victim_cohort is None or victim_cohort not in needed:
+            withdrawals.append(
+                WithdrawNotice(
+                    pod,
+                    f"reclaim for tenant {notice.claimant} withdrawn: nobody in its cohort waits "
+                    f"for borrowed quota any more",
+                )
+            )
+        elif notice.evict_at <= now and not pod.deleting:
+            evictions.append(
+                EvictPod(
+                    pod,
+                    notice,
+                    f"evicted to give tenant {notice.claimant} its quota back (notice given at "
+                    f"{format_time(notice.at)}, grace period over at "
+                    f"{format_time(notice.evict_at)})",
+                )
+            )
+    return ReclaimRound(tuple(new), tuple(evictions), tuple(withdrawals), tuple(stuck))
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def notice_patch(pod: Json, uid: str, notice: ReclaimNotice) -> list[Json]:
+    """JSON patch: the same pod (uid) gets the notice annotation."""
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    value = notice.to_annotation()
+    if annotations is None:
+        patch.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {names.ANN_RECLAIM_NOTICE: value},
+            }
+        )
+    else:
+        path = "/metadata/annotations/" + _escape(names.ANN_RECLAIM_NOTICE)
+        patch.append({"op": "add", "path": path, "value": value})
+    return patch
+
+
+def withdraw_patch(uid: str) -> list[Json]:
+    path = "/metadata/annotations/" + _escape(names.ANN_RECLAIM_NOTICE)
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "remove", "path": path},
+    ]
+
+
+class ReclaimReconciler:
+    def __init__(
+        self,
+        api: ClusterApi,
+        clock: Callable[[], float],
+        *,
+        mode: FifoMode = FifoMode.BEST_EFFORT,
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.mode = mode
+
+    async def reconcile(self) -> ReclaimRound:
+        pods = await self.api.tenant_pods()
+        leases = [read_lease_mark(le) for le in await self.api.leases()]
+        quotas, _problems = read_quotas(await self.api.quotas())
+        now = self.clock()
+        views = [read_pod(p) for p in pods]
+        raw = {v.key: p for v, p in zip(views, pods, strict=True)}
+        plan = plan_reclaim_round(views, leases, quotas, now, mode=self.mode)
+        await apply_reclaim(self.api, plan, raw, now)
+        return plan
+
+
+async def apply_reclaim(
+    api: ClusterApi, plan: ReclaimRound, raw: Mapping[str, Json], now: float
+) -> None:
+    """Write one round's plan: notices (annotation + event), evictions, withdrawals."""
+    stamp = format_time(now)
+    for item in plan.notices:
+        pod = raw[item.pod.key]
+        patch = notice_patch(pod, item.pod.uid, item.notice)
+        if await api.patch_pod(item.pod.namespace, item.pod.name, patch, json_patch=True):
+            log.warning("reclaim notice on %s: %s", item.pod.key, item.message)
+            await api.event(pod, "ReclaimNotice", item.message, warning=True, now_rfc3339=stamp)
+    for eviction in plan.evictions:
+        pod = raw[eviction.pod.key]
+        refused = await api.evict_pod(eviction.pod.namespace, eviction.pod.name)
+        if refused is None:
+            log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
+            await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
+            continue
+        log.info("eviction of %s refused, retrying: %s", eviction.pod.key, refused)
+        if eviction.notice.blocked == refused:
+            continue  # said so already; the notice carries it
+        blocked = replace(eviction.notice, blocked=refused)
+        patch = notice_patch(pod, eviction.pod.uid, blocked)
+        if await api.patch_pod(eviction.pod.namespace, eviction.pod.name, patch, json_patch=True):
+            await api.event(
+                pod,
+                "EvictionBlocked",
+                f"reclaim for tenant {eviction.notice.claimant}: the Eviction API refused "
+                f"({refused}); a PodDisruptionBudget protects this pod now, retrying later",
+                warning=True,
+                now_rfc3339=stamp,
+            )
+    for withdrawal in plan.withdrawals:
+        pod = raw[withdrawal.pod.key]
+        if await api.patch_pod(
+            withdrawal.pod.namespace,
+            withdrawal.pod.name,
+            withdraw_patch(withdrawal.pod.uid),
+            json_patch=True,
+        ):
+            log.info("reclaim notice on %s withdrawn", withdrawal.pod.key)
+            await api.event(pod, "ReclaimWithdrawn", withdrawal.message, now_rfc3339=stamp)
