@@ -2,52 +2,26 @@
 
 from __future__ import annotations
 
-import re
+from fractions import Fraction
 
 from gpupool.domain.errors import InvalidQuantity
+from gpupool.domain.quantity import parse_quantity
 
 KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
 TiB = 1024**4
 
-_SUFFIX = {
-    "": 1,
-    "k": 10**3,
-    "K": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "Ki": KiB,
-    "Mi": MiB,
-    "Gi": GiB,
-    "Ti": TiB,
-}
-_QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(Ki|Mi|Gi|Ti|k|K|M|G|T)?\s*$")
-
 
 def parse_bytes(text: str | int, *, what: str = "quantity") -> int:
-    """Parse a positive byte quantity; raise InvalidQuantity with the expected form otherwise."""
-    if isinstance(text, bool):
+    """Parse a positive byte quantity (Kubernetes grammar, rounded up to whole bytes)."""
+    try:
+        exact = parse_quantity(text, what=what)
+    except InvalidQuantity:
+        exact = Fraction(0)
+    if exact <= 0:
         raise InvalidQuantity(f"{what} must be a positive quantity such as 12Gi; got {text!r}")
-    if isinstance(text, int):
-        if text <= 0:
-            raise InvalidQuantity(f"{what} must be a positive quantity such as 12Gi; got {text}")
-        return text
-    match = _QUANTITY.match(str(text))
-    if not match:
-        raise InvalidQuantity(f"{what} must be a positive quantity such as 12Gi; got {text!r}")
-    number, suffix = match.group(1), match.group(2) or ""
-    whole, _, frac = number.partition(".")
-    scale = _SUFFIX[suffix]
-    value = (
-        int(whole) * scale + (int(frac) * scale) // (10 ** len(frac))
-        if frac
-        else int(whole) * scale
-    )
-    if value <= 0:
-        raise InvalidQuantity(f"{what} must be a positive quantity such as 12Gi; got {text!r}")
-    return value
+    return -(-exact.numerator // exact.denominator)
 
 
 def format_bytes(value: int) -> str:

@@ -12,10 +12,10 @@ from gpupool.adapters.extender_http.service import first_gap, scale_scores
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef, lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import node_condition, node_from_json
-from gpupool.adapters.kubernetes.quantity import parse_quantity, quantity_int
 from gpupool.adapters.kubernetes.quota import quota_from_json, quota_to_json
 from gpupool.domain.allocations import Slice
 from gpupool.domain.errors import InvalidQuantity
+from gpupool.domain.quantity import parse_quantity, quantity_int
 from gpupool.domain.units import GiB
 from gpupool.quota.resource import Resource
 

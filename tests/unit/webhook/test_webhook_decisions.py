@@ -17,7 +17,6 @@ from gpupool.adapters.webhook.review import (
     review_quota,
 )
 from gpupool.adapters.wire.pods import read_pod_gpu
-from gpupool.adapters.wire.quantity import format_quantity, parse_quantity
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.domain.errors import (
     InvalidQuantity,
@@ -26,6 +25,7 @@ from gpupool.domain.errors import (
     RequestExceedsCluster,
     UnknownGpuModel,
 )
+from gpupool.domain.quantity import format_quantity, parse_quantity
 from gpupool.domain.units import GiB, MiB
 from gpupool.quota.resource import Resource
 

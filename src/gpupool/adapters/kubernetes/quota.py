@@ -7,8 +7,8 @@ from typing import Any
 
 from gpupool.adapters.kubernetes import API_VERSION
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.kubernetes.quantity import quantity_int
 from gpupool.domain.errors import GpupoolError
+from gpupool.domain.quantity import quantity_int
 from gpupool.domain.requests import MILLI
 from gpupool.quota.resource import Resource
 from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota

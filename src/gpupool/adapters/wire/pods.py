@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.quantity import format_quantity, parse_quantity
 from gpupool.domain.errors import (
     InvalidQuantity,
     InvalidRequest,
     RequestExceedsCluster,
 )
 from gpupool.domain.models import CATALOGUE, get_model, parse_model_list
+from gpupool.domain.quantity import format_quantity, parse_quantity
 from gpupool.domain.requests import Request
 from gpupool.domain.units import format_bytes
 from gpupool.placement.policies import POLICIES

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpupool.adapters.wire.quantity import parse_quantity
 from gpupool.domain.errors import InvalidQuantity, InvalidQuota
+from gpupool.domain.quantity import parse_quantity
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.resource import Resource
 from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota

@@ -1,4 +1,10 @@
-"""Kubernetes quantities (`12Gi`, `500m`, `1.5`, `2e3`) as exact fractions, then integers."""
+"""Kubernetes quantities (`12Gi`, `500m`, `1.5`, `2e3`, `-3`) parsed exactly, as fractions.
+
+The apiserver hands webhooks and controllers quantities in canonical form (`0.5Gi` arrives as
+`512Mi`, `1.5` as `1500m`), so the parser accepts the whole grammar of
+k8s.io/apimachinery/pkg/api/resource and leaves range checks to the caller, which knows what
+the number means and can say what to write instead.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {
     "n": Fraction(1, 10**9),
     "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
+    "m": Fraction(1, 10**3),
     "": Fraction(1),
     "k": Fraction(10**3),
     "M": Fraction(10**6),
@@ -21,21 +27,23 @@ _DECIMAL = {
     "E": Fraction(10**18),
 }
 _QUANTITY = re.compile(
-    r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|n|u|m|k|M|G|T|P|E)?$"
+    r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+|[numkMGTPE])?$"
 )
 
 
 def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
-    """The exact value of a Kubernetes quantity (a string or a JSON number)."""
+    """The exact value of a quantity: a string, or a JSON number from int-or-string fields."""
     if isinstance(value, bool) or value is None:
         raise InvalidQuantity(f"{what} must be a quantity such as 12Gi; got {value!r}")
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         return Fraction(str(value))
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        raise InvalidQuantity(f"{what} must be a quantity such as 12Gi or 500m; got {value!r}")
+    if not isinstance(value, str):
+        raise InvalidQuantity(f"{what} must be a quantity such as 12Gi; got {value!r}")
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        raise InvalidQuantity(f'{what} must be a quantity such as 12Gi; got "{value}"')
     sign, number, suffix = match.group(1), match.group(2), match.group(3) or ""
     amount = Fraction(number)
     if suffix in _BINARY:
@@ -51,3 +59,13 @@ def quantity_int(value: object, *, what: str = "quantity", scale: int = 1) -> in
     """`value × scale` rounded up to an integer (bytes: scale 1; milli: scale 1000)."""
     exact = parse_quantity(value, what=what) * scale
     return -(-exact.numerator // exact.denominator)
+
+
+def format_quantity(amount: int) -> str:
+    """An integer as the shortest exact Kubernetes quantity (`12Gi`, `500M`, `3`)."""
+    if amount == 0:
+        return "0"
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        if amount % _BINARY[suffix] == 0:
+            return f"{amount // _BINARY[suffix]}{suffix}"
+    return str(amount)
