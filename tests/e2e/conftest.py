@@ -1,4 +1,5 @@
-"""The e2e fixtures: one real dev cluster per test session, one namespace per test.
+"""The e2e fixtures: one real dev cluster per test session, one namespace per test; and, for the
+tests of the whole product, one session cluster running all of gpupool (`gpupool_cluster`).
 
 The cluster runs from a temporary state folder, so it never touches a developer's own
 `gpupool dev-cluster`. Its components die with the test process (PR_SET_PDEATHSIG) even if
@@ -23,12 +24,16 @@ import pytest
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
-from gpupool.devcluster.cluster import ClusterState
+from gpupool.devcluster.cluster import ClusterState, GpupoolSpec
 from gpupool.devcluster.nodes import GpuSpec, node_specs, parse_gpu_spec
 from gpupool.devcluster.processes import is_running
 
 E2E_NODES = 4
 E2E_GPUS = "8xA100-80GB"
+# The full-stack cluster's node health runs on short times so a lost node shows within seconds.
+FULL_STACK = GpupoolSpec(
+    heartbeat_s=1.0, controller_resync_s=1.0, suspect_after_s=5.0, lost_after_s=10.0
+)
 REPO = Path(__file__).resolve().parents[2]
 
 _failed_e2e: list[str] = []
@@ -96,6 +101,30 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster
         cluster.down()
         if _failed_e2e:
             _keep_logs(cluster, "failed")
+        left = [f"{p.name} (pid {p.pid})" for p in state.processes if is_running(p)]
+        assert not left, f"dev cluster processes still running after down: {left}"
+
+
+@pytest.fixture(scope="session")
+def gpupool_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster]:
+    """`gpupool dev-cluster up` as a user gets it: the control plane and E2E_NODES fake GPU nodes
+    with the CRDs, extender, webhook (every namespace but kube-system), controller and GpuNode
+    heartbeats as processes (settings in FULL_STACK). Up for the whole session."""
+    cluster = DevCluster(tmp_path_factory.mktemp("gpupool-cluster"))
+    gpus = parse_gpu_spec(E2E_GPUS)
+    spec = ClusterSpec(nodes=tuple(node_specs(E2E_NODES, gpus)), gpupool=FULL_STACK)
+    try:
+        state = cluster.up(spec, die_with_parent=True)
+    except DevClusterError:
+        _keep_logs(cluster, "startup")
+        raise
+    try:
+        binaries = Binaries.locate(Path(state.bin_dir))
+        yield E2ECluster(cluster, state, cluster.api(), binaries, gpus)
+    finally:
+        cluster.down()
+        if _failed_e2e:
+            _keep_logs(cluster, "failed-gpupool")
         left = [f"{p.name} (pid {p.pid})" for p in state.processes if is_running(p)]
         assert not left, f"dev cluster processes still running after down: {left}"
 

@@ -129,8 +129,9 @@ def _gpupool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None:
-    """The command line, as a user runs it, with the scheduler configured for an extender
-    (kube-scheduler validates that configuration at start; nothing here requests vgpu)."""
+    """The command line, as a user runs it, with the scheduler configured for an extender the
+    user runs (kube-scheduler validates that configuration at start; nothing here requests
+    vgpu): `up` then starts gpupool's other components, not its own extender."""
     state_dir = tmp_path / "cli-cluster"
     cluster_file = tmp_path / "cluster.yaml"  # the simulator's scenario format
     cluster_file.write_text(
@@ -158,7 +159,11 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
             "kube-apiserver",
             "kube-scheduler",
             "kwok",
+            "gpupool-webhook",
+            "gpupool-controller",
+            "gpupool-heartbeat",
         ]
+        assert state.extender_url == "http://127.0.0.1:9/gpupool"
         assert all(is_running(p) for p in state.processes)
         status = _gpupool("status", "--dir", str(state_dir))
         assert status.returncode == 0, status.stdout + status.stderr
@@ -171,6 +176,9 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
         vgpus = {n["metadata"]["name"]: n["status"]["capacity"]["gpupool.io/vgpu"] for n in nodes}
         assert vgpus == {"h100-0": "40", "h100-1": "40", "cpu-0": "0"}
         assert "extenders" in (state_dir / "scheduler.yaml").read_text()
+        gpunodes = cluster.api().get("/apis/gpupool.io/v1alpha1/gpunodes")["items"]
+        assert sorted(g["metadata"]["name"] for g in gpunodes) == ["h100-0", "h100-1"]
+        assert all(g["status"]["gpuCount"] == 4 for g in gpunodes)
     finally:
         down = _gpupool("down", "--dir", str(state_dir))
     assert down.returncode == 0, down.stderr
@@ -241,7 +249,10 @@ def test_ctrl_c_stops_every_process(tmp_path: Path, moment: str) -> None:
         assert "interrupted" in output
     else:
         assert proc.returncode == 0, output
-        assert "stopped: kwok, kube-scheduler, kube-apiserver, etcd" in output
+        assert (
+            "stopped: gpupool-heartbeat, gpupool-controller, gpupool-webhook, gpupool-extender, "
+            "kwok, kube-scheduler, kube-apiserver, etcd" in output
+        )
 
 
 class _RecordingExtender:
