@@ -1,0 +1,320 @@
+"""Reclaim of borrowed quota end to end: the real kube-scheduler calls `gpupool extender`, the
+`gpupool webhook` gates pods, `gpupool controller` admits them and reclaims borrowed quota.
+
+All three run as processes against one cluster of this module (two kwok nodes with 8 A100-80GB
+each), as a user starts them. Tenant beta runs on alpha's idle quota; alpha submits; beta's
+newest borrowed pod gets its notice, is evicted through the Eviction API after beta's grace
+period (3 s), alpha's pod runs; beta's pods within its guaranteed quota are untouched. A second
+test shows a PodDisruptionBudget holding the eviction back until it is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.errors import ApiError
+from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
+from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.units import GiB
+
+pytestmark = pytest.mark.e2e
+
+GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+GROUP = "/apis/gpupool.io/v1alpha1"
+NOTICE = "gpupool.io/reclaim-notice"
+GRACE_S = 3
+
+
+@dataclass(frozen=True)
+class Stack:
+    api: KubeApi
+    selector: tuple[str, str]  # the namespace label the webhook is registered for
+    logs: Path
+
+    def tail(self) -> str:
+        parts = []
+        for name in ("controller.log", "extender.log", "webhook.log"):
+            text = (self.logs / name).read_text(errors="replace")
+            parts.append(f"--- {name}\n{text[-2500:]}")
+        return "\n".join(parts)
+
+
+def _healthy(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("reclaim-e2e")
+    ext_port, hook_port = free_port(), free_port()
+    cluster = DevCluster(root / "cluster")
+    state = cluster.up(
+        ClusterSpec(
+            nodes=tuple(node_specs(2, parse_gpu_spec("8xA100-80GB"))),
+            extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{ext_port}/gpupool"),
+        ),
+        die_with_parent=True,
+    )
+    api = cluster.api()
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    token = secrets.token_hex(3)
+    selector = ("gpupool.io/e2e-reclaim", token)
+    name = f"gpupool-reclaim-{token}"
+    kubeconfig = state.kubeconfig
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = {n: (root / f"{n}.log").open("wb") for n in ("extender", "webhook", "controller")}
+    try:
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "extender", "--kubeconfig", kubeconfig, "--port", str(ext_port),
+                 "--policy", "binpack", "--apply-crds", "--resync-seconds", "30"],
+                stdout=logs["extender"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        assert (
+            poll_until(
+                lambda: (
+                    _healthy(f"http://127.0.0.1:{ext_port}/healthz") or procs[0].poll() is not None
+                ),
+                timeout_s=60,
+            )
+            and procs[0].poll() is None
+        ), (root / "extender.log").read_text()
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "webhook", "serve", "--host", "127.0.0.1", "--port", str(hook_port),
+                 "--cert-dir", str(root / "certs"), "--kubeconfig", kubeconfig,
+                 "--register-url", f"https://127.0.0.1:{hook_port}",
+                 "--namespace-label", f"{selector[0]}={selector[1]}", "--name", name,
+                 "--unregister-on-exit"],
+                stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
+                stdout=logs["controller"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        registered = poll_until(
+            lambda: api.exists(
+                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+            ),
+            timeout_s=30,
+        )
+        assert registered, (root / "webhook.log").read_text()
+        yield Stack(api, selector, root)
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        for handle in logs.values():
+            handle.close()
+        cluster.down()
+
+
+def _quota(api: KubeApi, name: str, cohort: str, guaranteed: str = "0") -> None:
+    api.create(
+        f"{GROUP}/gpuquotas",
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuQuota",
+            "metadata": {"name": name},
+            "spec": {
+                "nominal": "24Gi",
+                "guaranteed": guaranteed,
+                "cohort": cohort,
+                "reclaimGracePeriodSeconds": GRACE_S,
+            },
+        },
+    )
+
+
+def _namespace(s: Stack, tenant: str) -> str:
+    name = f"rc-{secrets.token_hex(4)}"
+    labels = {s.selector[0]: s.selector[1], "gpupool.io/tenant": tenant}
+    s.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+    )
+    return name
+
+
+def _pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example/never-pulled:1",
+                    "resources": {"limits": {"gpupool.io/gpu-memory": "12Gi"}},
+                }
+            ],
+        },
+    }
+
+
+def _get(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    return pod
+
+
+def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    pod = _get(api, ns, name)
+    return pod if pod and pod["status"].get("phase") == "Running" else None
+
+
+def _annotations(pod: dict[str, Any]) -> dict[str, str]:
+    return dict(pod["metadata"].get("annotations") or {})
+
+
+def _events(api: KubeApi, ns: str, name: str) -> list[dict[str, Any]]:
+    items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def _run_one(s: Stack, ns: str, name: str, labels: dict[str, str] | None = None) -> None:
+    s.api.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, labels))
+    assert poll_until(lambda: _running(s.api, ns, name), timeout_s=60), (
+        f"{ns}/{name} not Running: {_get(s.api, ns, name)}\n{s.tail()}"
+    )
+
+
+def _borrower_fills_the_pool(
+    s: Stack, protected: dict[str, str] | None = None
+) -> tuple[str, str, str]:
+    """Quotas alpha (idle lender) and beta (24Gi guaranteed), one cohort; beta runs b1, b2
+    within its quota and b3, b4 on alpha's: the cohort's 48Gi is full. Returns (alpha, its
+    namespace, beta's namespace). One pod at a time, so b4 is beta's newest."""
+    token = secrets.token_hex(3)
+    alpha, beta, cohort = f"alpha-{token}", f"beta-{token}", f"c-{token}"
+    _quota(s.api, alpha, cohort)
+    _quota(s.api, beta, cohort, guaranteed="24Gi")
+    na, nb = _namespace(s, alpha), _namespace(s, beta)
+    for name in ("b1", "b2", "b3", "b4"):
+        _run_one(s, nb, name, protected if name == "b4" else None)
+    for name, borrowed in (("b1", 0), ("b2", 0), ("b3", 12 * GiB), ("b4", 12 * GiB)):
+        pod = _get(s.api, nb, name)
+        assert pod is not None
+        assert json.loads(_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
+        uid = pod["metadata"]["uid"]
+        lease = s.api.get(f"{GROUP}/namespaces/{nb}/gpuleases/{uid}")
+        assert lease["spec"]["borrowed"] == borrowed, (name, lease["spec"])
+    return alpha, na, nb
+
+
+def test_borrowed_pod_is_noticed_evicted_after_grace_and_the_lender_runs(stack: Stack) -> None:
+    api = stack.api
+    alpha, na, nb = _borrower_fills_the_pool(stack)
+    before = {n: (_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b3")}
+    api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1"))
+
+    def noticed() -> dict[str, Any] | None:
+        pod = _get(api, nb, "b4")
+        if pod is None:
+            return {"gone-before-seen": True}
+        text = _annotations(pod).get(NOTICE)
+        return json.loads(text) if text else None
+
+    notice = poll_until(noticed, timeout_s=30, interval_s=0.1)
+    assert notice is not None, stack.tail()
+    if "gone-before-seen" not in notice:
+        assert notice["claimant"] == alpha and notice["for"] == f"{na}/a1"
+        assert notice["evictAt"] > notice["at"]
+
+    assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
+    assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), (
+        f"{_get(api, na, 'a1')}\n{stack.tail()}"
+    )
+    reasons = [e["reason"] for e in _events(api, nb, "b4")]
+    assert "ReclaimNotice" in reasons and "Reclaimed" in reasons, reasons
+    notice_event = next(e for e in _events(api, nb, "b4") if e["reason"] == "ReclaimNotice")
+    assert f"grace period {GRACE_S}s" in notice_event["message"]
+    # beta's other pods (b1, b2 within its guaranteed quota, b3 not needed) are untouched
+    for name, uid in before.items():
+        pod = _running(api, nb, name)
+        assert pod is not None and pod["metadata"]["uid"] == uid, name
+        assert NOTICE not in _annotations(pod), name
+        assert not any(e["reason"] == "ReclaimNotice" for e in _events(api, nb, name)), name
+    a1 = _get(api, na, "a1")
+    assert a1 is not None
+    assert json.loads(_annotations(a1)["gpupool.io/admitted"])["borrowed"] == 0
+
+
+def test_a_pod_disruption_budget_holds_the_eviction_back(stack: Stack) -> None:
+    """No disruption controller runs in the dev cluster, so a PDB's status is never computed and
+    the Eviction API refuses (429) every pod it covers: the controller says so and retries; once
+    the budget is deleted, the eviction goes through and the lender's pod runs."""
+    api = stack.api
+    protected = {"app": "protected"}
+    _, na, nb = _borrower_fills_the_pool(stack, protected)
+    api.create(
+        f"/apis/policy/v1/namespaces/{nb}/poddisruptionbudgets",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep-b4"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": protected}},
+        },
+    )
+    api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1"))
+
+    def blocked() -> str | None:
+        pod = _get(api, nb, "b4")
+        assert pod is not None, "b4 was evicted despite its PodDisruptionBudget"
+        notice = json.loads(_annotations(pod).get(NOTICE) or "{}")
+        return notice.get("blocked") or None
+
+    why = poll_until(blocked, timeout_s=60, interval_s=0.2)
+    assert why is not None, stack.tail()
+    events = [e for e in _events(api, nb, "b4") if e["reason"] == "EvictionBlocked"]
+    assert events and "PodDisruptionBudget" in events[0]["message"], events
+    assert _running(api, nb, "b4") is not None
+    a1 = _get(api, na, "a1")
+    assert a1 is not None and {"name": "gpupool.io/quota"} in a1["spec"]["schedulingGates"]
+
+    api.delete(f"/apis/policy/v1/namespaces/{nb}/poddisruptionbudgets/keep-b4")
+    assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
+    assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), stack.tail()
+    for name in ("b1", "b2", "b3"):
+        assert _running(api, nb, name) is not None, name
