@@ -12,15 +12,14 @@ matching GpuNode objects from the same specs. kwok keeps a node's `status.capaci
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpupool.devcluster.errors import InvalidClusterSpec
 from gpupool.domain.devices import Node
-from gpupool.domain.errors import UnknownGpuModel
-from gpupool.domain.models import GpuModel, get_model
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.models import GpuModel, get_model, parse_gpu_list
 
 VGPU_PER_GPU = 10
 
@@ -32,7 +31,6 @@ LABEL_GPU_MEMORY = "gpupool.io/gpu-memory-bytes"
 LABEL_TYPE = "type"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
-_GPU_SPEC = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?(\S.*?)\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,16 +60,15 @@ class FakeNodeSpec:
 
 def parse_gpu_spec(text: str) -> GpuSpec:
     """`8xA100-80GB` → 8 × A100-80GB; a bare model name means one card; `0x...` means none."""
-    match = _GPU_SPEC.match(text)
-    if match is None:
-        raise InvalidClusterSpec(f"bad GPU spec {text!r}: expected COUNTxMODEL, e.g. 8xA100-80GB")
-    count = int(match.group(1)) if match.group(1) is not None else 1
+    try:
+        parts = parse_gpu_list(text)
+    except GpupoolError as err:
+        raise InvalidClusterSpec(f"bad GPU spec {text!r}: {err}") from None
+    if len(parts) != 1:
+        raise InvalidClusterSpec(f"bad GPU spec {text!r}: a fake node has one model")
+    count, model = parts[0]
     if count > 64:
         raise InvalidClusterSpec(f"bad GPU spec {text!r}: {count} GPUs on one node (at most 64)")
-    try:
-        model = get_model(match.group(2))
-    except UnknownGpuModel as err:
-        raise InvalidClusterSpec(f"bad GPU spec {text!r}: {err}") from None
     return GpuSpec(count, model)
 
 

@@ -7,9 +7,10 @@ names whose memory and SM count are unknown, so only fractional requests can lan
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from gpupool.domain.errors import UnknownGpuModel
+from gpupool.domain.errors import InvalidNode, UnknownGpuModel
 from gpupool.domain.units import MiB
 
 
@@ -67,3 +68,23 @@ def parse_model_list(text: str) -> tuple[str, ...]:
     """Parse `A100|H800` (also commas) into canonical model names; empty text means any model."""
     names = [part for part in text.replace(",", "|").split("|") if part.strip()]
     return tuple(dict.fromkeys(get_model(part).name for part in names))
+
+
+_GPU_PART = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?([A-Za-z0-9][A-Za-z0-9_. -]*?)\s*$")
+
+
+def parse_gpu_list(text: str) -> tuple[tuple[int, GpuModel], ...]:
+    """`8xA100-80GB`, `2xH800,1xT4` or a bare `T4` (one card) → (count, model) pairs.
+
+    Counts may be 0 (a node without cards); unknown models raise UnknownGpuModel.
+    """
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise InvalidNode(f"expected COUNTxMODEL such as 8xA100-80GB or 2xH800,1xT4; got {text!r}")
+    result: list[tuple[int, GpuModel]] = []
+    for part in parts:
+        match = _GPU_PART.match(part)
+        if match is None:
+            raise InvalidNode(f"expected COUNTxMODEL such as 8xA100-80GB; got {part.strip()!r}")
+        result.append((int(match.group(1) or 1), get_model(match.group(2))))
+    return tuple(result)

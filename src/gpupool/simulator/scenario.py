@@ -40,7 +40,7 @@ import yaml
 
 from gpupool.domain.devices import Node, uniform_node
 from gpupool.domain.errors import GpupoolError, InputFileError
-from gpupool.domain.models import parse_model_list
+from gpupool.domain.models import parse_gpu_list, parse_model_list
 from gpupool.domain.requests import Request
 from gpupool.domain.units import MiB, parse_bytes
 
@@ -94,11 +94,12 @@ def parse_cpu(value: object) -> int:
 
 
 def parse_gpu_spec(text: str) -> tuple[int, str]:
-    """`8xA100-80GB` → (8, 'A100-80GB')."""
-    count, sep, model = str(text).partition("x")
-    if not sep or not count.strip().isdigit():
-        raise ValueError(f"GPUs must look like 8xA100-80GB; got {text!r}")
-    return int(count), parse_model_list(model)[0]
+    """`8xA100-80GB` → (8, 'A100-80GB'): one model per node entry."""
+    parts = parse_gpu_list(text)
+    if len(parts) != 1:
+        raise ValueError(f"one model per node entry; got {text!r}")
+    count, model = parts[0]
+    return count, model.name
 
 
 class _Entry:

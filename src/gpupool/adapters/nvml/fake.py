@@ -3,40 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid as uuidlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import InvalidNode
-from gpupool.domain.models import get_model
+from gpupool.domain.models import parse_gpu_list
 from gpupool.ports import GpuFacts, HealthEvent, InventoryFacts
 
-_PART = re.compile(r"^\s*(?:(\d+)\s*[xX]\s*)?([A-Za-z0-9][A-Za-z0-9_. -]*?)\s*$")
 _NVLINK_FAMILIES = ("A100", "H100", "H800", "H200", "V100")  # SXM boards ship in NVLink systems
 _NAMESPACE = uuidlib.UUID("4f1c7e52-3f0a-4d55-9a39-6b8f0c7d2a11")
 
 
 def parse_fake_spec(spec: str) -> tuple[tuple[int, str], ...]:
     """Parse `8xA100-80GB` / `2xH800,1xT4` / `T4` into (count, canonical model) pairs."""
-    parts = [p for p in spec.split(",") if p.strip()]
-    if not parts:
+    if not spec.strip():
         raise InvalidNode("fake GPU spec is empty; write it like 8xA100-80GB or 2xH800,1xT4")
     result: list[tuple[int, str]] = []
-    for part in parts:
-        match = _PART.match(part)
-        if match is None:
-            raise InvalidNode(
-                f"fake GPU spec part {part.strip()!r} is not COUNTxMODEL (like 8xA100-80GB)"
-            )
-        count = int(match.group(1) or 1)
+    for count, model in parse_gpu_list(spec):
         if count <= 0:
-            raise InvalidNode(f"fake GPU spec part {part.strip()!r}: count must be 1 or more")
-        model = get_model(match.group(2))
+            raise InvalidNode(f"fake GPU spec {spec!r}: count must be 1 or more")
         if not model.known:
             raise InvalidNode(
-                f"fake GPU spec part {part.strip()!r}: {model.name} has no published memory size, "
+                f"fake GPU spec {spec!r}: {model.name} has no published memory size, "
                 f"so it cannot be faked; pick a model such as A100-80GB"
             )
         result.append((count, model.name))
