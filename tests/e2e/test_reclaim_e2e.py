@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from gpupool.controllers.snapshot import parse_time
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterSpec, DevCluster
 from gpupool.devcluster.errors import ApiError
@@ -270,6 +271,11 @@ def test_borrowed_pod_is_noticed_evicted_after_grace_and_the_lender_runs(stack: 
     assert "ReclaimNotice" in reasons and "Reclaimed" in reasons, reasons
     notice_event = next(e for e in _events(api, nb, "b4") if e["reason"] == "ReclaimNotice")
     assert f"grace period {GRACE_S}s" in notice_event["message"]
+    if "gone-before-seen" not in notice:
+        # the eviction is stamped no earlier than the deadline (event times are whole seconds)
+        evicted = next(e for e in _events(api, nb, "b4") if e["reason"] == "Reclaimed")
+        stamped, due = parse_time(evicted["lastTimestamp"]), parse_time(notice["evictAt"])
+        assert stamped is not None and due is not None and stamped >= int(due), (evicted, notice)
     # beta's other pods (b1, b2 within its guaranteed quota, b3 not needed) are untouched
     for name, uid in before.items():
         pod = _running(api, nb, name)
