@@ -1,0 +1,254 @@
+"""Pods scheduled per second by the real kube-scheduler with gpupool's extender, against
+kube-scheduler alone, on the same kwok cluster in one run; prints JSON.
+
+    .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3]
+
+One dev cluster (`--nodes` kwok nodes of `--gpus`), kube-scheduler configured with the extender,
+and `gpupool extender` running as a process (`--policy`). kube-scheduler calls the extender only
+for pods that ask for its managed resources, so on the same scheduler and nodes:
+
+- plain: pods asking for `cpu: 10m` only — kube-scheduler alone;
+- extender: pods asking for `cpu: 10m`, `gpupool.io/gpu-memory: 1Gi`, `gpupool.io/vgpu: 1` (what
+  the webhook makes of a user's pod) — filter and prioritize over HTTP, then the extender's bind
+  (a consistent re-list of the node's leases, the GpuLease create, the pod annotation, the
+  Binding).
+
+Each round, for each kind (the order alternates between rounds): `--pods` pods are created with
+a scheduling gate (not timed), a watch on their namespace is established, then the gates are
+removed by 32 concurrent patches. The rate is pods / (last pod seen bound − first gate removed),
+the bind times taken from the watch. The gate removal time is reported too: when it is near the
+scheduling time, the client, not the scheduler, set the pace. Everything — the control plane, the
+extender and this client — shares the machine's cores, equally for both kinds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, cast
+
+from lightkube import AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace, Pod
+from lightkube.types import PatchType
+
+from gpupool.adapters.kubernetes.client import make_client
+from gpupool.devcluster import ClusterSpec, DevCluster, processes
+from gpupool.devcluster.binaries import version_tag
+from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
+from gpupool.devcluster.scheduler_config import ExtenderConfig
+
+GATE = "gpupool.io/bench-hold"
+KINDS = ("plain", "extender")
+
+
+def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
+    limits = {"cpu": "10m"}
+    if kind == "extender":
+        limits |= {"gpupool.io/gpu-memory": "1Gi", "gpupool.io/vgpu": "1"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedulingGates": [{"name": GATE}],
+            "containers": [
+                {"name": "c", "image": "registry.example/bench:1", "resources": {"limits": limits}}
+            ],
+        },
+    }
+
+
+async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float) -> dict[str, Any]:
+    ns = f"bench-{kind}-{secrets.token_hex(3)}"
+    await client.create(Namespace(metadata=ObjectMeta(name=ns)))
+    names = [f"p-{i:05d}" for i in range(count)]
+    limit = asyncio.Semaphore(32)
+
+    async def create(name: str) -> None:
+        async with limit:
+            await client.create(cast(Pod, Pod.from_dict(pod(ns, name, kind))))
+
+    await asyncio.gather(*(create(n) for n in names))
+
+    seen: set[str] = set()
+    bound: dict[str, float] = {}
+    watching = asyncio.Event()
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        async for _event, obj in client.watch(Pod, namespace=ns):
+            name = obj.metadata.name if obj.metadata else None
+            if name is None:
+                continue
+            seen.add(name)
+            if len(seen) >= count:
+                watching.set()
+            if obj.spec is not None and obj.spec.nodeName and name not in bound:
+                bound[name] = time.perf_counter()
+                if len(bound) >= count:
+                    done.set()
+                    return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait_for(watching.wait(), 60)
+
+        async def ungate(name: str) -> None:
+            async with limit:
+                await client.patch(
+                    Pod,
+                    name,
+                    [{"op": "remove", "path": "/spec/schedulingGates"}],
+                    namespace=ns,
+                    patch_type=PatchType.JSON,
+                )
+
+        start = time.perf_counter()
+        await asyncio.gather(*(ungate(n) for n in names))
+        ungated = time.perf_counter() - start
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), timeout_s)
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    if len(bound) < count:
+        return {"kind": kind, "namespace": ns, "bound": len(bound), "of": count, "timed_out": True}
+    elapsed = max(bound.values()) - start
+    return {
+        "kind": kind,
+        "namespace": ns,
+        "pods": count,
+        "seconds": round(elapsed, 3),
+        "pods_per_s": round(count / elapsed, 1),
+        "ungate_s": round(ungated, 3),
+    }
+
+
+def start_extender(
+    cluster: DevCluster, kubeconfig: str, port: int, policy: str
+) -> processes.ProcessRecord:
+    argv = [
+        sys.executable, "-m", "gpupool.cli.main", "extender",
+        "--kubeconfig", kubeconfig, "--host", "127.0.0.1", "--port", str(port),
+        "--policy", policy, "--apply-crds", "--log-level", "WARNING",
+    ]  # fmt: skip
+    record = processes.start(
+        "gpupool-extender",
+        argv,
+        cluster.log_dir / "gpupool-extender.log",
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost"},
+        die_with_parent=True,
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def healthy() -> bool:
+        if not processes.is_running(record):
+            raise SystemExit(f"extender exited:\n{processes.tail(record.log)}")
+        try:
+            with opener.open(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                return int(resp.status) == 200
+        except OSError:
+            return False
+
+    if not poll_until(healthy, timeout_s=90, interval_s=0.2):
+        raise SystemExit(f"extender not ready:\n{processes.tail(record.log)}")
+    return record
+
+
+async def measure(kubeconfig: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    client = make_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
+    results = []
+    try:
+        # A warm-up of each kind (connections, caches, the extender's first plans): not counted.
+        for kind in KINDS:
+            await one_phase(client, kind, min(20, args.pods), args.timeout)
+        for round_ in range(args.rounds):
+            order = KINDS if round_ % 2 == 0 else tuple(reversed(KINDS))
+            for kind in order:
+                result = await one_phase(client, kind, args.pods, args.timeout)
+                result["round"] = round_
+                print(json.dumps(result), file=sys.stderr, flush=True)
+                results.append(result)
+    finally:
+        await client.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--gpus", default="8xA100-80GB")
+    parser.add_argument("--pods", type=int, default=300, help="pods per kind per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--policy", default="gpupool")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase")
+    args = parser.parse_args()
+
+    port = free_port()
+    spec = ClusterSpec(
+        nodes=tuple(node_specs(args.nodes, parse_gpu_spec(args.gpus))),
+        extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{port}/gpupool"),
+    )
+    with tempfile.TemporaryDirectory(prefix="gpupool-sched-bench-") as tmp:
+        cluster = DevCluster(Path(tmp) / "cluster")
+        state = cluster.up(spec, die_with_parent=True)
+        extender = None
+        try:
+            extender = start_extender(cluster, state.kubeconfig, port, args.policy)
+            results = asyncio.run(measure(state.kubeconfig, args))
+        finally:
+            if extender is not None:
+                processes.stop(extender)
+            cluster.down()
+
+    rates: dict[str, list[float]] = {
+        kind: [r["pods_per_s"] for r in results if r["kind"] == kind and "pods_per_s" in r]
+        for kind in KINDS
+    }
+    medians = {k: round(statistics.median(v), 1) if v else None for k, v in rates.items()}
+    ratio = (
+        round(medians["extender"] / medians["plain"], 3)
+        if medians["extender"] and medians["plain"]
+        else None
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "scheduler throughput: kube-scheduler + gpupool extender vs alone",
+                "binaries": version_tag(),
+                "nodes": args.nodes,
+                "gpus_per_node": args.gpus,
+                "policy": args.policy,
+                "pods_per_phase": args.pods,
+                "rounds": args.rounds,
+                "cpus": os.cpu_count(),
+                "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+                "python": platform.python_version(),
+                "pods_per_s": rates,
+                "median_pods_per_s": medians,
+                "ratio_extender_to_plain": ratio,
+                "target_ratio": 0.7,
+                "target_met": ratio is not None and ratio >= 0.7,
+                "phases": results,
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
