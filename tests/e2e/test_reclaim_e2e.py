@@ -16,6 +16,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -43,11 +44,33 @@ NOTICE = "gpupool.io/reclaim-notice"
 GRACE_S = 3
 
 
+@dataclass
+class Controller:
+    """The `gpupool controller` process, which a test may stop and start again."""
+
+    argv: list[str]
+    log: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env
+            )
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+
 @dataclass(frozen=True)
 class Stack:
     api: KubeApi
     selector: tuple[str, str]  # the namespace label the webhook is registered for
     logs: Path
+    controller: Controller
 
     def tail(self) -> str:
         parts = []
@@ -95,7 +118,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     name = f"gpupool-reclaim-{token}"
     kubeconfig = state.kubeconfig
     procs: list[subprocess.Popen[bytes]] = []
-    logs = {n: (root / f"{n}.log").open("wb") for n in ("extender", "webhook", "controller")}
+    logs = {n: (root / f"{n}.log").open("wb") for n in ("extender", "webhook")}
+    controller: Controller | None = None
     try:
         procs.append(
             subprocess.Popen(
@@ -123,12 +147,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
             )
         )  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
-                stdout=logs["controller"], stderr=subprocess.STDOUT, env=env,
-            )
-        )  # fmt: skip
+        controller = Controller(
+            [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
+            root / "controller.log",
+            env,
+        )
+        controller.start()
         registered = poll_until(
             lambda: api.exists(
                 f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
@@ -136,8 +160,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             timeout_s=30,
         )
         assert registered, (root / "webhook.log").read_text()
-        yield Stack(api, selector, root)
+        yield Stack(api, selector, root, controller)
     finally:
+        if controller is not None:
+            controller.stop()
         for proc in reversed(procs):
             _stop(proc)
         for handle in logs.values():
@@ -145,7 +171,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         cluster.down()
 
 
-def _quota(api: KubeApi, name: str, cohort: str, guaranteed: str = "0") -> None:
+def _quota(
+    api: KubeApi, name: str, cohort: str, guaranteed: str = "0", grace_s: int = GRACE_S
+) -> None:
     api.create(
         f"{GROUP}/gpuquotas",
         {
@@ -156,7 +184,7 @@ def _quota(api: KubeApi, name: str, cohort: str, guaranteed: str = "0") -> None:
                 "nominal": "24Gi",
                 "guaranteed": guaranteed,
                 "cohort": cohort,
-                "reclaimGracePeriodSeconds": GRACE_S,
+                "reclaimGracePeriodSeconds": grace_s,
             },
         },
     )
@@ -222,7 +250,7 @@ def _run_one(s: Stack, ns: str, name: str, labels: dict[str, str] | None = None)
 
 
 def _borrower_fills_the_pool(
-    s: Stack, protected: dict[str, str] | None = None
+    s: Stack, protected: dict[str, str] | None = None, grace_s: int = GRACE_S
 ) -> tuple[str, str, str]:
     """Quotas alpha (idle lender) and beta (24Gi guaranteed), one cohort; beta runs b1, b2
     within its quota and b3, b4 on alpha's: the cohort's 48Gi is full. Returns (alpha, its
@@ -230,7 +258,7 @@ def _borrower_fills_the_pool(
     token = secrets.token_hex(3)
     alpha, beta, cohort = f"alpha-{token}", f"beta-{token}", f"c-{token}"
     _quota(s.api, alpha, cohort)
-    _quota(s.api, beta, cohort, guaranteed="24Gi")
+    _quota(s.api, beta, cohort, guaranteed="24Gi", grace_s=grace_s)
     na, nb = _namespace(s, alpha), _namespace(s, beta)
     for name in ("b1", "b2", "b3", "b4"):
         _run_one(s, nb, name, protected if name == "b4" else None)
@@ -322,5 +350,35 @@ def test_a_pod_disruption_budget_holds_the_eviction_back(stack: Stack) -> None:
     api.delete(f"/apis/policy/v1/namespaces/{nb}/poddisruptionbudgets/keep-b4")
     assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
     assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), stack.tail()
+    for name in ("b1", "b2", "b3"):
+        assert _running(api, nb, name) is not None, name
+
+
+def test_a_restarted_controller_evicts_at_the_deadline_on_the_pod(stack: Stack) -> None:
+    """The controller is stopped right after the notice and started again after the deadline:
+    it reads the deadline from the pod, evicts without noticing again, and alpha's pod runs."""
+    api = stack.api
+    _, na, nb = _borrower_fills_the_pool(stack, grace_s=6)
+    api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1"))
+
+    def noticed() -> dict[str, Any] | None:
+        pod = _get(api, nb, "b4")
+        text = _annotations(pod).get(NOTICE) if pod else None
+        return json.loads(text) if text else None
+
+    notice = poll_until(noticed, timeout_s=30, interval_s=0.1)
+    assert notice is not None, stack.tail()
+    stack.controller.stop()
+    try:
+        due = parse_time(notice["evictAt"])
+        assert due is not None
+        poll_until(lambda: time.time() > due + 1 or None, timeout_s=30)
+        assert _running(api, nb, "b4") is not None, "nothing may evict while no controller runs"
+    finally:
+        stack.controller.start()
+    assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
+    assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), stack.tail()
+    reasons = [e["reason"] for e in _events(api, nb, "b4")]
+    assert reasons.count("ReclaimNotice") == 1 and "Reclaimed" in reasons, reasons
     for name in ("b1", "b2", "b3"):
         assert _running(api, nb, name) is not None, name
