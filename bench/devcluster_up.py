@@ -1,9 +1,12 @@
 """Time `gpupool dev-cluster up` and `down` with the binaries already built; print JSON.
 
-    .venv/bin/python bench/devcluster_up.py [--runs 5] [--nodes 4] [--gpus 8xA100-80GB]
+    .venv/bin/python bench/devcluster_up.py [--runs 5] [--nodes 4] [--gpus 8xA100-80GB] [--bare]
 
 Each run: a fresh state folder, `DevCluster.up` until every component is ready and every fake
-node is Ready, then `down` until no process is left. Times are wall-clock seconds.
+node is Ready — by default with all of gpupool, as `gpupool dev-cluster up` runs it: CRDs
+Established, extender healthy, webhook registered, a GpuNode with a heartbeat per fake node;
+`--bare`: the control plane and nodes only — then `down` until no process is left. Times are
+wall-clock seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import Binaries, version_tag
+from gpupool.devcluster.cluster import GpupoolSpec
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 
 
@@ -26,9 +30,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--gpus", default="8xA100-80GB")
+    parser.add_argument("--bare", action="store_true", help="without gpupool's components")
     args = parser.parse_args()
     Binaries.locate()  # fail early, with the build command, if anything is missing
-    spec = ClusterSpec(nodes=tuple(node_specs(args.nodes, parse_gpu_spec(args.gpus))))
+    spec = ClusterSpec(
+        nodes=tuple(node_specs(args.nodes, parse_gpu_spec(args.gpus))),
+        gpupool=None if args.bare else GpupoolSpec(),
+    )
     up_s: list[float] = []
     down_s: list[float] = []
     with tempfile.TemporaryDirectory(prefix="gpupool-bench-") as tmp:
@@ -55,7 +63,9 @@ def main() -> None:
                 "binaries": version_tag(),
                 "nodes": args.nodes,
                 "gpus_per_node": args.gpus,
+                "gpupool": not args.bare,
                 "runs": args.runs,
+                "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
                 "cpus": os.cpu_count(),
                 "up_s": summary(up_s),
                 "down_s": summary(down_s),

@@ -1,0 +1,41 @@
+"""The dev cluster's fake node agents: which nodes get a GpuNode, what its status says, pausing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpupool.adapters.kubernetes.node import gpus_from_gpunode
+from gpupool.adapters.nvml.fake import fake_uuid
+from gpupool.devcluster.heartbeat import PAUSE_ANNOTATION, fake_gpu_spec, fake_status, is_paused
+from gpupool.devcluster.nodes import FakeNodeSpec, build_node, parse_gpu_spec
+from gpupool.domain.units import GiB
+
+NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+
+
+def test_a_fake_gpu_node_is_described_by_its_labels() -> None:
+    node = build_node(FakeNodeSpec("n1", parse_gpu_spec("4xH100")))
+    assert fake_gpu_spec(node) == "4xH100"
+
+
+def test_nodes_without_gpus_get_no_gpunode() -> None:
+    assert fake_gpu_spec(build_node(FakeNodeSpec("cpu", parse_gpu_spec("0xA100-80GB")))) is None
+    assert fake_gpu_spec({"metadata": {"name": "other", "labels": {"type": "kwok"}}}) is None
+
+
+def test_status_is_what_the_agent_publishes_and_placement_reads_it_back() -> None:
+    status = fake_status("n1", "8xA100-80GB", NOW)
+    assert status["heartbeat"] == "2026-01-02T03:04:05Z"
+    assert status["health"] == "Healthy"
+    assert status["gpuCount"] == 8
+    assert [d["uuid"] for d in status["devices"]] == [fake_uuid("n1", i) for i in range(8)]
+    gpus = gpus_from_gpunode({"metadata": {"name": "n1"}, "status": status})
+    assert {g.memory_bytes for g in gpus} == {72 * GiB}  # 80GB card less the 10% reserve
+    assert {g.model for g in gpus} == {"A100-80GB"}
+
+
+def test_only_the_pause_annotation_pauses() -> None:
+    assert is_paused({"metadata": {"annotations": {PAUSE_ANNOTATION: "paused"}}})
+    assert not is_paused({"metadata": {"annotations": {PAUSE_ANNOTATION: "no"}}})
+    assert not is_paused({"metadata": {}})
+    assert not is_paused(None)
