@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Namespace, Pod
+from lightkube.resources.core_v1 import Event, Namespace, Pod
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.client import make_client
@@ -125,8 +125,24 @@ async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
+    # Scheduling attempts that failed on the way (e.g. a bind that outlived the extender's
+    # httpTimeout), by event reason; a pod that went straight through has one `Scheduled`.
+    reasons: dict[str, int] = {}
+    samples: dict[str, str] = {}
+    async for event in client.list(Event, namespace=ns):
+        if event.reason and event.reason != "Scheduled":
+            reasons[event.reason] = reasons.get(event.reason, 0) + (event.count or 1)
+            samples.setdefault(event.reason, (event.message or "")[:300])
     if len(bound) < count:
-        return {"kind": kind, "namespace": ns, "bound": len(bound), "of": count, "timed_out": True}
+        return {
+            "kind": kind,
+            "namespace": ns,
+            "bound": len(bound),
+            "of": count,
+            "timed_out": True,
+            "other_events": reasons,
+            "event_samples": samples,
+        }
     elapsed = max(bound.values()) - start
     return {
         "kind": kind,
@@ -135,6 +151,8 @@ async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float
         "seconds": round(elapsed, 3),
         "pods_per_s": round(count / elapsed, 1),
         "ungate_s": round(ungated, 3),
+        "other_events": reasons,
+        "event_samples": samples,
     }
 
 
