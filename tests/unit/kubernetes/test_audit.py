@@ -81,8 +81,8 @@ def test_overlapping_leases_and_an_overcommitted_card_are_found() -> None:
     result = audit([_pod("a", devices=a), _pod("b", devices=b)], [_lease("a", a), _lease("b", b)],
                    [GPUNODE])  # fmt: skip
     kinds = sorted(v.kind for v in result.violations)
-    assert kinds == ["overcommit", "overcommit", "overlap"], str(result)
-    assert "ns/a [0, " in str(result.of_kind("overlap")[0])
+    assert kinds == ["offset-overlap", "overcommit", "overcommit"], str(result)
+    assert "ns/a [0, " in str(result.of_kind("offset-overlap")[0])
 
 
 def test_lease_whose_pod_is_gone_or_finished_is_found() -> None:

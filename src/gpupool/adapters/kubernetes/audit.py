@@ -4,9 +4,14 @@
 `read_cluster` fetches them with any `get(path) -> JSON` callable (the dev cluster's `KubeApi.get`,
 a test's client). What counts as a violation:
 
-- `overlap`: two live leases (phase Reserved, Bound or Active) share bytes of one card;
-- `overcommit`: a card's live leases add up to more memory than the card has (its GpuNode's
-  `allocatableBytes`, else `memoryBytes`; unchecked without a GpuNode) or more than 100% compute;
+- `overcommit`: a card's live leases (phase Reserved, Bound or Active) add up to more memory than
+  the card has (its GpuNode's `allocatableBytes`, else `memoryBytes`; unchecked without a GpuNode)
+  or more than 100% compute: a double booking;
+- `offset-overlap`: two live leases' logical ranges (`offsetBytes`, `sizeBytes`) on one card
+  overlap. Memory on a card is fungible (DESIGN.md section 5: the limiter caps bytes, not
+  addresses), so without `overcommit` this is no double booking, but the published layout is
+  wrong (the extender's bind takes the planner's bump-pointer offset when no free range is long
+  enough on a card that leases have fragmented);
 - `lease-without-pod`: a live lease whose pod (by uid) is gone or has finished;
 - `lease-wrong-node`: a live lease on another node than the one its pod is bound to;
 - `reserved-unbound`: a live lease whose pod is not bound to any node (normal for the instant
@@ -138,7 +143,7 @@ def audit(
         for a, b in itertools.combinations(ranges, 2):
             if a[0] < b[1] and b[0] < a[1]:
                 bad.append(
-                    Violation("overlap", f"{card[0]}/{card[1]}",
+                    Violation("offset-overlap", f"{card[0]}/{card[1]}",
                               f"{a[3]} [{a[0]}, {a[1]}) and {b[3]} [{b[0]}, {b[1]})")
                 )  # fmt: skip
         used = result.leased[card]
