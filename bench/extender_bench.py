@@ -1,6 +1,6 @@
-"""Extender filter+prioritize latency over HTTP, in process, against a synthetic cache; prints JSON.
+"""Extender filter+prioritize latency over HTTP, synthetic cache, before and after; prints JSON.
 
-    python bench/extender_bench.py [--nodes 1000,5000] [--pods 300] [--policy gpupool]
+    python bench/extender_bench.py [--nodes 1000,5000] [--pods 300] [--policy gpupool] [--modes ...]
 
 Each node has 8 A100-80GB cards; a seeded share of every card is already held by leases (so some
 nodes fail the filter with a specific reason). Each measured pod is one POST /filter with every
@@ -8,6 +8,16 @@ node name (nodeCacheCapable: kube-scheduler sends the names of all nodes that pa
 filters) followed by one POST /prioritize with the names that passed, as kube-scheduler does, over
 a real TCP socket (aiohttp server and client on loopback). Target (issue 5): p99 < 10 ms at 5,000
 nodes.
+
+Three modes run one after the other in one invocation, each on its own server over the same seeded
+cache and pods: `before` (standard library JSON, no memo of node rows, prioritize's reply built as
+dicts, the client in the server's process: the bench as first written), `after-same-process` (the
+server as it is now, the same client: the server's gain at equal measurement) and `after` (the
+server as it is now, the client in its own process, as kube-scheduler is). `filter_prioritize_ms`
+is the round trip the client sees, `server_handlers_ms` the server's filter plus prioritize handler
+time per pod; `ratios` divides each mode's figures by `before`'s. The `after` client encodes and
+decodes with msgspec (kube-scheduler is Go; Python's json module would bill the client's own work
+to the extender).
 """
 
 from __future__ import annotations
@@ -16,11 +26,13 @@ import argparse
 import asyncio
 import gc
 import json
+import multiprocessing
 import os
 import platform
 import random
 import time
 import uuid
+from multiprocessing.connection import Connection
 from typing import Any
 
 import aiohttp
@@ -28,8 +40,8 @@ import numpy as np
 from aiohttp import web
 
 from gpupool.adapters.extender_http.cache import ClusterCache
-from gpupool.adapters.extender_http.server import make_app
-from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.server import MSGSPEC, STDLIB, JsonCodec, make_app
+from gpupool.adapters.extender_http.service import ROWS_MEMO, Extender
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
@@ -37,6 +49,7 @@ from gpupool.domain.units import GiB
 GPUS = 8
 CARD = 72 * GiB  # A100-80GB less the 10% reserve
 SHAPES = ("4Gi", "12Gi", "30Gi", "60Gi")
+JSON = {"Content-Type": "application/json"}
 
 
 def synthetic_cache(n: int, seed: int) -> ClusterCache:
@@ -82,17 +95,69 @@ def pod(memory: str) -> dict[str, Any]:
     }
 
 
-async def measure(n: int, pods: int, policy: str, seed: int) -> dict[str, Any]:
+MODES: dict[str, dict[str, Any]] = {
+    # before: the standard library's JSON, no memo of node rows, the client in the server's process
+    "before": {
+        "codec": "json",
+        "rows_memo": 0,
+        "encoded_prioritize": False,
+        "client": "same process",
+        "client_codec": "json",
+    },
+    # the server as it is now, measured by the same in-process client (same measurement, new code)
+    "after-same-process": {
+        "codec": "msgspec",
+        "rows_memo": ROWS_MEMO,
+        "encoded_prioritize": True,
+        "client": "same process",
+        "client_codec": "json",
+    },
+    # the server as it is now, the client in its own process (as kube-scheduler is) with a codec
+    # nearer Go's encoding/json than the standard library's
+    "after": {
+        "codec": "msgspec",
+        "rows_memo": ROWS_MEMO,
+        "encoded_prioritize": True,
+        "client": "own process",
+        "client_codec": "msgspec",
+    },
+}
+
+
+async def start_server(
+    n: int, seed: int, policy: str, mode: str
+) -> tuple[web.AppRunner, int, list[float], float]:
+    """The extender app on loopback over a synthetic cache; handler times (ms) go to a list."""
     started = time.perf_counter()
     cache = synthetic_cache(n, seed)
     build_s = time.perf_counter() - started
     gc.freeze()  # as the extender does after each full sync (informer.py)
-    app = make_app(Extender(cache, policy=policy))
+    spec = MODES[mode]
+    codec = MSGSPEC if spec["codec"] == "msgspec" else STDLIB
+    extender = Extender(cache, policy=policy, rows_memo=int(spec["rows_memo"]))
+    app = make_app(extender, codec=codec, encoded_prioritize=bool(spec["encoded_prioritize"]))
+    handler_ms: list[float] = []
+
+    @web.middleware
+    async def timed(request: web.Request, handler: Any) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        response: web.StreamResponse = await handler(request)
+        handler_ms.append((time.perf_counter() - t0) * 1000)
+        return response
+
+    app.middlewares.append(timed)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = runner.addresses[0][1]
+    return runner, int(runner.addresses[0][1]), handler_ms, build_s
+
+
+async def client(
+    port: int, n: int, pods: int, seed: int, codec: JsonCodec
+) -> tuple[list[float], list[int]]:
+    """What kube-scheduler does per pod: filter with every node name, prioritize the passing ones.
+    Round trips in ms, measured after 20 warm-up pods."""
     names = [f"node-{i:05d}" for i in range(n)]
     samples: list[float] = []
     passed: list[int] = []
@@ -101,34 +166,81 @@ async def measure(n: int, pods: int, policy: str, seed: int) -> dict[str, Any]:
         for k in range(pods + 20):
             body = {"Pod": pod(rng.choice(SHAPES)), "Nodes": None, "NodeNames": names}
             t0 = time.perf_counter()
-            async with http.post(f"http://127.0.0.1:{port}/filter", json=body) as resp:
-                result = await resp.json()
+            async with http.post(
+                f"http://127.0.0.1:{port}/filter", data=codec.encode(body), headers=JSON
+            ) as resp:
+                result = codec.decode(await resp.read())
             ok = result["NodeNames"] or []
             body["NodeNames"] = ok
-            async with http.post(f"http://127.0.0.1:{port}/prioritize", json=body) as resp:
-                scores = await resp.json()
+            async with http.post(
+                f"http://127.0.0.1:{port}/prioritize", data=codec.encode(body), headers=JSON
+            ) as resp:
+                scores = codec.decode(await resp.read())
             elapsed = time.perf_counter() - t0
             assert len(scores) == len(ok)
-            if k >= 20:  # warm-up
+            if k >= 20:
                 samples.append(elapsed * 1000)
                 passed.append(len(ok))
-    await runner.cleanup()
-    arr = np.array(samples)
+    return samples, passed
+
+
+def _serve_in_child(n: int, seed: int, policy: str, mode: str, conn: Connection) -> None:
+    async def run() -> None:
+        runner, port, handler_ms, build_s = await start_server(n, seed, policy, mode)
+        conn.send((port, build_s))
+        await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # "stop"
+        conn.send(handler_ms)
+        await runner.cleanup()
+
+    asyncio.run(run())
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    arr = np.array(values)
     return {
+        "p50": round(float(np.percentile(arr, 50)), 3),
+        "p90": round(float(np.percentile(arr, 90)), 3),
+        "p99": round(float(np.percentile(arr, 99)), 3),
+        "max": round(float(arr.max()), 3),
+    }
+
+
+def measure(n: int, pods: int, policy: str, seed: int, mode: str) -> dict[str, Any]:
+    client_codec = MSGSPEC if MODES[mode]["client_codec"] == "msgspec" else STDLIB
+    if MODES[mode]["client"] == "same process":
+
+        async def both() -> tuple[list[float], list[int], list[float], float]:
+            runner, port, handler_ms, build_s = await start_server(n, seed, policy, mode)
+            samples, passed = await client(port, n, pods, seed, client_codec)
+            await runner.cleanup()
+            return samples, passed, handler_ms, build_s
+
+        samples, passed, handler_ms, build_s = asyncio.run(both())
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_serve_in_child, args=(n, seed, policy, mode, child))
+        proc.start()
+        port, build_s = parent.recv()
+        samples, passed = asyncio.run(client(port, n, pods, seed, client_codec))
+        parent.send("stop")
+        handler_ms = parent.recv()
+        proc.join(timeout=30)
+    # the server's own time per pod: its filter and prioritize handlers, after the warm-up
+    per_pod = [a + b for a, b in zip(handler_ms[0::2], handler_ms[1::2], strict=True)][20:]
+    return {
+        "mode": mode,
+        **MODES[mode],
         "nodes": n,
         "gpus": n * GPUS,
         "pods": pods,
         "policy": policy,
         "cache_build_s": round(build_s, 3),
-        "filter_prioritize_ms": {
-            "p50": round(float(np.percentile(arr, 50)), 3),
-            "p90": round(float(np.percentile(arr, 90)), 3),
-            "p99": round(float(np.percentile(arr, 99)), 3),
-            "max": round(float(arr.max()), 3),
-        },
+        "filter_prioritize_ms": _percentiles(samples),
+        "server_handlers_ms": _percentiles(per_pod),
         "nodes_passing_filter_mean": round(float(np.mean(passed)), 1),
         "target_p99_ms": 10.0,
-        "meets_target": bool(np.percentile(arr, 99) < 10.0),
+        "meets_target": bool(np.percentile(np.array(samples), 99) < 10.0),
     }
 
 
@@ -138,11 +250,32 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--policy", default="gpupool")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
     args = parser.parse_args()
-    results = [
-        asyncio.run(measure(int(n), args.pods, args.policy, args.seed))
-        for n in args.nodes.split(",")
-    ]
+    results: list[dict[str, Any]] = []
+    ratios: list[dict[str, Any]] = []
+    for n in (int(x) for x in args.nodes.split(",")):
+        by_mode = {
+            m: measure(n, args.pods, args.policy, args.seed, m) for m in args.modes.split(",")
+        }
+        results.extend(by_mode.values())
+        before = by_mode.get("before")
+        if before is not None:
+            for mode, r in by_mode.items():
+                if mode == "before":
+                    continue
+                ratios.append(
+                    {
+                        "nodes": n,
+                        "mode": mode,
+                        "p50_vs_before": round(r["filter_prioritize_ms"]["p50"]
+                                               / before["filter_prioritize_ms"]["p50"], 3),
+                        "p99_vs_before": round(r["filter_prioritize_ms"]["p99"]
+                                               / before["filter_prioritize_ms"]["p99"], 3),
+                        "server_p99_vs_before": round(r["server_handlers_ms"]["p99"]
+                                                      / before["server_handlers_ms"]["p99"], 3),
+                    }
+                )  # fmt: skip
     print(
         json.dumps(
             {
@@ -150,6 +283,7 @@ def main() -> int:
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "load_average": os.getloadavg(),
                 "results": results,
+                "ratios": ratios,
             },
             indent=2,
         )

@@ -4,6 +4,9 @@ Paths may carry a prefix (kube-scheduler's `urlPrefix`, e.g. `/gpupool/filter`):
 last path segment. A body that is not JSON or not extender/v1 is answered 400 with the reason; any
 other failure is answered 200 with the extender `Error` field set (what kube-scheduler expects),
 never 500.
+
+Bodies are read and written with msgspec's JSON codec: with 5,000 node names each way it is several
+times faster than the standard library's (bench/extender_bench.py measures both in one run).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -75,12 +80,24 @@ class Metrics:
         self.drift.labels("leases").inc(drift.leases)
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(data, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-    )
+@dataclass(frozen=True, slots=True)
+class JsonCodec:
+    """How request bodies are decoded and replies encoded (bytes in, bytes out)."""
+
+    name: str
+    decode: Callable[[bytes], Any]
+    encode: Callable[[Any], bytes]
+    errors: tuple[type[Exception], ...]
+
+
+def _stdlib_encode(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+STDLIB = JsonCodec("json", json.loads, _stdlib_encode, (ValueError,))
+MSGSPEC = JsonCodec(
+    "msgspec", msgspec.json.decode, msgspec.json.encode, (ValueError, msgspec.DecodeError)
+)
 
 
 def make_app(
@@ -89,16 +106,25 @@ def make_app(
     metrics: Metrics | None = None,
     ready: Callable[[], bool] = lambda: True,
     is_leader: Callable[[], bool] = lambda: True,
+    codec: JsonCodec = MSGSPEC,
+    encoded_prioritize: bool = True,
 ) -> web.Application:
+    """`codec` and `encoded_prioritize` (prioritize writes its JSON text itself) are there for
+    bench/extender_bench.py to measure the old path beside the new one."""
     m = metrics or Metrics()
+
+    def _json(data: Any, status: int = 200) -> web.Response:
+        body = data if isinstance(data, bytes) else codec.encode(data)
+        return web.Response(body=body, status=status, content_type="application/json")
+
     app = web.Application(client_max_size=MAX_BODY)
     app["metrics"] = m
 
     async def body_of(request: web.Request) -> Any:
         raw = await request.read()
         try:
-            return json.loads(raw)
-        except ValueError as err:
+            return codec.decode(raw)
+        except codec.errors as err:
             raise MalformedExtenderRequest(f"the body is not JSON: {err}") from None
 
     def verb_handler(
@@ -135,6 +161,8 @@ def make_app(
         args = ExtenderArgs.from_json(body)
         if not ready():
             return [{"Host": n, "Score": 0} for n in args.node_names]
+        if encoded_prioritize:
+            return extender.prioritize_encoded(args)
         return extender.prioritize_json(args)
 
     async def run_bind(body: Any) -> Any:

@@ -57,7 +57,10 @@ class ExtenderArgs:
                     "ExtenderArgs: NodeNames must be a list of node names "
                     "(the extender runs with nodeCacheCapable: true)"
                 )
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        # (set of types and `in`: C loops, not one Python test per name of 5,000)
+        if not isinstance(names, list) or (
+            names and (set(map(type, names)) != {str} or "" in names)
+        ):
             raise MalformedExtenderRequest("ExtenderArgs: NodeNames must be a list of node names")
         return cls(pod=pod, node_names=tuple(names))
 

@@ -1,0 +1,74 @@
+"""The extender's memo of node rows per node list: it never answers from a stale snapshot."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import ExtenderArgs
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "8"},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def _args(uid: str, names: list[str]) -> ExtenderArgs:
+    limits = {"gpupool.io/gpu-memory": "12Gi", "gpupool.io/vgpu": "1"}
+    pod = {
+        "metadata": {"name": uid, "namespace": "ns", "uid": uid},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+    return ExtenderArgs(pod=pod, node_names=tuple(names))
+
+
+def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() -> None:
+    cache = ClusterCache()
+    cache.rebuild([_node("a"), _node("b")], [], [])
+    extender = Extender(cache, policy="binpack")
+    names = ["a", "b", "c"]
+    first = extender.filter(_args("p1", names))
+    assert first.node_names == ("a", "b")
+    assert set(first.failed_and_unresolvable) == {"c"}
+    again = extender.filter(_args("p2", list(names)))  # equal list, new objects: a memo hit
+    assert again.node_names == ("a", "b")
+    cache.rebuild([_node("a"), _node("b"), _node("c")], [], [])
+    joined = extender.filter(_args("p3", list(names)))
+    assert joined.node_names == ("a", "b", "c"), joined
+    scores = extender.prioritize_json(_args("p3", ["c", "a", "x"]))
+    assert [s["Host"] for s in scores] == ["c", "a", "x"]
+    assert scores[2]["Score"] == 0
+
+
+def test_without_the_memo_the_answers_are_the_same() -> None:
+    cache = ClusterCache()
+    cache.rebuild([_node(f"n{i}") for i in range(20)], [], [])
+    names = [f"n{i}" for i in range(25)]
+    with_memo = Extender(cache, policy="binpack")
+    without = Extender(cache, policy="binpack", rows_memo=0)
+    for uid in ("p1", "p2"):
+        a, b = with_memo.filter(_args(uid, names)), without.filter(_args(uid, names))
+        assert a == b
+        assert with_memo.prioritize_json(_args(uid, names)) == without.prioritize_json(
+            _args(uid, names)
+        )
+
+
+def test_prioritize_written_as_json_text_reads_back_as_the_dicts() -> None:
+    cache = ClusterCache()
+    cache.rebuild([_node(f"n{i}") for i in range(12)], [], [])
+    extender = Extender(cache, policy="binpack")
+    names = [f"n{i}" for i in range(12)] + ['odd "name" \\ é']
+    for uid in ("p1", "p1", "p2"):
+        args = _args(uid, names)
+        text = extender.prioritize_encoded(args)
+        assert json.loads(text) == extender.prioritize_json(args)
+    bad = ExtenderArgs(pod={"metadata": {"name": "x", "uid": "x"}}, node_names=("n1",))
+    assert json.loads(extender.prioritize_encoded(bad)) == [{"Host": "n1", "Score": 0}]
