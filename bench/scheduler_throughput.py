@@ -214,12 +214,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policy", default="gpupool")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase")
+    parser.add_argument(
+        "--extender-timeout",
+        type=float,
+        default=ExtenderConfig("").http_timeout_s,
+        help="kube-scheduler's httpTimeout for the extender, seconds (default: the dev cluster's)",
+    )
     args = parser.parse_args()
 
     port = free_port()
     spec = ClusterSpec(
         nodes=tuple(node_specs(args.nodes, parse_gpu_spec(args.gpus))),
-        extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{port}/gpupool"),
+        extender=ExtenderConfig(
+            url_prefix=f"http://127.0.0.1:{port}/gpupool", http_timeout_s=args.extender_timeout
+        ),
     )
     with tempfile.TemporaryDirectory(prefix="gpupool-sched-bench-") as tmp:
         cluster = DevCluster(Path(tmp) / "cluster")
@@ -251,6 +259,7 @@ def main() -> None:
                 "nodes": args.nodes,
                 "gpus_per_node": args.gpus,
                 "policy": args.policy,
+                "extender_http_timeout_s": args.extender_timeout,
                 "pods_per_phase": args.pods,
                 "rounds": args.rounds,
                 "cpus": os.cpu_count(),
