@@ -373,3 +373,72 @@ def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
         interval_s=1.0,
     )
     assert drained is not None, f"leases left after every pod went: {_audit(chaos)}"
+
+
+def test_reservation_left_by_a_bind_killed_before_the_binding_does_not_strand_the_pod(
+    chaos: Chaos,
+) -> None:
+    """The state a SIGKILL between the lease create and the Binding leaves: the pod's Reserved
+    lease on one node, the pod unbound. When kube-scheduler then binds the pod to another node
+    (here its nodeSelector allows only that one), the pod must land and the old reservation must
+    not keep its card: otherwise the pod waits forever and the card stays held."""
+    for component in chaos.components.values():
+        if not component.running():
+            component.start()
+    assert poll_until(lambda: _healthy(chaos.health_url), timeout_s=90), chaos.log_tails()
+    api = chaos.api
+    ns = f"stale-{SEED}"
+    api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    )
+    limits = {"gpupool.io/gpu-memory": "12Gi", "gpupool.io/vgpu": "1"}
+    pod = api.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "held"},
+            "spec": {
+                "schedulingGates": [{"name": "e2e.gpupool.io/hold"}],
+                "nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"},
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
+            },
+        },
+    )
+    uid = pod["metadata"]["uid"]
+    api.create(
+        f"{GROUP}/namespaces/{ns}/gpuleases",
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuLease",
+            "metadata": {"name": uid, "labels": {"gpupool.io/node": "gpu-node-0"}},
+            "spec": {
+                "tenant": "default",
+                "podRef": {"namespace": ns, "name": "held", "uid": uid},
+                "node": "gpu-node-0",
+                "devices": [{"uuid": "GPU-gpu-node-0-7", "index": 7, "model": "A100-80GB",
+                             "offsetBytes": 0, "sizeBytes": 12 * GiB}],
+                "amount": 12 * GiB,
+            },
+        },
+    )  # fmt: skip
+    assert not read_cluster(api.get, ns).ok  # the reservation of an unbound pod is flagged
+    pod = api.get(f"/api/v1/namespaces/{ns}/pods/held")
+    pod["spec"]["schedulingGates"] = []
+    api.request("PUT", f"/api/v1/namespaces/{ns}/pods/held", pod)
+
+    def landed() -> dict[str, Any] | None:
+        got: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/held")
+        return got if got["status"].get("phase") == "Running" else None
+
+    running = poll_until(landed, timeout_s=60, interval_s=0.5)
+    events = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    assert running is not None, [e["message"] for e in events][-5:]
+    assert running["spec"]["nodeName"] == "gpu-node-1"
+    result = poll_until(
+        lambda: (lambda r: r if r.ok else None)(read_cluster(api.get, ns)), timeout_s=30
+    )
+    assert result is not None, str(read_cluster(api.get, ns))
+    assert {node for node, _ in result.leased} == {"gpu-node-1"}, str(result)
+    assert sum(result.leased.values()) == 12 * GiB

@@ -320,9 +320,20 @@ class Extender:
             except LeaseExists:
                 existing = await api.get_lease(ns, args.pod_uid)
                 if existing is not None and existing.node != node and existing.holds_capacity:
-                    return ExtenderBindingResult(
-                        f"pod {ns}/{name} already holds lease {existing.key} on {existing.node}"
-                    )
+                    if existing.phase not in (None, "Reserved"):
+                        return ExtenderBindingResult(
+                            f"pod {ns}/{name} already holds lease {existing.key} on {existing.node}"
+                        )
+                    # Reserved elsewhere for this pod, which is not bound (read above): what a bind
+                    # killed between the lease and the Binding leaves. Binds are serialised here
+                    # and only the leader binds, so none is in flight: free it and plan again;
+                    # kept, it would hold its card and refuse the pod every other node for good.
+                    log.warning(
+                        "pod %s/%s: releasing the stale reservation %s on %s to bind on %s",
+                        ns, name, existing.key, existing.node, node,
+                    )  # fmt: skip
+                    await api.delete_lease(existing.namespace, existing.name)
+                    self.cache.delete_lease(existing.key)
                 continue  # re-read the node and plan again
             break
         else:
