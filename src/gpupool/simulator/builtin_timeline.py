@@ -16,7 +16,7 @@ import random
 from collections.abc import Sequence
 
 from gpupool.domain.devices import Node
-from gpupool.domain.requests import MILLI, Request
+from gpupool.domain.requests import MILLI
 from gpupool.quota.resource import Resource
 from gpupool.quota.spec import TenantQuota
 from gpupool.simulator.builtin import SEED, builtin_requests
@@ -76,7 +76,3 @@ def builtin_tenancy(nodes: Sequence[Node]) -> Tenancy:
         for team in TEAMS
     )
     return Tenancy(rules=rules)
-
-
-def tenant_of(req: Request) -> str:
-    return req.tenant
