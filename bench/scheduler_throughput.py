@@ -1,7 +1,8 @@
 """Pods scheduled per second by the real kube-scheduler with gpupool's extender, against
 kube-scheduler alone, on the same kwok cluster in one run; prints JSON.
 
-    .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3]
+    .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3] \
+        [--serial-too]
 
 One dev cluster (`--nodes` kwok nodes of `--gpus`), kube-scheduler configured with the extender,
 and `gpupool extender` running as a process (`--policy`). kube-scheduler calls the extender only
@@ -12,6 +13,12 @@ for pods that ask for its managed resources, so on the same scheduler and nodes:
   the webhook makes of a user's pod) — filter and prioritize over HTTP, then the extender's bind
   (a consistent re-list of the node's leases, the GpuLease create, the pod annotation, the
   Binding).
+
+With `--serial-too` a third kind, *serial*, runs the same pods through the extender started with
+`--serial-bind` (one bind at a time, the node's leases re-listed and the pod read at every bind,
+annotation and Binding as two writes: bind as it was), the extender restarted between kinds.
+Each extender phase also reports the mean time of each bind step, from the extender's
+`gpupool_extender_bind_step_seconds` histogram.
 
 Each round, for each kind (the order alternates between rounds): `--pods` pods are created with
 a scheduling gate (not timed), a watch on their namespace is established, then the gates are
@@ -53,11 +60,12 @@ from gpupool.devcluster.scheduler_config import ExtenderConfig
 
 GATE = "gpupool.io/bench-hold"
 KINDS = ("plain", "extender")
+STEP_METRIC = "gpupool_extender_bind_step_seconds"
 
 
 def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
     limits = {"cpu": "10m"}
-    if kind == "extender":
+    if kind != "plain":
         limits |= {"gpupool.io/gpu-memory": "1Gi", "gpupool.io/vgpu": "1"}
     return {
         "apiVersion": "v1",
@@ -157,13 +165,13 @@ async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float
 
 
 def start_extender(
-    cluster: DevCluster, kubeconfig: str, port: int, policy: str
+    cluster: DevCluster, kubeconfig: str, port: int, policy: str, *, serial: bool = False
 ) -> processes.ProcessRecord:
     argv = [
         sys.executable, "-m", "gpupool.cli.main", "extender",
         "--kubeconfig", kubeconfig, "--host", "127.0.0.1", "--port", str(port),
         "--policy", policy, "--apply-crds", "--log-level", "WARNING",
-    ]  # fmt: skip
+    ] + (["--serial-bind"] if serial else [])  # fmt: skip
     record = processes.start(
         "gpupool-extender",
         argv,
@@ -187,17 +195,77 @@ def start_extender(
     return record
 
 
-async def measure(kubeconfig: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def bind_steps(port: int) -> dict[str, tuple[float, float]]:
+    """(count, sum of seconds) per bind step, from the extender's /metrics."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        for suffix, at in (("_count{", 0), ("_sum{", 1)):
+            if line.startswith(STEP_METRIC + suffix):
+                step = line.split('step="', 1)[1].split('"', 1)[0]
+                out.setdefault(step, [0.0, 0.0])[at] = float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def step_means(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, dict[str, float]]:
+    out = {}
+    for step, (n, total) in after.items():
+        n0, t0 = before.get(step, (0.0, 0.0))
+        if n > n0:
+            out[step] = {"count": n - n0, "mean_ms": round(1000 * (total - t0) / (n - n0), 2)}
+    return out
+
+
+class Extender:
+    """The extender process, restarted when a phase wants the other bind mode."""
+
+    def __init__(self, cluster: DevCluster, kubeconfig: str, port: int, policy: str) -> None:
+        self.cluster, self.kubeconfig, self.port, self.policy = cluster, kubeconfig, port, policy
+        self.record: processes.ProcessRecord | None = None
+        self.serial: bool | None = None
+
+    def ensure(self, serial: bool) -> None:
+        if self.serial == serial and self.record is not None:
+            return
+        self.stop()
+        self.record = start_extender(
+            self.cluster, self.kubeconfig, self.port, self.policy, serial=serial
+        )
+        self.serial = serial
+
+    def stop(self) -> None:
+        if self.record is not None:
+            processes.stop(self.record)
+            self.record = None
+
+
+async def measure(
+    kubeconfig: str, args: argparse.Namespace, extender: Extender, kinds: tuple[str, ...]
+) -> list[dict[str, Any]]:
     client = make_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
     results = []
+
+    async def phase(kind: str, count: int) -> dict[str, Any]:
+        if kind != "plain":
+            extender.ensure(serial=kind == "serial")
+            before = bind_steps(extender.port)
+        result = await one_phase(client, kind, count, args.timeout)
+        if kind != "plain":
+            result["bind_steps"] = step_means(before, bind_steps(extender.port))
+        return result
+
     try:
         # A warm-up of each kind (connections, caches, the extender's first plans): not counted.
-        for kind in KINDS:
-            await one_phase(client, kind, min(20, args.pods), args.timeout)
+        for kind in kinds:
+            await phase(kind, min(20, args.pods))
         for round_ in range(args.rounds):
-            order = KINDS if round_ % 2 == 0 else tuple(reversed(KINDS))
+            order = kinds if round_ % 2 == 0 else tuple(reversed(kinds))
             for kind in order:
-                result = await one_phase(client, kind, args.pods, args.timeout)
+                result = await phase(kind, args.pods)
                 result["round"] = round_
                 print(json.dumps(result), file=sys.stderr, flush=True)
                 results.append(result)
@@ -213,6 +281,11 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=300, help="pods per kind per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policy", default="gpupool")
+    parser.add_argument(
+        "--serial-too",
+        action="store_true",
+        help="also measure the extender with --serial-bind (bind as it was), in the same run",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase")
     parser.add_argument(
         "--extender-timeout",
@@ -221,6 +294,7 @@ def main() -> None:
         help="kube-scheduler's httpTimeout for the extender, seconds (default: the dev cluster's)",
     )
     args = parser.parse_args()
+    kinds = KINDS + (("serial",) if args.serial_too else ())
 
     port = free_port()
     spec = ClusterSpec(
@@ -232,25 +306,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpupool-sched-bench-") as tmp:
         cluster = DevCluster(Path(tmp) / "cluster")
         state = cluster.up(spec, die_with_parent=True)
-        extender = None
+        extender = Extender(cluster, state.kubeconfig, port, args.policy)
         try:
-            extender = start_extender(cluster, state.kubeconfig, port, args.policy)
-            results = asyncio.run(measure(state.kubeconfig, args))
+            results = asyncio.run(measure(state.kubeconfig, args, extender, kinds))
         finally:
-            if extender is not None:
-                processes.stop(extender)
+            extender.stop()
             cluster.down()
 
     rates: dict[str, list[float]] = {
         kind: [r["pods_per_s"] for r in results if r["kind"] == kind and "pods_per_s" in r]
-        for kind in KINDS
+        for kind in kinds
     }
     medians = {k: round(statistics.median(v), 1) if v else None for k, v in rates.items()}
-    ratio = (
-        round(medians["extender"] / medians["plain"], 3)
-        if medians["extender"] and medians["plain"]
-        else None
-    )
+
+    def to_plain(kind: str) -> float | None:
+        top, bottom = medians.get(kind), medians["plain"]
+        return round(top / bottom, 3) if top and bottom else None
+
+    ratio = to_plain("extender")
     print(
         json.dumps(
             {
@@ -268,6 +341,7 @@ def main() -> None:
                 "pods_per_s": rates,
                 "median_pods_per_s": medians,
                 "ratio_extender_to_plain": ratio,
+                **({"ratio_serial_to_plain": to_plain("serial")} if args.serial_too else {}),
                 "target_ratio": 0.7,
                 "target_met": ratio is not None and ratio >= 0.7,
                 "phases": results,

@@ -18,7 +18,7 @@ from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
 from gpupool.adapters.extender_http.leader import LeaderElector
 from gpupool.adapters.extender_http.server import Metrics, make_app
-from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.service import BIND_WAIT_S, MAX_BINDS, Extender
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.placement.policies import POLICIES
@@ -55,6 +55,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--leader-namespace", default="gpupool-system")
     parser.add_argument("--leader-name", default="gpupool-extender")
     parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument("--max-binds", type=int, default=MAX_BINDS, help="binds in flight at once")
+    parser.add_argument(
+        "--bind-wait-seconds",
+        type=float,
+        default=BIND_WAIT_S,
+        help="a bind that cannot start within this is refused (keep it under kube-scheduler's "
+        "extender httpTimeout)",
+    )
+    parser.add_argument(
+        "--serial-bind",
+        action="store_true",
+        help="one bind at a time, re-listing the node every time (the old path, for benchmarks)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 
@@ -67,7 +80,14 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     cache = ClusterCache()
     metrics = Metrics()
     informer = Informer(client, cache, resync_s=args.resync_seconds, on_drift=metrics.record_drift)
-    extender = Extender(cache, LightkubeExtenderApi(client), policy=args.policy)
+    extender = Extender(
+        cache,
+        LightkubeExtenderApi(client),
+        policy=args.policy,
+        max_binds=args.max_binds,
+        bind_wait_s=args.bind_wait_seconds,
+        serial_bind=args.serial_bind,
+    )
     elector = (
         LeaderElector(client, args.leader_namespace, args.leader_name, args.identity)
         if args.leader_elect

@@ -59,9 +59,18 @@ class LightkubeExtenderApi:
             Pod, name, {"metadata": {"annotations": annotations}}, namespace=namespace
         )
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        # The API server copies a Binding's annotations onto the pod in the same write that sets
+        # its nodeName: the allocation and the placement land together or not at all.
         binding = Binding(
-            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid),
+            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid, annotations=annotations),
             target=ObjectReference(apiVersion="v1", kind="Node", name=node),
         )
         # POST .../bindings answers a Status, not a Binding: send it without decoding the reply

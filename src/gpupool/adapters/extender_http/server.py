@@ -62,6 +62,14 @@ class Metrics:
             registry=r,
         )
         self.binds = Counter("gpupool_extender_binds", "Bind results", ["outcome"], registry=r)
+        self.bind_steps = Histogram(
+            "gpupool_extender_bind_step_seconds",
+            "Time of each step of bind (wait: for a bind slot; get_pod, list_leases, plan, "
+            "create_lease, binding)",
+            ["step"],
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            registry=r,
+        )
         self.drift = Counter(
             "gpupool_extender_cache_drift",
             "Objects a resync found different from the cache",
@@ -165,9 +173,15 @@ def make_app(
             return extender.prioritize_encoded(args)
         return extender.prioritize_json(args)
 
+    extender.on_step = lambda step, seconds: m.bind_steps.labels(step).observe(seconds)
+    leading = [False]
+
     async def run_bind(body: Any) -> Any:
         args = ExtenderBindingArgs.from_json(body)
-        if not is_leader():
+        if is_leader() and not leading[0]:
+            extender.forget_ledgers()  # newly leader: what another replica bound is not known
+        leading[0] = is_leader()
+        if not leading[0]:
             result = ExtenderBindingResult("this gpupool extender replica is not the leader")
         elif not ready():
             result = ExtenderBindingResult("gpupool extender cache is not synced yet")

@@ -19,9 +19,11 @@ The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +55,11 @@ from gpupool.placement.snapshot import ClusterSnapshot
 log = logging.getLogger(__name__)
 
 BIND_ROUNDS = 3
+MAX_BINDS = 64  # binds in flight at once (each holds API connections)
+BIND_WAIT_S = 2.0  # a bind that cannot start within this is refused, well inside kube-scheduler's
+# 5 s httpTimeout: refused, the pod is simply retried; timed out, the bind would run on unseen
+LEDGER_MAX_AGE_S = 10.0  # a node's ledger is re-listed from the API server at least this often
+POD_MEMO = 4096  # pods kept from filter for their bind
 ROWS_MEMO = 8  # node lists whose snapshot rows are kept (filter's list, prioritize's, ...)
 _SCORE_TAILS = tuple(f"{s}}}".encode() for s in range(MAX_EXTENDER_PRIORITY + 1))
 
@@ -78,7 +85,14 @@ class ExtenderApi(Protocol):
         self, namespace: str, name: str, annotations: dict[str, str]
     ) -> None: ...
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str) -> None: ...
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None: ...
 
 
 def default_workload() -> TargetWorkload:
@@ -128,6 +142,91 @@ def check_fit(node: Node, leases: Sequence[LeaseRecord], slices: Sequence[Slice]
     return None
 
 
+class KeyedLocks:
+    """One asyncio lock per key (a node, a pod uid), dropped when no one holds or awaits it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = (asyncio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._locks[key]
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class NodeLedger:
+    """What bind knows of one node's leases: its last consistent list from the API server plus
+    every lease this extender created there since, or is creating now.
+
+    Only the extender's bind creates leases, only the leader binds, and every bind on a node
+    passes through its ledger under the node's lock, so the ledger never lacks a lease that holds
+    capacity there: planning against it cannot double-book. It may hold more (a lease the
+    controller released since the list): a plan that fails against a trusted ledger re-lists
+    before giving up. A create whose outcome is unknown (an error other than AlreadyExists)
+    keeps its lease here and expires the ledger: the next bind re-lists."""
+
+    def __init__(self) -> None:
+        self._leases: dict[str, LeaseRecord] = {}
+        self._inflight: set[str] = set()
+        self._listed_at: float | None = None
+
+    def stale(self, max_age_s: float) -> bool:
+        return self._listed_at is None or time.monotonic() - self._listed_at >= max_age_s
+
+    def expire(self) -> None:
+        self._listed_at = None
+
+    def listing(self) -> frozenset[str]:
+        """Call just before sending a list: the creates in flight, which it may miss."""
+        return frozenset(self._inflight)
+
+    def refresh(self, listed: Sequence[LeaseRecord], inflight_then: frozenset[str]) -> None:
+        """Start again from a consistent list. A create in flight when the list was sent (it may
+        have finished since, outside the node's lock) or in flight now may be missing from it:
+        those are kept."""
+        pending = {k: self._leases[k] for k in inflight_then | self._inflight if k in self._leases}
+        self._leases = {x.key: x for x in listed}
+        for key, lease in pending.items():
+            self._leases.setdefault(key, lease)
+        self._listed_at = time.monotonic()
+
+    def leases(self) -> list[LeaseRecord]:
+        return list(self._leases.values())
+
+    def begin(self, lease: LeaseRecord) -> None:
+        self._leases[lease.key] = lease
+        self._inflight.add(lease.key)
+
+    def commit(self, lease: LeaseRecord) -> None:
+        self._inflight.discard(lease.key)
+        self._leases[lease.key] = lease
+
+    def abort(self, key: str, *, known: bool) -> None:
+        """The create failed: `known` the lease was not made (dropped); else it may have been."""
+        self._inflight.discard(key)
+        if known:
+            self._leases.pop(key, None)
+        else:
+            self.expire()
+
+    def discard(self, key: str) -> None:
+        self._inflight.discard(key)
+        self._leases.pop(key, None)
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     generation: int
@@ -147,6 +246,10 @@ class Extender:
         policy: str = "gpupool",
         workload: TargetWorkload | None = None,
         rows_memo: int = ROWS_MEMO,
+        max_binds: int = MAX_BINDS,
+        bind_wait_s: float = BIND_WAIT_S,
+        ledger_max_age_s: float = LEDGER_MAX_AGE_S,
+        serial_bind: bool = False,
     ) -> None:
         self.cache = cache
         self.api = api
@@ -157,7 +260,18 @@ class Extender:
         self._rows_memo: dict[tuple[int, tuple[str, ...]], np.ndarray] = {}
         self._rows_memo_size = rows_memo  # 0: no memo (the bench's "before")
         self._heads_memo: dict[tuple[str, ...], tuple[bytes, ...]] = {}
-        self._bind_lock = asyncio.Lock()
+        self.max_binds = max_binds
+        self.bind_wait_s = bind_wait_s
+        # serial_bind: one global lock, the node re-listed and the pod read at every bind, the
+        # annotation and the Binding as two writes (what bind did before; the bench's "before")
+        self.ledger_max_age_s = 0.0 if serial_bind else ledger_max_age_s
+        self._serial = asyncio.Lock() if serial_bind else None
+        self._slots = asyncio.Semaphore(max_binds)
+        self._pod_locks = KeyedLocks()
+        self._node_locks = KeyedLocks()
+        self._ledgers: dict[str, NodeLedger] = {}
+        self._pods: dict[str, Mapping[str, Any]] = {}
+        self.on_step: Callable[[str, float], None] | None = None  # bind step timings (metrics)
         self.planner(policy)  # an unknown default policy fails at start, not at the first pod
 
     def planner(self, policy: str) -> Planner:
@@ -207,6 +321,7 @@ class Extender:
 
     # ---- filter ------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
+        self.remember_pod(args.pod)
         try:
             plan = self._plan(args.pod)
         except GpupoolError as err:
@@ -284,83 +399,193 @@ class Extender:
         return [HostPriority(h["Host"], h["Score"]) for h in self.prioritize_json(args)]
 
     # ---- bind --------------------------------------------------------------------------------
+    def remember_pod(self, pod: Mapping[str, Any]) -> None:
+        """Keep the pod kube-scheduler sent with filter, by uid, for its bind (saves a GET)."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        if uid:
+            self._pods.pop(str(uid), None)
+            self._pods[str(uid)] = pod
+            if len(self._pods) > POD_MEMO:
+                self._pods.pop(next(iter(self._pods)))
+
+    def _timed(self, step: str, t0: float) -> float:
+        now = time.perf_counter()
+        if self.on_step is not None:
+            self.on_step(step, now - t0)
+        return now
+
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         if self.api is None:
             return ExtenderBindingResult("this extender has no API client; it cannot bind")
-        async with self._bind_lock:
+        if self._serial is not None:  # one bind at a time (the bench's "before")
+            async with self._serial:
+                return await self._bind(args, self.api)
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.bind_wait_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            return ExtenderBindingResult(
+                f"gpupool extender busy: {self.max_binds} binds in flight for over "
+                f"{self.bind_wait_s:g} s; pod {args.pod_namespace}/{args.pod_name} not bound"
+            )
+        try:
+            self._timed("wait", t0)
             return await self._bind(args, self.api)
+        finally:
+            self._slots.release()
 
     async def _bind(self, args: ExtenderBindingArgs, api: ExtenderApi) -> ExtenderBindingResult:
-        ns, name, node = args.pod_namespace, args.pod_name, args.node
-        pod = await api.get_pod(ns, name)
-        meta = pod.get("metadata") or {}
-        if meta.get("uid") != args.pod_uid:
-            return ExtenderBindingResult(
-                f"pod {ns}/{name} has uid {meta.get('uid')}, not {args.pod_uid}: it was replaced"
-            )
-        req = request_from_pod(pod)
-        if not req.wants_gpu:
-            return ExtenderBindingResult(f"pod {ns}/{name} asks for no gpupool GPU")
-        bound_to = (pod.get("spec") or {}).get("nodeName")
-        lease: LeaseRecord | None = None
-        for _ in range(BIND_ROUNDS):
-            fresh = await api.leases_on_node(node)
-            self._fold(node, fresh)
-            mine = [x for x in fresh if x.pod.uid == args.pod_uid and x.holds_capacity]
-            if mine:
-                lease = mine[0]  # a retried bind: the reservation already stands
-                break
-            if bound_to:
-                return ExtenderBindingResult(f"pod {ns}/{name} is already bound to {bound_to}")
-            planned = self._reserve_plan(req, pod, node, fresh)
-            if isinstance(planned, str):
-                return ExtenderBindingResult(planned)
+        ns, name, node, uid = args.pod_namespace, args.pod_name, args.node, args.pod_uid
+        async with self._pod_locks.hold(uid):
+            t = time.perf_counter()
+            pod = self._pods.pop(uid, None) if self._serial is None else None
+            fresh_pod = pod is None
+            if pod is None:
+                pod = await api.get_pod(ns, name)
+                t = self._timed("get_pod", t)
+            meta = pod.get("metadata") or {}
+            if meta.get("uid") != uid:
+                return ExtenderBindingResult(
+                    f"pod {ns}/{name} has uid {meta.get('uid')}, not {uid}: it was replaced"
+                )
+            req = request_from_pod(pod)
+            if not req.wants_gpu:
+                return ExtenderBindingResult(f"pod {ns}/{name} asks for no gpupool GPU")
+            # Only a pod read just now can say it is bound; the filter's copy was not (a bind that
+            # landed since fails its Binding, and `_bound_anyway` reads the pod then).
+            bound_to = (pod.get("spec") or {}).get("nodeName") if fresh_pod else None
+            reserved = await self._reserve(args, api, pod, req, bound_to)
+            if isinstance(reserved, str):
+                return ExtenderBindingResult(reserved)
+            lease, created = reserved
+            t = time.perf_counter()
+            annotations = {ANN_ALLOCATION: allocation_annotation_of(lease), ANN_LEASE: lease.key}
+            try:
+                if bound_to:  # a retried bind whose Binding landed: only the annotation is owed
+                    await api.annotate_pod(ns, name, annotations)
+                elif self._serial is not None:  # the old sequence: annotate, then bind
+                    await api.annotate_pod(ns, name, annotations)
+                    await api.bind_pod(ns, name, uid, node)
+                else:  # the Binding's annotations land on the pod with its nodeName, atomically
+                    await api.bind_pod(ns, name, uid, node, annotations)
+                self._timed("binding", t)
+            except Exception as err:
+                log.warning(
+                    "bind %s/%s to %s failed after the reservation: %s", ns, name, node, err
+                )
+                if await self._bound_anyway(api, ns, name, uid, node):
+                    if created and not bound_to:  # our Binding lost; an earlier one won: annotate
+                        with contextlib.suppress(Exception):
+                            await api.annotate_pod(ns, name, annotations)
+                    return ExtenderBindingResult()  # the Binding landed; only its reply was lost
+                try:
+                    await api.delete_lease(lease.namespace, lease.name)
+                finally:
+                    self.cache.delete_lease(lease.key)
+                    self._ledger(node).discard(lease.key)
+                return ExtenderBindingResult(f"bind {ns}/{name} to {node} failed: {err}")
+            return ExtenderBindingResult()
+
+    async def _reserve(
+        self,
+        args: ExtenderBindingArgs,
+        api: ExtenderApi,
+        pod: Mapping[str, Any],
+        req: Request,
+        bound_to: str | None,
+    ) -> tuple[LeaseRecord, bool] | str:
+        """The pod's lease on the node: one it already holds (False) or one created now (True)."""
+        ns, name, node, uid = args.pod_namespace, args.pod_name, args.node, args.pod_uid
+        ledger = self._ledger(node)
+        for round_ in range(BIND_ROUNDS):
+            async with self._node_locks.hold(node):
+                t = time.perf_counter()
+                listed = bool(round_) or ledger.stale(self.ledger_max_age_s)
+                if listed:
+                    # A consistent list of the node, folded into the cache: the ledger starts
+                    # again from the API server's word (plus creates still in flight).
+                    inflight = ledger.listing()
+                    fresh = await api.leases_on_node(node)
+                    ledger.refresh(fresh, inflight)
+                    self._fold(node, ledger.leases())
+                    t = self._timed("list_leases", t)
+                known = ledger.leases()
+                mine = [x for x in known if x.pod.uid == uid and x.holds_capacity]
+                if mine:
+                    return mine[0], False  # a retried bind: the reservation already stands
+                if bound_to:
+                    return f"pod {ns}/{name} is already bound to {bound_to}"
+                planned = self._reserve_plan(req, pod, node, known)
+                if isinstance(planned, str):
+                    if not listed:
+                        continue  # maybe only a release the ledger has not seen: re-list, re-plan
+                    return planned
+                # Reserved in memory before the create: later binds on this node plan around it
+                # without waiting for the API server (the node lock is held only this long).
+                ledger.begin(planned)
+                self.cache.set_lease(planned)
+                self._timed("plan", t)
+            t = time.perf_counter()
             try:
                 lease = await api.create_lease(planned)
             except LeaseExists:
-                existing = await api.get_lease(ns, args.pod_uid)
-                if existing is not None and existing.node != node and existing.holds_capacity:
-                    if existing.phase not in (None, "Reserved"):
-                        return ExtenderBindingResult(
-                            f"pod {ns}/{name} already holds lease {existing.key} on {existing.node}"
-                        )
-                    # Reserved elsewhere for this pod, which is not bound (read above): what a bind
-                    # killed between the lease and the Binding leaves. Binds are serialised here
-                    # and only the leader binds, so none is in flight: free it and plan again;
-                    # kept, it would hold its card and refuse the pod every other node for good.
-                    log.warning(
-                        "pod %s/%s: releasing the stale reservation %s on %s to bind on %s",
-                        ns, name, existing.key, existing.node, node,
-                    )  # fmt: skip
-                    await api.delete_lease(existing.namespace, existing.name)
-                    self.cache.delete_lease(existing.key)
+                ledger.abort(planned.key, known=True)  # ours was not made; the pod's other is
+                self.cache.delete_lease(planned.key)
+                problem = await self._lease_exists(args, api, node)
+                if problem is not None:
+                    return problem
                 continue  # re-read the node and plan again
-            break
-        else:
-            return ExtenderBindingResult(f"could not reserve a slice on {node} after retries")
-        assert lease is not None
-        self.cache.set_lease(lease)
-        try:
-            await api.annotate_pod(
-                ns,
-                name,
-                {
-                    ANN_ALLOCATION: allocation_annotation_of(lease),
-                    ANN_LEASE: lease.key,
-                },
-            )
-            if not bound_to:
-                await api.bind_pod(ns, name, args.pod_uid, node)
-        except Exception as err:
-            log.warning("bind %s/%s to %s failed after the reservation: %s", ns, name, node, err)
-            if await self._bound_anyway(api, ns, name, args.pod_uid, node):
-                return ExtenderBindingResult()  # the Binding landed; only its reply was lost
-            try:
-                await api.delete_lease(lease.namespace, lease.name)
-            finally:
-                self.cache.delete_lease(lease.key)
-            return ExtenderBindingResult(f"bind {ns}/{name} to {node} failed: {err}")
-        return ExtenderBindingResult()
+            except BaseException:
+                ledger.abort(planned.key, known=False)  # it may exist: re-list before trusting
+                self.cache.delete_lease(planned.key)
+                raise
+            ledger.commit(lease)
+            self.cache.set_lease(lease)
+            self._timed("create_lease", t)
+            return lease, True
+        return f"could not reserve a slice on {node} after retries"
+
+    async def _lease_exists(
+        self, args: ExtenderBindingArgs, api: ExtenderApi, node: str
+    ) -> str | None:
+        """The create found the pod's lease already there: why bind stops, or None to re-plan."""
+        ns, name, uid = args.pod_namespace, args.pod_name, args.pod_uid
+        existing = await api.get_lease(ns, uid)
+        if existing is None or existing.node == node or not existing.holds_capacity:
+            return None
+        if existing.phase not in (None, "Reserved"):
+            return f"pod {ns}/{name} already holds lease {existing.key} on {existing.node}"
+        # Reserved elsewhere: a bind killed between the lease and the Binding leaves that, and so
+        # does a bind that outlived kube-scheduler's timeout and landed. Only a fresh read of the
+        # pod tells them apart; binds of one pod are serialised here and only the leader binds,
+        # so an unbound pod has no bind in flight: free it and plan again; kept, it would hold its
+        # card and refuse the pod every other node for good.
+        pod = await api.get_pod(ns, name)
+        bound_to = (pod.get("spec") or {}).get("nodeName")
+        if (pod.get("metadata") or {}).get("uid") != uid:
+            return f"pod {ns}/{name} was replaced"
+        if bound_to:
+            return f"pod {ns}/{name} is already bound to {bound_to}"
+        log.warning(
+            "pod %s/%s: releasing the stale reservation %s on %s to bind on %s",
+            ns, name, existing.key, existing.node, node,
+        )  # fmt: skip
+        await api.delete_lease(existing.namespace, existing.name)
+        self.cache.delete_lease(existing.key)
+        self._ledger(existing.node).discard(existing.key)
+        return None
+
+    def _ledger(self, node: str) -> NodeLedger:
+        ledger = self._ledgers.get(node)
+        if ledger is None:
+            ledger = self._ledgers[node] = NodeLedger()
+        return ledger
+
+    def forget_ledgers(self) -> None:
+        """Trust nothing known about leases: each node's next bind re-lists it (a new leader)."""
+        for ledger in self._ledgers.values():
+            ledger.expire()
 
     @staticmethod
     async def _bound_anyway(api: ExtenderApi, ns: str, name: str, uid: str, node: str) -> bool:
