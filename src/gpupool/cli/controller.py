@@ -14,6 +14,7 @@ from typing import Any
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.controllers.admission import AdmissionReconciler
+from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
 from gpupool.controllers.node_health import NodeHealthReconciler
@@ -51,6 +52,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=3600.0,
         metavar="SECONDS",
         help="how long an ended GpuLease is kept before it is deleted (default: 3600)",
+    )
+    parser.add_argument(
+        "--reserved-timeout",
+        type=float,
+        default=RESERVED_TIMEOUT_S,
+        metavar="SECONDS",
+        help="a GpuLease still Reserved this long after it was made, its pod bound to no node, "
+        f"is deleted (default: {RESERVED_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--suspect-after",
@@ -91,7 +100,12 @@ def run(args: argparse.Namespace) -> int:
         client = async_client(args.kubeconfig, field_manager="gpupool-controller")
         api = ClusterApi(client)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
-        leases = LeaseReconciler(api, time.time, retention_s=args.lease_retention)
+        leases = LeaseReconciler(
+            api,
+            time.time,
+            retention_s=args.lease_retention,
+            reserved_timeout_s=args.reserved_timeout,
+        )
         nodes = NodeHealthReconciler(
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
         )

@@ -7,7 +7,12 @@ For each GpuLease (phases Reserved → Bound → Active → Released | Expired |
 - its expiry has passed: Expired (metered to the expiry);
 - its pod is bound to a node: Bound; running: Active;
 - ended longer than `retention_s` ago: deleted (garbage collection), after its GiB-hours have
-  counted in the budget window it belongs to.
+  counted in the budget window it belongs to;
+- still Reserved `reserved_timeout_s` after it was made, its pod alive but bound to no node: a
+  stale reservation (a bind that never reached its Binding, or whose pod kube-scheduler placed
+  elsewhere): swept, i.e. deleted once a fresh read of the pod confirms it is still unbound.
+  Deleted, not Released: the lease is named after the pod uid, so an ended one would stop the
+  pod's next bind from creating its lease; the pod never ran on it, so nothing is metered.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from gpupool.domain.units import GiB
 
 LIVE = ("Reserved", "Bound", "Active")
 ENDED = ("Released", "Expired", "Lost", "Reclaimed")
+# Far beyond any bind (the extender refuses a bind it cannot start within seconds, and
+# kube-scheduler gives one up after its httpTimeout), so a bind in flight is never swept.
+RESERVED_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,7 @@ class LeasePlan:
     moves: tuple[Move, ...]
     collect: tuple[Collect, ...]
     unsure: tuple[LeaseView, ...]  # pod not in the snapshot: look it up before releasing
+    sweep: tuple[LeaseView, ...] = ()  # stale reservations: delete if the pod is still unbound
 
 
 def plan_leases(
@@ -98,12 +107,15 @@ def plan_leases(
     now: float,
     *,
     retention_s: float = 3600.0,
+    reserved_timeout_s: float | None = RESERVED_TIMEOUT_S,
     known_gone: frozenset[str] = frozenset(),
 ) -> LeasePlan:
-    """`known_gone`: pod uids confirmed absent by a direct lookup."""
+    """`known_gone`: pod uids confirmed absent by a direct lookup; `reserved_timeout_s`: None
+    never sweeps."""
     moves: list[Move] = []
     collect: list[Collect] = []
     unsure: list[LeaseView] = []
+    sweep: list[LeaseView] = []
     for lease in leases:
         if lease.phase in ENDED:
             if (lease.end or lease.start) + retention_s <= now:
@@ -136,4 +148,12 @@ def plan_leases(
             moves.append(Move(lease, "Active", "PodRunning", f"pod {pod.key} runs"))
         elif pod.node and lease.phase == "Reserved":
             moves.append(Move(lease, "Bound", "PodBound", f"pod {pod.key} is bound to {pod.node}"))
-    return LeasePlan(tuple(moves), tuple(collect), tuple(unsure))
+        elif (
+            not pod.node
+            and lease.phase == "Reserved"
+            and not pod.deleting
+            and reserved_timeout_s is not None
+            and lease.start + reserved_timeout_s <= now
+        ):
+            sweep.append(lease)
+    return LeasePlan(tuple(moves), tuple(collect), tuple(unsure), tuple(sweep))

@@ -68,3 +68,39 @@ def test_expiry_and_collection() -> None:
     ended = lease("Released", end=T0 + 10)
     assert plan_leases([ended], {}, T0 + 100, retention_s=3600).collect == ()
     assert len(plan_leases([ended], {}, T0 + 3611, retention_s=3600).collect) == 1
+
+
+def test_a_reservation_whose_pod_stays_unbound_is_swept_after_the_timeout() -> None:
+    """A bind that never reached its Binding leaves a Reserved lease for a pod bound nowhere: it
+    would hold its card for as long as the pod lives."""
+    waiting = {"uid-p": pod("Pending", node=None)}
+    early = plan_leases([lease()], waiting, T0 + 119, reserved_timeout_s=120)
+    assert early.sweep == () and early.moves == ()
+    late = plan_leases([lease()], waiting, T0 + 120, reserved_timeout_s=120)
+    assert [x.key for x in late.sweep] == ["ns/uid-p"] and late.moves == ()
+    assert plan_leases([lease()], waiting, T0 + 10**6, reserved_timeout_s=None).sweep == ()
+
+
+def test_only_a_reserved_lease_of_a_live_unbound_pod_is_swept() -> None:
+    late = T0 + 3600
+    bound = plan_leases([lease()], {"uid-p": pod("Pending")}, late, reserved_timeout_s=120)
+    assert bound.sweep == () and bound.moves[0].phase == "Bound"
+    # Bound or Active: the pod was placed on it; the pod's own fate decides
+    for phase in ("Bound", "Active"):
+        held = plan_leases([lease(phase)], {"uid-p": pod("Pending", node=None)}, late)
+        assert held.sweep == ()
+    # the pod gone: released and metered through `unsure`, not swept
+    gone = plan_leases([lease()], {}, late, reserved_timeout_s=120)
+    assert gone.sweep == () and len(gone.unsure) == 1
+    # the pod being deleted keeps its lease until it is gone
+    deleting = read_pod(
+        {
+            "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p",
+                         "deletionTimestamp": format_time(late),
+                         "labels": {"gpupool.io/tenant": "alpha"}},
+            "spec": {"containers": []},
+            "status": {"phase": "Pending"},
+        }
+    )  # fmt: skip
+    assert deleting.deleting
+    assert plan_leases([lease()], {"uid-p": deleting}, late, reserved_timeout_s=120).sweep == ()
