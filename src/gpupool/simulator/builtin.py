@@ -17,43 +17,28 @@ from gpupool.simulator.scenario import Scenario
 SEED = 2026
 
 
+# (name prefix, nodes, cores, host memory GiB, GPUs per node, model, NVLink, NUMA nodes)
+POOL = (
+    ("a100", 12, 96, 1024, 8, "A100-80GB", True, 2),
+    ("h800", 6, 128, 2048, 8, "H800", True, 2),
+    ("rtx3090", 10, 32, 256, 4, "RTX-3090", False, 1),
+)
+
+
 def builtin_nodes() -> list[Node]:
-    nodes: list[Node] = []
-    for i in range(12):
-        nodes.append(
-            uniform_node(
-                f"a100-{i}",
-                cpu_milli=96_000,
-                memory_mib=1024 * 1024,
-                gpu_count=8,
-                model="A100-80GB",
-                nvlink=True,
-                numa_nodes=2,
-            )
+    return [
+        uniform_node(
+            f"{prefix}-{i}",
+            cpu_milli=cores * 1000,
+            memory_mib=memory_gib * 1024,
+            gpu_count=gpus,
+            model=model,
+            nvlink=nvlink,
+            numa_nodes=numa,
         )
-    for i in range(6):
-        nodes.append(
-            uniform_node(
-                f"h800-{i}",
-                cpu_milli=128_000,
-                memory_mib=2048 * 1024,
-                gpu_count=8,
-                model="H800",
-                nvlink=True,
-                numa_nodes=2,
-            )
-        )
-    for i in range(10):
-        nodes.append(
-            uniform_node(
-                f"rtx3090-{i}",
-                cpu_milli=32_000,
-                memory_mib=256 * 1024,
-                gpu_count=4,
-                model="RTX-3090",
-            )
-        )
-    return nodes
+        for prefix, count, cores, memory_gib, gpus, model, nvlink, numa in POOL
+        for i in range(count)
+    ]
 
 
 def builtin_requests(seed: int = SEED) -> list[Request]:
