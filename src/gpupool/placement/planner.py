@@ -68,6 +68,9 @@ class Planner:
         else:
             ctx = PlanContext(snap, req, feas, np.array([i], dtype=np.int64))
             cards = tuple(int(c) for c in ctx.cards[0])
+            if req.is_share:
+                chosen = self.policy.slice_card(ctx, np.flatnonzero(feas.card_fit[i]))
+                cards = cards if chosen is None else (chosen,)
         mem = tuple(int(feas.demand.mem[i, c]) for c in cards)
         compute = tuple(MILLI if req.whole_cards else feas.demand.compute for _ in cards)
         offsets = tuple(int(snap.gmem_total[i, c] - snap.gmem_free[i, c]) for c in cards)

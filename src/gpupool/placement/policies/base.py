@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpupool.placement.context import PlanContext
+from gpupool.placement.snapshot import IntArray
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -20,6 +21,10 @@ class Policy(ABC):
     @abstractmethod
     def score(self, ctx: PlanContext) -> FloatArray:
         """One score per candidate row of `ctx` (same order)."""
+
+    def slice_card(self, ctx: PlanContext, fitting: IntArray) -> int | None:
+        """The card for a slice on the chosen node, among `fitting` slots; None: best fit."""
+        return None
 
 
 def gpu_free_total(share: npt.NDArray[np.int64]) -> FloatArray:

@@ -9,7 +9,7 @@ import numpy as np
 from gpupool.domain.requests import MILLI
 from gpupool.placement.context import PlanContext
 from gpupool.placement.policies.base import FloatArray, Policy, gpu_free_total
-from gpupool.placement.snapshot import KINDS, request_kind
+from gpupool.placement.snapshot import KINDS, IntArray, request_kind
 
 MAX_SPEC_CPU = 128_000.0  # the paper simulator's normalisation constants
 MAX_SPEC_GPU = 8_000.0
@@ -24,6 +24,10 @@ class RandomPolicy(Policy):
 
     def score(self, ctx: PlanContext) -> FloatArray:
         return self.rng.random(len(ctx.rows))
+
+    def slice_card(self, ctx: PlanContext, fitting: IntArray) -> int | None:
+        # Random all the way down, as the paper's Random baseline picks the GPU at random too.
+        return int(self.rng.choice(fitting))
 
 
 def _used_fraction_after(ctx: PlanContext) -> FloatArray:
