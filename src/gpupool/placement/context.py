@@ -50,7 +50,3 @@ class PlanContext:
         total = np.maximum(snap.gmem_total[rows[:, None], cards], 1)
         share[b, cards] = np.minimum(comp, mem * MILLI // total)
         return share
-
-    @cached_property
-    def gpu_request_milli(self) -> int:
-        return self.req.gpu_request_milli
