@@ -246,16 +246,6 @@ def _pods(chaos: Chaos) -> list[dict[str, Any]]:
     return items
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known bug, open in issue 5: run inside the whole suite (not alone) the churn sometimes "
-        "does not converge — 2-GPU pods stay Pending because the extender's cache sees fewer whole "
-        "free cards than the leases account for (seen twice on 2026-11-29: 11-13 of 16 cards "
-        "leased, 0-1 whole free). No over-commit or lost lease was seen; the churn-time "
-        "invariants still hold. Root cause not found yet."
-    ),
-)
 def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
     rng = random.Random(SEED)
     api, ns = chaos.api, chaos.namespace
@@ -452,3 +442,66 @@ def test_reservation_left_by_a_bind_killed_before_the_binding_does_not_strand_th
     assert result is not None, str(read_cluster(api.get, ns))
     assert {node for node, _ in result.leased} == {"gpu-node-1"}, str(result)
     assert sum(result.leased.values()) == 12 * GiB
+
+
+def test_a_pod_refused_before_a_release_lands_once_the_lease_is_released(chaos: Chaos) -> None:
+    """kube-scheduler retries a refused pod on the cluster events it watches (pods, nodes), not
+    on GpuLeases. A 2-GPU pod refused on a full node, and again while the controller is down
+    after the pod whose lease holds two cards is deleted: when the controller comes back and
+    releases that lease, nothing kube-scheduler watches changes. The extender's requeue must send
+    the pod back to the queue (without it the pod waited for the queue's 5-minute flush: the
+    chaos test's stuck pods)."""
+    for component in chaos.components.values():
+        if not component.running():
+            component.start()
+    assert poll_until(lambda: _healthy(chaos.health_url), timeout_s=90), chaos.log_tails()
+    api = chaos.api
+    ns = f"requeue-{SEED}"
+    api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": ns, "labels": {"gpupool.io/e2e-chaos": f"{SEED}"}}},
+    )  # fmt: skip
+    path = f"/api/v1/namespaces/{ns}/pods"
+    limits = {"gpupool.io/gpu": "2", "gpupool.io/gpu-memory": "8Gi"}
+
+    def pod(name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "nodeSelector": {"kubernetes.io/hostname": "gpu-node-0"},
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
+            },
+        }
+
+    def running(name: str) -> bool:
+        got = api.get(f"{path}/{name}")
+        return bool(got["spec"].get("nodeName")) and got["status"].get("phase") == "Running"
+
+    pairs = CARDS // 2  # gpu-node-0 full (the other tests leave pods on gpu-node-1 only)
+    for i in range(pairs):
+        api.create(path, pod(f"full-{i}"))
+    assert poll_until(lambda: all(running(f"full-{i}") for i in range(pairs)), timeout_s=60)
+    api.create(path, pod("waiter"))
+
+    def refused() -> bool:
+        events = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+        return any("whole free" in e.get("message", "") for e in events)
+
+    assert poll_until(refused, timeout_s=30, interval_s=0.5), "the waiter was never refused"
+    chaos.controller.kill()
+    api.request(
+        "DELETE", f"{path}/full-0", {"apiVersion": "v1", "kind": "DeleteOptions",
+                                     "gracePeriodSeconds": 0},
+    )  # fmt: skip
+    time.sleep(4)  # kube-scheduler retries the waiter now: full-0's lease still holds its cards
+    chaos.controller.start()
+    landed = poll_until(lambda: running("waiter"), timeout_s=45, interval_s=0.5)
+    events = api.get(f"/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name%3Dwaiter")
+    assert landed, ([e["message"] for e in events["items"]][-3:], str(read_cluster(api.get, ns)))
+    for i in range(1, pairs):
+        api.request("DELETE", f"{path}/full-{i}", None)
+    api.request("DELETE", f"{path}/waiter", None)

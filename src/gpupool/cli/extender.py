@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,18 +94,24 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         if args.leader_elect
         else None
     )
+    leading: Callable[[], bool] = elector.is_leader if elector else (lambda: True)
     app = make_app(
         extender,
         metrics=metrics,
         ready=informer.ready.is_set,
-        is_leader=(elector.is_leader if elector else (lambda: True)),
+        is_leader=leading,
     )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)
     await site.start()
     log.info("extender listening on http://%s:%d (policy %s)", args.host, args.port, args.policy)
-    tasks = [asyncio.ensure_future(informer.run(stop))]
+    tasks = [
+        asyncio.ensure_future(informer.run(stop)),
+        asyncio.ensure_future(
+            extender.requeue_loop(stop, lambda: informer.ready.is_set() and leading())
+        ),
+    ]
     if elector is not None:
         tasks.append(asyncio.ensure_future(elector.run(stop)))
     try:

@@ -14,6 +14,14 @@ Bind, in order (each bind holds one lock, so one extender never interleaves two)
    if either fails the lease is deleted again.
 The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitted` annotation
 (written by the admission queue with the gate's removal), so reclaim can find borrowed leases.
+
+Requeue: kube-scheduler parks a pod that filter refused on every node until a cluster event it
+watches (a pod, a node) may change that; leases and GpuNodes are not such events. A lease the
+controller releases after the pod's last attempt would leave the pod waiting for the queue's
+periodic flush (5 minutes by default) while its cards stand free. So filter remembers the pods it
+refused everywhere, and `requeue_refused` (run every second by the leader) annotates each one
+that now fits some node in the cache (`gpupool.io/requeue`): that pod update sends it back to
+kube-scheduler's queue, and its next filter reads the cache that found the room.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from gpupool.adapters.kubernetes import ANN_ALLOCATION, ANN_LEASE, ANN_POLICY
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.adapters.kubernetes.pod import allocation_annotation, request_from_pod
 from gpupool.adapters.wire.admitted import read_admitted
+from gpupool.adapters.wire.names import ANN_REQUEUE
 from gpupool.domain.allocations import Allocation, Slice
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError, InvalidRequest
@@ -60,6 +69,8 @@ BIND_WAIT_S = 2.0  # a bind that cannot start within this is refused, well insid
 # 5 s httpTimeout: refused, the pod is simply retried; timed out, the bind would run on unseen
 LEDGER_MAX_AGE_S = 10.0  # a node's ledger is re-listed from the API server at least this often
 POD_MEMO = 4096  # pods kept from filter for their bind
+REFUSED_MAX = 256  # pods refused everywhere kept for requeue_refused (beyond: the queue's flush)
+REQUEUE_PERIOD_S = 1.0
 ROWS_MEMO = 8  # node lists whose snapshot rows are kept (filter's list, prioritize's, ...)
 _SCORE_TAILS = tuple(f"{s}}}".encode() for s in range(MAX_EXTENDER_PRIORITY + 1))
 
@@ -271,6 +282,9 @@ class Extender:
         self._node_locks = KeyedLocks()
         self._ledgers: dict[str, NodeLedger] = {}
         self._pods: dict[str, Mapping[str, Any]] = {}
+        # uid → the pod filter found no node for, and the nodes kube-scheduler offered it
+        self._refused: dict[str, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
+        self._refused_seen = -1  # the cache generation requeue_refused last looked at
         self.on_step: Callable[[str, float], None] | None = None  # bind step timings (metrics)
         self.planner(policy)  # an unknown default policy fails at start, not at the first pod
 
@@ -347,11 +361,75 @@ class Extender:
                 unresolvable[name] = explain(snap, plan.request, plan.feas, i)
             else:
                 failed[name] = explain(snap, plan.request, plan.feas, i)
+        self._note_refused(args.pod, names, refused=not passing)
         return ExtenderFilterResult(
             node_names=tuple(passing) if passing else None,
             failed_nodes=failed,
             failed_and_unresolvable=unresolvable,
         )
+
+    # ---- requeue -----------------------------------------------------------------------------
+    def _note_refused(
+        self, pod: Mapping[str, Any], names: tuple[str, ...], *, refused: bool
+    ) -> None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        self._refused.pop(str(uid), None)
+        if refused:
+            self._refused[str(uid)] = (pod, names)
+            if len(self._refused) > REFUSED_MAX:
+                self._refused.pop(next(iter(self._refused)))
+
+    def refused_that_fit(self) -> list[Mapping[str, Any]]:
+        """The pods filter refused on every node that one of those nodes now takes (forgotten
+        here: each is nudged once; refused again, filter notes it again). Only after the cache
+        changed since the last call."""
+        if self.cache.generation == self._refused_seen:
+            return []
+        self._refused_seen = self.cache.generation
+        snap = self.cache.snapshot()
+        out = []
+        for uid, (pod, names) in list(self._refused.items()):
+            try:
+                plan = self._plan(pod)
+            except GpupoolError:
+                del self._refused[uid]
+                continue
+            rows = self._rows(snap, names)
+            rows = rows[rows >= 0]
+            if bool((plan.feas.reason[rows] == Reason.FITS).any()):
+                del self._refused[uid]
+                out.append(pod)
+        return out
+
+    async def requeue_refused(self) -> int:
+        """Annotate every refused pod that now fits (see the module docstring); how many."""
+        if self.api is None:
+            return 0
+        done = 0
+        for pod in self.refused_that_fit():
+            meta = pod.get("metadata") or {}
+            ns, name = str(meta.get("namespace")), str(meta.get("name"))
+            try:
+                await self.api.annotate_pod(ns, name, {ANN_REQUEUE: str(self.cache.generation)})
+            except Exception as err:  # gone since, or the API server unreachable: the queue's
+                log.info("could not requeue pod %s/%s: %s", ns, name, err)  # flush remains
+            else:
+                done += 1
+        return done
+
+    async def requeue_loop(self, stop: asyncio.Event, leading: Callable[[], bool]) -> None:
+        """`requeue_refused` every REQUEUE_PERIOD_S while `leading()`, until `stop` is set."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=REQUEUE_PERIOD_S)
+            if stop.is_set() or not leading():
+                continue
+            try:
+                await self.requeue_refused()
+            except Exception:
+                log.exception("requeue of refused pods failed; retrying")
 
     # ---- prioritize --------------------------------------------------------------------------
     def _scores(self, args: ExtenderArgs) -> list[int]:

@@ -37,6 +37,7 @@ ANN_QUEUED_AT = "gpupool.io/queued-at"  # the webhook: submit time, RFC 3339 wit
 ANN_QUEUE = "gpupool.io/queue"  # the controller: "position 2 of 5: <reason>" while gated
 ANN_ADMITTED = "gpupool.io/admitted"  # the controller: JSON {at, borrowed, preemptible, reason}
 ANN_RECLAIM_NOTICE = "gpupool.io/reclaim-notice"  # the controller: JSON {at, evictAt, claimant}
+ANN_REQUEUE = "gpupool.io/requeue"  # the extender: touched so kube-scheduler retries the pod
 SYSTEM_ANNOTATIONS = (
     ANN_ALLOCATION,
     ANN_LEASE,
@@ -44,6 +45,7 @@ SYSTEM_ANNOTATIONS = (
     ANN_QUEUE,
     ANN_ADMITTED,
     ANN_RECLAIM_NOTICE,
+    ANN_REQUEUE,
 )
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)
