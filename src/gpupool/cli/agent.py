@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from gpupool.adapters.device_plugin.server import (
 )
 from gpupool.adapters.device_plugin.sources import UnwiredAllocationSource
 from gpupool.adapters.nvml import FakeInventory, NvmlInventory
+from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.controllers.node_agent import DEFAULT_HEARTBEAT_S, NodeAgent
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
@@ -207,15 +207,10 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"gpupool agent: error: {problem}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args.log_level)
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await run_agent(args, stop)
 
     try:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import signal
 import sys
 import time
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
+from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.controllers.admission import AdmissionReconciler
 from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases import LeaseReconciler
@@ -87,16 +86,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    logging.basicConfig(
-        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         client = async_client(args.kubeconfig, field_manager="gpupool-controller")
         api = ClusterApi(client)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))

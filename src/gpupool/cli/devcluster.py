@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.binaries import default_bin_dir
 from gpupool.devcluster.cluster import ClusterState, GpupoolSpec, Ports, default_state_dir
@@ -308,16 +308,10 @@ def _heartbeat(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         print("gpupool dev-cluster heartbeat: error: --interval must be positive", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await run_heartbeats(args.kubeconfig, stop, interval_s=args.interval)
 
     asyncio.run(main())

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from gpupool.adapters.extender_http.server import Metrics, make_app
 from gpupool.adapters.extender_http.service import BIND_WAIT_S, MAX_BINDS, Extender
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
+from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.placement.policies import POLICIES
 
 log = logging.getLogger("gpupool.extender")
@@ -126,18 +126,10 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    configure_logging(args.log_level)
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await serve(args, stop)
 
     asyncio.run(main())

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import yaml
 from gpupool.adapters.webhook import register as registration
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.adapters.webhook.runner import WebhookConfig, run_webhook
+from gpupool.cli.daemon import configure_logging, stop_on_signals
 
 
 def _label(text: str) -> tuple[str, str]:
@@ -123,17 +122,11 @@ def _config(args: argparse.Namespace) -> WebhookConfig:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=str(args.log_level).upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("httpx2").setLevel(logging.WARNING)  # one line per request otherwise
+    configure_logging(args.log_level)
     config = _config(args)
 
     async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         await run_webhook(config, stop)
 
     asyncio.run(main())
