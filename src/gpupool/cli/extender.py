@@ -56,6 +56,19 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--leader-namespace", default="gpupool-system")
     parser.add_argument("--leader-name", default="gpupool-extender")
     parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument(
+        "--leader-lease-seconds",
+        type=int,
+        default=15,
+        help="a silent leader's lease is taken over after this",
+    )
+    parser.add_argument(
+        "--leader-renew-deadline-seconds",
+        type=float,
+        default=10.0,
+        help="a leader that could not renew for this long stops binding (under the lease)",
+    )
+    parser.add_argument("--leader-retry-seconds", type=float, default=2.0)
     parser.add_argument("--max-binds", type=int, default=MAX_BINDS, help="binds in flight at once")
     parser.add_argument(
         "--bind-wait-seconds",
@@ -90,7 +103,16 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         serial_bind=args.serial_bind,
     )
     elector = (
-        LeaderElector(client, args.leader_namespace, args.leader_name, args.identity)
+        LeaderElector(
+            client,
+            args.leader_namespace,
+            args.leader_name,
+            args.identity,
+            lease_s=args.leader_lease_seconds,
+            renew_deadline_s=args.leader_renew_deadline_seconds,
+            retry_s=args.leader_retry_seconds,
+            on_elected=extender.forget_ledgers,  # what another leader bound is not known here
+        )
         if args.leader_elect
         else None
     )
@@ -120,9 +142,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await runner.cleanup()  # binds in flight finish before the lease is given up
         if elector is not None:
             await elector.release()
-        await runner.cleanup()
 
 
 def run(args: argparse.Namespace) -> int:

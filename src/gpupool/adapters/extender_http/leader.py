@@ -5,6 +5,11 @@ for `lease_s` by its own monotonic clock (no trust in other machines' clocks). E
 replace with the resourceVersion it read, so two candidates can never both win one round. A
 holder that fails to renew within `renew_deadline_s` stops calling itself leader before its lease
 could expire for others (renew deadline < lease duration), so two replicas never both bind.
+
+The holder's deadline runs from the start of the round that wrote the lease, not from the reply:
+the write lands on the API server after that start, so others count their `lease_s` from later
+than we count our `renew_deadline_s`, however slow the reply was. What a round does with the record
+it read is the pure `decide`.
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import enum
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
@@ -28,6 +36,36 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+class Step(enum.Enum):
+    FOLLOW = "follow"  # another replica holds a lease that has not expired: leave it
+    RENEW = "renew"  # the lease is ours: write it again
+    TAKE_OVER = "take_over"  # nobody holds it, it was released, or its holder went quiet
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """The lease record's resourceVersion and when, by our monotonic clock, it was first seen."""
+
+    rv: str | None
+    since: float
+
+
+def decide(
+    identity: str, holder: str | None, duration_s: float, rv: str | None, seen: Seen, now: float
+) -> tuple[Step, Seen]:
+    """What a candidate does with the record it read at `now`, and what it has seen since.
+
+    A record another replica holds expires `duration_s` after it last changed, by our clock: a
+    holder that renews changes its resourceVersion, and every change starts the count again."""
+    if rv != seen.rv:
+        seen = Seen(rv, now)
+    if holder == identity:
+        return Step.RENEW, seen
+    if holder and now - seen.since <= duration_s:
+        return Step.FOLLOW, seen
+    return Step.TAKE_OVER, seen
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -39,7 +77,11 @@ class LeaderElector:
         lease_s: int = 15,
         renew_deadline_s: float = 10.0,
         retry_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_elected: Callable[[], None] | None = None,
     ) -> None:
+        """`on_elected` is called (synchronously, before any caller can see `is_leader()` turn
+        true) each time this replica becomes leader again after not being leader."""
         if not renew_deadline_s < lease_s:
             raise ValueError("the renew deadline must be shorter than the lease duration")
         self.client = client
@@ -49,16 +91,23 @@ class LeaderElector:
         self.lease_s = lease_s
         self.renew_deadline_s = renew_deadline_s
         self.retry_s = retry_s
-        self._renewed_at: float | None = None  # monotonic time of our last successful write
-        self._observed: tuple[str | None, float] = (None, 0.0)  # (record rv, when it changed)
+        self.clock = clock
+        self.on_elected = on_elected
+        self._renewed_at: float | None = None  # start of the round of our last successful write
+        self._seen = Seen(None, 0.0)
 
     def is_leader(self) -> bool:
         return (
-            self._renewed_at is not None
-            and time.monotonic() - self._renewed_at < self.renew_deadline_s
+            self._renewed_at is not None and self.clock() - self._renewed_at < self.renew_deadline_s
         )
 
+    def _won(self, round_started: float) -> None:
+        if not self.is_leader() and self.on_elected is not None:
+            self.on_elected()
+        self._renewed_at = round_started
+
     async def _try(self) -> None:
+        started = self.clock()
         now = _now()
         try:
             lease = await self.client.get(Lease, self.name, namespace=self.namespace)
@@ -77,31 +126,33 @@ class LeaderElector:
                     ),
                 )
             )
-            self._renewed_at = time.monotonic()
+            self._won(started)
             log.info("%s became leader (created %s/%s)", self.identity, self.namespace, self.name)
             return
         assert lease.metadata is not None
         spec = lease.spec or LeaseSpec()
-        rv = lease.metadata.resourceVersion
-        if rv != self._observed[0]:
-            self._observed = (rv, time.monotonic())
         holder = spec.holderIdentity
-        duration = spec.leaseDurationSeconds or self.lease_s
-        expired = time.monotonic() - self._observed[1] > duration
-        if holder and holder != self.identity and not expired:
+        step, self._seen = decide(
+            self.identity,
+            holder,
+            spec.leaseDurationSeconds or self.lease_s,
+            lease.metadata.resourceVersion,
+            self._seen,
+            self.clock(),
+        )
+        if step is Step.FOLLOW:
             self._renewed_at = None
             return
-        taking_over = holder != self.identity
         spec.holderIdentity = self.identity
         spec.leaseDurationSeconds = self.lease_s
         spec.renewTime = now
-        if taking_over:
+        if step is Step.TAKE_OVER:
             spec.acquireTime = now
             spec.leaseTransitions = (spec.leaseTransitions or 0) + 1
         lease.spec = spec
         await self.client.replace(lease)  # carries metadata.resourceVersion: 409 if it moved
-        self._renewed_at = time.monotonic()
-        if taking_over:
+        self._won(started)
+        if step is Step.TAKE_OVER:
             log.info("%s became leader (took over from %s)", self.identity, holder or "nobody")
 
     async def run(self, stop: asyncio.Event) -> None:

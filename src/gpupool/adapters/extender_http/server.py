@@ -174,14 +174,12 @@ def make_app(
         return extender.prioritize_json(args)
 
     extender.on_step = lambda step, seconds: m.bind_steps.labels(step).observe(seconds)
-    leading = [False]
 
     async def run_bind(body: Any) -> Any:
+        # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),
+        # not here: a bind is no witness of a lost-and-regained lease between two binds.
         args = ExtenderBindingArgs.from_json(body)
-        if is_leader() and not leading[0]:
-            extender.forget_ledgers()  # newly leader: what another replica bound is not known
-        leading[0] = is_leader()
-        if not leading[0]:
+        if not is_leader():
             result = ExtenderBindingResult("this gpupool extender replica is not the leader")
         elif not ready():
             result = ExtenderBindingResult("gpupool extender cache is not synced yet")

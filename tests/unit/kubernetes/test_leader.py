@@ -1,0 +1,362 @@
+"""The extender's leader election: the pure `decide` and LeaderElector against a small in-memory
+API server (get/create/replace of one coordination Lease with resourceVersion conflicts) on a
+clock the test moves. The invariant every test keeps: two replicas are never both leader."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import pytest
+from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import Status
+from lightkube.resources.coordination_v1 import Lease
+
+from gpupool.adapters.extender_http.leader import LeaderElector, Seen, Step, decide
+
+NS, NAME = "gpupool-system", "gpupool-extender"
+LEASE_S, DEADLINE_S, RETRY_S = 15, 10.0, 2.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeApi:
+    """One namespace's Leases, as the API server keeps them: a replace whose resourceVersion is
+    not the stored one is a 409, a create of an existing name too; `down` fails every call."""
+
+    def __init__(self) -> None:
+        self.leases: dict[str, Lease] = {}
+        self.rv = 0
+        self.down = False
+        self.after_write: Callable[[], Awaitable[None]] | None = None  # the reply's delay
+
+    def _check(self) -> None:
+        if self.down:
+            raise ConnectionError("API server unreachable")
+
+    @staticmethod
+    def _error(code: int, message: str) -> ApiError:
+        return ApiError(status=Status(code=code, message=message))
+
+    def _store(self, lease: Lease) -> None:
+        self.rv += 1
+        stored = copy.deepcopy(lease)
+        assert stored.metadata is not None and stored.metadata.name is not None
+        stored.metadata.resourceVersion = str(self.rv)
+        self.leases[stored.metadata.name] = stored
+
+    async def _replied(self) -> None:
+        await asyncio.sleep(0)  # let other candidates' rounds interleave
+        if self.after_write is not None:
+            await self.after_write()
+
+    async def get(self, kind: type[Lease], name: str, *, namespace: str) -> Lease:
+        self._check()
+        await asyncio.sleep(0)
+        assert kind is Lease and namespace == NS
+        if name not in self.leases:
+            raise self._error(404, f"leases {name!r} not found")
+        return copy.deepcopy(self.leases[name])
+
+    async def create(self, lease: Lease) -> Lease:
+        self._check()
+        assert lease.metadata is not None and lease.metadata.name is not None
+        if lease.metadata.name in self.leases:
+            raise self._error(409, "already exists")
+        self._store(lease)
+        await self._replied()
+        return copy.deepcopy(self.leases[lease.metadata.name])
+
+    async def replace(self, lease: Lease) -> Lease:
+        self._check()
+        assert lease.metadata is not None and lease.metadata.name is not None
+        stored = self.leases.get(lease.metadata.name)
+        assert stored is not None and stored.metadata is not None
+        if lease.metadata.resourceVersion != stored.metadata.resourceVersion:
+            raise self._error(409, "the object has been modified")
+        self._store(lease)
+        await self._replied()
+        return copy.deepcopy(self.leases[lease.metadata.name])
+
+    def holder(self) -> str | None:
+        lease = self.leases.get(NAME)
+        return lease.spec.holderIdentity if lease is not None and lease.spec else None
+
+    def spec(self) -> Any:
+        return self.leases[NAME].spec
+
+
+def _elector(api: FakeApi, clock: Clock, identity: str, **kw: Any) -> LeaderElector:
+    return LeaderElector(
+        cast(AsyncClient, api),
+        NS,
+        NAME,
+        identity,
+        lease_s=LEASE_S,
+        renew_deadline_s=DEADLINE_S,
+        retry_s=RETRY_S,
+        clock=clock,
+        **kw,
+    )
+
+
+async def _round(elector: LeaderElector) -> None:
+    """One election round as `run` does it: a failure is logged, not raised."""
+    with contextlib.suppress(Exception):
+        await elector._try()
+
+
+def _one_leader_at_most(*electors: LeaderElector) -> None:
+    leaders = [e.identity for e in electors if e.is_leader()]
+    assert len(leaders) <= 1, f"both lead: {leaders}"
+
+
+# ---- decide ------------------------------------------------------------------------------------
+
+
+def test_decide_takes_a_free_or_released_lease_at_once() -> None:
+    assert decide("a", None, 15, "1", Seen(None, 0.0), 5.0) == (Step.TAKE_OVER, Seen("1", 5.0))
+    assert decide("a", "", 15, "1", Seen("1", 4.0), 5.0)[0] is Step.TAKE_OVER
+
+
+def test_decide_renews_its_own_lease() -> None:
+    assert decide("a", "a", 15, "7", Seen("7", 0.0), 99.0)[0] is Step.RENEW
+
+
+def test_decide_follows_until_the_record_is_unchanged_for_its_duration() -> None:
+    seen = Seen(None, 0.0)
+    step, seen = decide("b", "a", 15, "1", seen, 10.0)
+    assert step is Step.FOLLOW and seen == Seen("1", 10.0)  # first sight starts the count
+    assert decide("b", "a", 15, "1", seen, 25.0)[0] is Step.FOLLOW  # exactly the duration
+    assert decide("b", "a", 15, "1", seen, 25.01)[0] is Step.TAKE_OVER
+
+
+def test_decide_restarts_the_count_on_every_renewal() -> None:
+    step, seen = decide("b", "a", 15, "1", Seen("1", 0.0), 14.0)
+    assert step is Step.FOLLOW
+    step, seen = decide("b", "a", 15, "2", seen, 20.0)  # renewed: counts from now
+    assert step is Step.FOLLOW and seen == Seen("2", 20.0)
+    assert decide("b", "a", 15, "2", seen, 34.0)[0] is Step.FOLLOW
+    assert decide("b", "a", 15, "2", seen, 35.5)[0] is Step.TAKE_OVER
+
+
+def test_decide_uses_the_holders_duration_not_its_own() -> None:
+    assert decide("b", "a", 60, "1", Seen("1", 0.0), 30.0)[0] is Step.FOLLOW
+
+
+def test_the_renew_deadline_must_be_under_the_lease() -> None:
+    with pytest.raises(ValueError):
+        LeaderElector(cast(AsyncClient, FakeApi()), NS, NAME, "a", lease_s=10, renew_deadline_s=10)
+
+
+# ---- LeaderElector against the fake API server ------------------------------------------------
+
+
+def test_acquires_a_lease_nobody_holds_and_renews_it() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a = _elector(api, clock, "a")
+        assert not a.is_leader()
+        await a._try()
+        assert a.is_leader() and api.holder() == "a"
+        assert api.spec().leaseTransitions == 0
+        assert api.spec().leaseDurationSeconds == LEASE_S
+        rv = api.leases[NAME].metadata.resourceVersion
+        clock.t += RETRY_S
+        await a._try()
+        assert a.is_leader() and api.holder() == "a"
+        assert api.leases[NAME].metadata.resourceVersion != rv  # a renewal others can see
+        assert api.spec().leaseTransitions == 0
+
+    asyncio.run(main())
+
+
+def test_a_candidate_never_steals_from_a_holder_that_renews() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+        await a._try()
+        for _ in range(int(3 * LEASE_S / RETRY_S)):
+            clock.t += RETRY_S
+            await b._try()
+            await a._try()
+            assert a.is_leader() and not b.is_leader()
+        assert api.holder() == "a"
+
+    asyncio.run(main())
+
+
+def test_takes_over_only_after_the_lease_of_a_silent_holder_expired() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+        await a._try()
+        await b._try()  # sees a's record now
+        t_seen = clock.t
+        # a dies: nothing renews. b polls every 0.5 s and holds off for the whole lease.
+        while clock.t - t_seen <= LEASE_S:
+            assert not b.is_leader() and api.holder() == "a"
+            _one_leader_at_most(a, b)
+            clock.t += 0.5
+            await b._try()
+        assert b.is_leader() and api.holder() == "b"
+        assert clock.t - t_seen > LEASE_S
+        assert not a.is_leader()  # its renew deadline ran out long before
+        assert api.spec().leaseTransitions == 1
+
+    asyncio.run(main())
+
+
+def test_a_holder_cut_off_from_the_api_stops_leading_before_anyone_can_take_over() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+        await a._try()
+        last_write = clock.t
+        await b._try()
+        a_down = True
+        while not b.is_leader():
+            clock.t += 0.25
+            api.down = a_down  # a's calls fail, b's go through
+            await _round(a)
+            api.down = False
+            await _round(b)
+            _one_leader_at_most(a, b)
+            if clock.t - last_write < DEADLINE_S:
+                assert a.is_leader()  # failed renewals keep it leader until the deadline
+            else:
+                assert not a.is_leader()
+        assert clock.t - last_write > LEASE_S
+        # a's API comes back: its renewal finds b's lease and it follows.
+        await a._try()
+        assert not a.is_leader() and b.is_leader() and api.holder() == "b"
+
+    asyncio.run(main())
+
+
+def test_a_slow_renewal_reply_does_not_stretch_the_leadership() -> None:
+    """The write lands when the round starts; the reply comes 6 s later. Counting the deadline
+    from the reply would make a lead until 16 s after the write, while b, which saw the write
+    at once, takes it over after 15 s: the deadline counts from the start of the round."""
+
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+        await a._try()
+        t_write = clock.t
+
+        async def slow_reply() -> None:
+            api.after_write = None
+            await b._try()  # b sees the fresh write before a hears back
+            clock.t += 6.0
+
+        api.after_write = slow_reply
+        await a._try()
+        assert a.is_leader() and not b.is_leader()
+        clock.t = t_write + LEASE_S + 0.5
+        await b._try()
+        assert b.is_leader() and api.holder() == "b"
+        _one_leader_at_most(a, b)
+
+    asyncio.run(main())
+
+
+def test_two_candidates_racing_for_a_free_lease_elect_one() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+        await asyncio.gather(_round(a), _round(b))  # both find no Lease, both create: one 409
+        assert [e.identity for e in (a, b) if e.is_leader()] == [api.holder()]
+
+    asyncio.run(main())
+
+
+def test_two_candidates_racing_for_an_expired_lease_elect_one() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        old, a, b = (_elector(api, clock, i) for i in ("old", "a", "b"))
+        await old._try()
+        await asyncio.gather(_round(a), _round(b))
+        clock.t += LEASE_S + 1
+        await asyncio.gather(_round(a), _round(b))  # both read one rv; one replace is a 409
+        leaders = [e.identity for e in (old, a, b) if e.is_leader()]
+        assert len(leaders) == 1 and leaders == [api.holder()]
+        assert api.spec().leaseTransitions == 1
+
+    asyncio.run(main())
+
+
+def test_release_on_stop_lets_the_other_take_over_at_once() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
+        await a._try()
+        await b._try()
+        await a.release()
+        assert not a.is_leader() and not api.holder()
+        clock.t += 0.1  # no lease duration to wait out
+        await b._try()
+        assert b.is_leader() and api.holder() == "b"
+        await a.release()  # not leader: leaves b's lease alone
+        assert api.holder() == "b"
+
+    asyncio.run(main())
+
+
+def test_run_elects_and_stops() -> None:
+    async def main() -> None:
+        api = FakeApi()
+        a = LeaderElector(cast(AsyncClient, api), NS, NAME, "a", lease_s=2, renew_deadline_s=1.0)
+        a.retry_s = 0.01
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(a.run(stop))
+        for _ in range(200):
+            if a.is_leader():
+                break
+            await asyncio.sleep(0.01)
+        assert a.is_leader()
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+        await a.release()
+        assert not api.holder()
+
+    asyncio.run(main())
+
+
+def test_on_elected_runs_on_each_new_term_not_on_renewals() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        terms: list[bool] = []
+        a = _elector(api, clock, "a", on_elected=lambda: terms.append(a.is_leader()))
+        b = _elector(api, clock, "b")
+        await a._try()
+        assert terms == [False]  # called before is_leader() turns true
+        clock.t += RETRY_S
+        await a._try()
+        assert len(terms) == 1
+        await a.release()
+        await b._try()
+        await a._try()  # follows b
+        await b.release()
+        await a._try()  # a lease lost and regained between two binds: a new term
+        assert a.is_leader() and len(terms) == 2
+        # A renewal that lands after the renew deadline lapsed is a new term too.
+        api.down = True
+        clock.t += DEADLINE_S + 1
+        await _round(a)
+        assert not a.is_leader()
+        api.down = False
+        await a._try()
+        assert a.is_leader() and len(terms) == 3
+
+    asyncio.run(main())
