@@ -20,6 +20,10 @@ def _dev(index: int, offset_gib: int, size_gib: int, compute: int = 0) -> dict[s
     }
 
 
+def _ext(offset_gib: int, size_gib: int) -> dict[str, int]:
+    return {"offsetBytes": offset_gib * GiB, "sizeBytes": size_gib * GiB}
+
+
 def _lease(
     uid: str, devices: list[dict[str, Any]], node: str = "n1", phase: str | None = None
 ) -> dict[str, Any]:
@@ -83,6 +87,42 @@ def test_overlapping_leases_and_an_overcommitted_card_are_found() -> None:
     kinds = sorted(v.kind for v in result.violations)
     assert kinds == ["offset-overlap", "overcommit", "overcommit"], str(result)
     assert "ns/a [0, " in str(result.of_kind("offset-overlap")[0])
+
+
+def test_split_leases_are_checked_extent_by_extent() -> None:
+    # a: [0, 10) and [30, 40); b fills [10, 30) and [40, 72): the card is full, nothing shared
+    a = [dict(_dev(0, 0, 20), extents=[_ext(0, 10), _ext(30, 10)])]
+    b = [dict(_dev(0, 10, 52), extents=[_ext(10, 20), _ext(40, 32)])]
+    pods, leases = [_pod("a", devices=a), _pod("b", devices=b)], [_lease("a", a), _lease("b", b)]
+    result = audit(pods, leases, [GPUNODE])
+    assert result.ok, str(result)
+    assert result.leased == {("n1", "GPU-n1-0"): 72 * GiB}
+    # b shrinks; c's extents out of order are a malformed lease, in order one lands inside a's
+    b = [dict(_dev(0, 10, 42), extents=[_ext(10, 20), _ext(40, 22)])]
+    c = [dict(_dev(0, 62, 10), extents=[_ext(62, 5), _ext(35, 5)])]
+    result = audit(
+        [_pod("a", devices=a), _pod("b", devices=b), _pod("c", devices=c)],
+        [_lease("a", a), _lease("b", b), _lease("c", c)],
+        [GPUNODE],
+    )
+    kinds = [v.kind for v in result.violations]
+    assert kinds == ["malformed-lease", "pod-without-lease", "annotation-mismatch"], str(result)
+    c = [dict(_dev(0, 35, 10), extents=[_ext(35, 5), _ext(62, 5)])]
+    result = audit(
+        [_pod("a", devices=a), _pod("b", devices=b), _pod("c", devices=c)],
+        [_lease("a", a), _lease("b", b), _lease("c", c)],
+        [GPUNODE],
+    )
+    assert [v.kind for v in result.violations] == ["offset-overlap"], str(result)
+    assert str(result.violations[0]).endswith(
+        f"ns/a [{30 * GiB}, {40 * GiB}) and ns/c [{35 * GiB}, {40 * GiB})"
+    )
+
+
+def test_an_extent_past_the_card_is_found() -> None:
+    a = [dict(_dev(0, 0, 10), extents=[_ext(0, 5), _ext(70, 5)])]
+    result = audit([_pod("a", devices=a)], [_lease("a", a)], [GPUNODE])
+    assert [v.kind for v in result.violations] == ["offset-beyond-card"], str(result)
 
 
 def test_lease_whose_pod_is_gone_or_finished_is_found() -> None:

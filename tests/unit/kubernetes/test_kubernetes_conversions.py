@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from gpupool.adapters.extender_http.cache import ClusterCache
-from gpupool.adapters.extender_http.service import first_gap, scale_scores
+from gpupool.adapters.extender_http.service import lay_out_slices, scale_scores
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef, lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import node_condition, node_from_json
+from gpupool.adapters.kubernetes.pod import allocation_annotation, slices_from_annotation
 from gpupool.adapters.kubernetes.quota import quota_from_json, quota_to_json
-from gpupool.domain.allocations import Slice
-from gpupool.domain.errors import InvalidQuantity
+from gpupool.domain.allocations import Allocation, Slice
+from gpupool.domain.errors import InvalidQuantity, InvalidRequest
 from gpupool.domain.quantity import parse_quantity, quantity_int
 from gpupool.domain.units import GiB
 from gpupool.quota.resource import Resource
@@ -217,8 +218,79 @@ def test_resync_counts_drift() -> None:
     assert (drift.nodes, drift.leases) == (0, 1)
 
 
-def test_first_gap_and_scores() -> None:
-    assert first_gap([(0, 10), (20, 10)], 10, 100) == 10
-    assert first_gap([(0, 10), (10, 10)], 10, 25) is None
+def _held(uid: str, *slices: Slice, phase: str | None = None) -> LeaseRecord:
+    return LeaseRecord(uid, "ns", "t", PodRef("ns", uid, uid), "n1", slices, phase=phase)
+
+
+def test_bind_lays_a_slice_out_in_the_free_ranges_of_the_live_leases() -> None:
+    node = node_from_json(_node("n1", **GPU_LABELS))  # 2 cards of 72Gi
+    card = (0, "GPU-n1-0", "A100-80GB")
+    leases = [
+        _held("a", Slice(*card, 0, 20 * GiB, 0)),
+        _held("b", Slice(*card, 30 * GiB, 20 * GiB, 0)),
+        _held("c", Slice(*card, 60 * GiB, 10 * GiB, 0)),
+        _held("gone", Slice(*card, 20 * GiB, 10 * GiB, 0), phase="Released"),
+    ]
+    # free on card 0: [20, 30), [50, 60), [70, 72) Gi: 22Gi, no one range longer than 10Gi
+    one = lay_out_slices(node, leases, [Slice(*card, 0, 8 * GiB, 0)])
+    assert not isinstance(one, str)
+    assert (one[0].offset_bytes, one[0].ranges) == (20 * GiB, ((20 * GiB, 8 * GiB),))
+    split = lay_out_slices(node, leases, [Slice(*card, 0, 21 * GiB, 0)])
+    assert not isinstance(split, str)
+    assert split[0].offset_bytes == 20 * GiB
+    assert split[0].extents == ((20 * GiB, 10 * GiB), (50 * GiB, 10 * GiB), (70 * GiB, GiB))
+    refused = lay_out_slices(node, leases, [Slice(*card, 0, 23 * GiB, 0)])
+    assert refused == f"GPU 0 on n1 has {22 * GiB} bytes free"
+    assert lay_out_slices(node, leases, [Slice(5, "G5", "A100-80GB", 0, GiB, 0)]) == (
+        "GPU 5 is not on node n1"
+    )
+
+
+def test_a_split_slice_round_trips_through_the_lease_and_the_annotation() -> None:
+    split = Slice(
+        2, "GPU-2", "A100-80GB", 4 * GiB, 12 * GiB, 300, ((4 * GiB, 8 * GiB), (40 * GiB, 4 * GiB))
+    )
+    record = LeaseRecord("u", "ns", "t", PodRef("ns", "p", "u"), "n1", (split,), amount=12 * GiB)
+    obj = lease_to_json(record)
+    assert obj["spec"]["devices"][0]["extents"] == [
+        {"offsetBytes": 4 * GiB, "sizeBytes": 8 * GiB},
+        {"offsetBytes": 40 * GiB, "sizeBytes": 4 * GiB},
+    ]
+    assert lease_from_json(obj) == record
+    text = allocation_annotation(Allocation("p", "n1", 0, 0, (split,)))
+    assert slices_from_annotation(text) == (split,)
+    # one range is written as one extent and read back as the implicit one
+    assert lease_to_json(lease())["spec"]["devices"][0]["extents"] == [
+        {"offsetBytes": 12 * GiB, "sizeBytes": 12 * GiB}
+    ]
+
+
+def test_a_lease_written_before_extents_is_one_range() -> None:
+    obj = lease_to_json(lease())
+    del obj["spec"]["devices"][0]["extents"]
+    got = lease_from_json(obj)
+    assert got == lease()
+    assert got.slices[0].ranges == ((12 * GiB, 12 * GiB),)
+    old = '[{"uuid":"G","index":0,"model":"A100-80GB","offsetBytes":0,"sizeBytes":5}]'
+    assert slices_from_annotation(old)[0].ranges == ((0, 5),)
+
+
+def test_extents_that_are_no_layout_of_the_slice_are_a_typed_error() -> None:
+    obj = lease_to_json(lease())
+    obj["spec"]["devices"][0]["extents"] = [{"offsetBytes": 12 * GiB, "sizeBytes": GiB}]
+    with pytest.raises(InvalidObject, match="add up to"):
+        lease_from_json(obj)
+    obj["spec"]["devices"][0]["extents"] = [{"offsetBytes": 12 * GiB}]
+    with pytest.raises(InvalidObject, match="sizeBytes"):
+        lease_from_json(obj)
+    bad = (
+        '[{"uuid":"G","index":0,"model":"A100-80GB","offsetBytes":0,"sizeBytes":5,'
+        '"extents":[{"offsetBytes":0,"sizeBytes":3},{"offsetBytes":2,"sizeBytes":2}]}]'
+    )
+    with pytest.raises(InvalidRequest, match="not after"):
+        slices_from_annotation(bad)
+
+
+def test_scores() -> None:
     assert scale_scores([1.0, 3.0, 2.0]) == [0, 10, 5]
     assert scale_scores([4.0, 4.0]) == [10, 10]

@@ -52,7 +52,14 @@ from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.adapters.kubernetes.pod import allocation_annotation, request_from_pod
 from gpupool.adapters.wire.admitted import read_admitted
 from gpupool.adapters.wire.names import ANN_REQUEUE
-from gpupool.domain.allocations import Allocation, Slice
+from gpupool.domain.allocations import (
+    MAX_EXTENTS,
+    Allocation,
+    Slice,
+    free_ranges,
+    laid_out,
+    lay_out,
+)
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError, InvalidRequest
 from gpupool.domain.requests import MILLI, Request
@@ -125,14 +132,31 @@ def scale_scores(scores: Sequence[float]) -> list[int]:
     return [round(MAX_EXTENDER_PRIORITY * (float(s) - lo) / (hi - lo)) for s in scores]
 
 
-def first_gap(taken: Sequence[tuple[int, int]], size: int, capacity: int) -> int | None:
-    """Lowest logical offset where `size` bytes fit between the (offset, size) ranges taken."""
-    at = 0
-    for offset, length in sorted(taken):
-        if offset - at >= size:
-            return at
-        at = max(at, offset + length)
-    return at if capacity - at >= size else None
+def lay_out_slices(
+    node: Node, leases: Sequence[LeaseRecord], planned: Sequence[Slice]
+) -> tuple[Slice, ...] | str:
+    """`planned` with logical layouts that share no byte with the live `leases` on `node` (nor
+    with each other): per card the lowest free range long enough, else several free ranges
+    (`lay_out`). Why not, when a card lacks the bytes or has them in too many pieces."""
+    cards = {g.index: g for g in node.gpus}
+    held = [x for lease in leases if lease.holds_capacity for x in lease.slices]
+    out: list[Slice] = []
+    for s in planned:
+        gpu = cards.get(s.gpu_index)
+        if gpu is None or gpu.total_memory is None:
+            return f"GPU {s.gpu_index} is not on node {node.name}"
+        taken = [r for x in (*held, *out) if x.gpu_index == s.gpu_index for r in x.ranges]
+        extents = lay_out(taken, s.size_bytes, gpu.total_memory)
+        if extents is None:
+            free = sum(n for _, n in free_ranges(taken, gpu.total_memory))
+            return f"GPU {s.gpu_index} on {node.name} has {free} bytes free"
+        if len(extents) > MAX_EXTENTS:
+            return (
+                f"GPU {s.gpu_index} on {node.name} has {s.size_bytes} bytes free only in more "
+                f"than {MAX_EXTENTS} separate ranges"
+            )
+        out.append(laid_out(s, extents))
+    return tuple(out)
 
 
 def check_fit(node: Node, leases: Sequence[LeaseRecord], slices: Sequence[Slice]) -> str | None:
@@ -699,30 +723,11 @@ class Extender:
         decision = planner.decide(snap, req, feas, i, 0.0)
         allocation = decision.allocation(snap)
         domain = snap.nodes[i]
-        slices = []
-        for s in allocation.slices:
-            gpu = next(g for g in domain.gpus if g.index == s.gpu_index)
-            taken = [
-                (x.offset_bytes, x.size_bytes)
-                for lease in fresh
-                if lease.holds_capacity
-                for x in lease.slices
-                if x.gpu_index == s.gpu_index
-            ]
-            offset = first_gap(taken, s.size_bytes, gpu.total_memory or 0)
-            slices.append(
-                Slice(
-                    gpu_index=s.gpu_index,
-                    uuid=s.uuid,
-                    model=s.model,
-                    offset_bytes=s.offset_bytes if offset is None else offset,
-                    size_bytes=s.size_bytes,
-                    compute_milli=s.compute_milli,
-                )
-            )
-        problem = check_fit(domain, fresh, slices)
-        if problem is not None:
-            return f"node {node} changed under the plan: {problem}"
+        problem = check_fit(domain, fresh, allocation.slices)
+        laid = lay_out_slices(domain, fresh, allocation.slices) if problem is None else problem
+        if isinstance(laid, str):
+            return f"node {node} changed under the plan: {laid}"
+        slices = laid
         meta = pod.get("metadata") or {}
         amount = sum(s.size_bytes for s in slices)
         # What the admission queue recorded when it ungated the pod: reclaim finds borrowed

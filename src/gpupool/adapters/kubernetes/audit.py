@@ -7,11 +7,13 @@ a test's client). What counts as a violation:
 - `overcommit`: a card's live leases (phase Reserved, Bound or Active) add up to more memory than
   the card has (its GpuNode's `allocatableBytes`, else `memoryBytes`; unchecked without a GpuNode)
   or more than 100% compute: a double booking;
-- `offset-overlap`: two live leases' logical ranges (`offsetBytes`, `sizeBytes`) on one card
-  overlap. Memory on a card is fungible (DESIGN.md section 5: the limiter caps bytes, not
-  addresses), so without `overcommit` this is no double booking, but the published layout is
-  wrong (the extender's bind takes the planner's bump-pointer offset when no free range is long
-  enough on a card that leases have fragmented);
+- `offset-overlap`: two extents of live leases on one card share a byte (a slice's layout is its
+  `extents`, or the one range `offsetBytes`/`sizeBytes` for a lease written before extents).
+  The extender's bind lays each slice out in the free ranges its node's live leases leave
+  (several extents when no one range is long enough), so this is a bug: two binds that raced past
+  the lease checks, or a lease written by hand;
+- `offset-beyond-card`: an extent of a live lease reaches past its card's memory (as for
+  `overcommit`; unchecked without a GpuNode);
 - `lease-without-pod`: a live lease whose pod (by uid) is gone or has finished;
 - `lease-wrong-node`: a live lease on another node than the one its pod is bound to;
 - `reserved-unbound`: a live lease whose pod is not bound to any node (normal for the instant
@@ -25,7 +27,6 @@ a test's client). What counts as a violation:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,8 +124,9 @@ def audit(
     result.live_leases = len(live)
     lease_of_pod: dict[str, LeaseRecord] = {}
 
-    # per card: the slices of live leases
-    per_card: dict[Card, list[tuple[int, int, int, str]]] = {}
+    # per card: the extents and compute of live leases
+    per_card: dict[Card, list[tuple[int, int, str]]] = {}
+    compute_of: dict[Card, int] = {}
     for lease in live:
         if lease.pod.uid in lease_of_pod:
             bad.append(
@@ -134,25 +136,38 @@ def audit(
         lease_of_pod[lease.pod.uid] = lease
         for s in lease.slices:
             card = (lease.node, s.uuid)
-            per_card.setdefault(card, []).append(
-                (s.offset_bytes, s.offset_bytes + s.size_bytes, s.compute_milli, lease.key)
+            per_card.setdefault(card, []).extend(
+                (offset, offset + size, lease.key) for offset, size in s.ranges
             )
+            compute_of[card] = compute_of.get(card, 0) + s.compute_milli
             result.leased[card] = result.leased.get(card, 0) + s.size_bytes
     for card, ranges in sorted(per_card.items()):
+        where = f"{card[0]}/{card[1]}"
         ranges.sort()
-        for a, b in itertools.combinations(ranges, 2):
-            if a[0] < b[1] and b[0] < a[1]:
+        # sorted by start, two ranges overlap iff one starts before the furthest end so far
+        reach: tuple[int, int, str] | None = None
+        for r in ranges:
+            if reach is not None and r[0] < reach[1]:
                 bad.append(
-                    Violation("offset-overlap", f"{card[0]}/{card[1]}",
-                              f"{a[3]} [{a[0]}, {a[1]}) and {b[3]} [{b[0]}, {b[1]})")
+                    Violation("offset-overlap", where,
+                              f"{reach[2]} [{reach[0]}, {reach[1]}) and {r[2]} [{r[0]}, {r[1]})")
                 )  # fmt: skip
+            if reach is None or r[1] > reach[1]:
+                reach = r
+        if card in capacity and ranges and max(r[1] for r in ranges) > capacity[card]:
+            last = max(ranges, key=lambda r: r[1])
+            bad.append(
+                Violation("offset-beyond-card", where,
+                          f"{last[2]} [{last[0]}, {last[1]}) is past the card's "
+                          f"{capacity[card]} bytes")
+            )  # fmt: skip
         used = result.leased[card]
         if card in capacity and used > capacity[card]:
             bad.append(
                 Violation("overcommit", f"{card[0]}/{card[1]}",
                           f"leases hold {used} bytes of {capacity[card]}")
             )  # fmt: skip
-        compute = sum(r[2] for r in ranges)
+        compute = compute_of[card]
         if compute > MILLI:
             bad.append(
                 Violation("overcommit", f"{card[0]}/{card[1]}", f"{compute // 10}% compute leased")

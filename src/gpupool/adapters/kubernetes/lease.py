@@ -13,7 +13,7 @@ from typing import Any
 
 from gpupool.adapters.kubernetes import API_VERSION, LABEL_NODE, LABEL_TENANT
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.domain.allocations import Slice
+from gpupool.domain.allocations import Slice, extents_from_json
 from gpupool.domain.units import format_bytes
 from gpupool.ports import PodLease
 
@@ -57,24 +57,13 @@ class LeaseRecord:
         return self.phase not in ENDED
 
 
-def _slice_to_json(s: Slice) -> dict[str, Any]:
-    return {
-        "uuid": s.uuid,
-        "index": s.gpu_index,
-        "model": s.model,
-        "offsetBytes": s.offset_bytes,
-        "sizeBytes": s.size_bytes,
-        "computePercent": s.compute_milli // 10,
-    }
-
-
 def lease_to_json(lease: LeaseRecord) -> dict[str, Any]:
     """The GpuLease object to create (no status: the controller writes it)."""
     spec: dict[str, Any] = {
         "tenant": lease.tenant,
         "podRef": {"namespace": lease.pod.namespace, "name": lease.pod.name, "uid": lease.pod.uid},
         "node": lease.node,
-        "devices": [_slice_to_json(s) for s in lease.slices],
+        "devices": [s.to_annotation() for s in lease.slices],
         "resource": lease.resource,
         "amount": lease.amount,
         "amountDisplay": format_bytes(lease.amount)
@@ -101,6 +90,20 @@ def _need(obj: Mapping[str, Any], key: str, kind: str, name: str) -> Any:
     return obj[key]
 
 
+def _slice_from_json(d: Mapping[str, Any], name: str) -> Slice:
+    offset = int(d.get("offsetBytes", 0))
+    size = int(_need(d, "sizeBytes", KIND, name))
+    return Slice(
+        gpu_index=int(_need(d, "index", KIND, name)),
+        uuid=str(d.get("uuid", "")),
+        model=str(_need(d, "model", KIND, name)),
+        offset_bytes=offset,
+        size_bytes=size,
+        compute_milli=int(d.get("computePercent", 0)) * 10,
+        extents=extents_from_json(d.get("extents"), offset, size),
+    )
+
+
 def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
     """Read a GpuLease; InvalidObject if a required field is missing or has the wrong type."""
     meta = obj.get("metadata") or {}
@@ -111,17 +114,7 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
     try:
         ref = _need(spec, "podRef", KIND, name)
         devices = _need(spec, "devices", KIND, name)
-        slices = tuple(
-            Slice(
-                gpu_index=int(_need(d, "index", KIND, name)),
-                uuid=str(d.get("uuid", "")),
-                model=str(_need(d, "model", KIND, name)),
-                offset_bytes=int(d.get("offsetBytes", 0)),
-                size_bytes=int(_need(d, "sizeBytes", KIND, name)),
-                compute_milli=int(d.get("computePercent", 0)) * 10,
-            )
-            for d in devices
-        )
+        slices = tuple(_slice_from_json(d, name) for d in devices)
         status = obj.get("status") or {}
         ids = status.get("deviceIds") or []
         return LeaseRecord(

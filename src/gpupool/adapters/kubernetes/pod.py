@@ -11,7 +11,7 @@ from typing import Any
 
 from gpupool.adapters.wire.names import ANN_PLACEMENT_POLICY, DEFAULT_TENANT, LABEL_TENANT
 from gpupool.adapters.wire.pods import read_pod_gpu
-from gpupool.domain.allocations import Allocation, Slice
+from gpupool.domain.allocations import Allocation, Slice, extents_from_json
 from gpupool.domain.errors import InvalidRequest
 from gpupool.domain.requests import Request
 
@@ -44,20 +44,23 @@ def allocation_annotation(allocation: Allocation) -> str:
     return json.dumps([s.to_annotation() for s in allocation.slices], separators=(",", ":"))
 
 
+def _slice_of(item: Mapping[str, Any]) -> Slice:
+    offset, size = int(item["offsetBytes"]), int(item["sizeBytes"])
+    return Slice(
+        gpu_index=int(item["index"]),
+        uuid=str(item["uuid"]),
+        model=str(item["model"]),
+        offset_bytes=offset,
+        size_bytes=size,
+        compute_milli=int(item.get("computePercent", 0)) * 10,
+        extents=extents_from_json(item.get("extents"), offset, size),
+    )
+
+
 def slices_from_annotation(text: str, *, who: str = "pod") -> tuple[Slice, ...]:
     """Parse a `gpupool.io/allocation` annotation back into slices."""
     try:
         items = json.loads(text)
-        return tuple(
-            Slice(
-                gpu_index=int(item["index"]),
-                uuid=str(item["uuid"]),
-                model=str(item["model"]),
-                offset_bytes=int(item["offsetBytes"]),
-                size_bytes=int(item["sizeBytes"]),
-                compute_milli=int(item.get("computePercent", 0)) * 10,
-            )
-            for item in items
-        )
+        return tuple(_slice_of(item) for item in items)
     except (ValueError, TypeError, KeyError) as err:
         raise InvalidRequest(f"{who}: malformed gpupool.io/allocation annotation: {err}") from None
