@@ -1,0 +1,235 @@
+"""Leader election end to end: two `gpupool extender --leader-elect` processes on one real
+kube-apiserver, so that two replicas never both bind.
+
+Exactly one holds the coordination Lease; the other answers /bind with an error and writes
+nothing; SIGKILL the leader and the other takes over once the dead leader's lease has run out
+(not before), then binds; stopped, it gives the lease up. Binds are driven over HTTP with the
+extender/v1 JSON kube-scheduler sends, for a pod no scheduler picks up (its schedulerName names
+none), so nothing but these calls can bind it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gpupool.devcluster import processes
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.errors import ApiError
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
+
+if TYPE_CHECKING:
+    from conftest import E2ECluster
+
+pytestmark = pytest.mark.e2e
+
+GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+GPULEASES = "/apis/gpupool.io/v1alpha1"
+COORDINATION = "/apis/coordination.k8s.io/v1"
+LEASE_NAME = "gpupool-extender"
+# Short, so the takeover shows within seconds; the renew deadline keeps 2 s under the lease.
+LEASE_S, DEADLINE_S, RETRY_S = 6, 4.0, 0.5
+
+
+@dataclass(frozen=True)
+class Replica:
+    identity: str
+    port: int
+    record: processes.ProcessRecord
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def log(self) -> str:
+        return processes.tail(self.record.log, 60)
+
+
+def _http(url: str, body: dict[str, Any] | None = None) -> tuple[int, str]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    req.add_header("Content-Type", "application/json")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError as err:
+        return 0, str(err)
+
+
+def _start(cluster: E2ECluster, identity: str, leader_ns: str, log_dir: Path) -> Replica:
+    port = free_port()
+    argv = [
+        GPUPOOL, "extender",
+        "--kubeconfig", str(cluster.kubeconfig), "--port", str(port), "--apply-crds",
+        "--leader-elect", "--leader-namespace", leader_ns, "--leader-name", LEASE_NAME,
+        "--identity", identity,
+        "--leader-lease-seconds", str(LEASE_S),
+        "--leader-renew-deadline-seconds", str(DEADLINE_S),
+        "--leader-retry-seconds", str(RETRY_S),
+    ]  # fmt: skip
+    record = processes.start(
+        identity,
+        argv,
+        log_dir / f"{identity}.log",
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost"},
+        die_with_parent=True,
+    )
+    replica = Replica(identity, port, record)
+
+    def ready() -> bool:
+        assert processes.is_running(record), f"{identity} exited:\n{replica.log()}"
+        return _http(replica.url("/healthz"))[0] == 200
+
+    ok = poll_until(ready, timeout_s=60, interval_s=0.2)
+    assert ok, f"{identity} not ready:\n{replica.log()}"
+    return replica
+
+
+def _lease(api: KubeApi, ns: str) -> dict[str, Any] | None:
+    try:
+        lease: dict[str, Any] = api.get(f"{COORDINATION}/namespaces/{ns}/leases/{LEASE_NAME}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    return lease
+
+
+def _holder(api: KubeApi, ns: str) -> str | None:
+    lease = _lease(api, ns)
+    return (lease or {}).get("spec", {}).get("holderIdentity") or None
+
+
+def _says_leader(replica: Replica) -> bool | None:
+    """The replica's own word (gpupool_extender_leader on /metrics), None if it does not answer."""
+    status, text = _http(replica.url("/metrics"))
+    if status != 200:
+        return None
+    for line in text.splitlines():
+        if line.startswith("gpupool_extender_leader "):
+            return float(line.split()[1]) == 1.0
+    return None
+
+
+def _gpuleases(api: KubeApi, ns: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = api.get(f"{GPULEASES}/namespaces/{ns}/gpuleases")["items"]
+    return items
+
+
+def _unscheduled_pod(api: KubeApi, ns: str, name: str) -> dict[str, Any]:
+    limits = {"gpupool.io/gpu-memory": "10Gi", "gpupool.io/vgpu": "1"}
+    pod: dict[str, Any] = api.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": "no-such-scheduler",  # only our /bind calls may bind it
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
+            },
+        },
+    )
+    return pod
+
+
+def _gpu_node(api: KubeApi) -> str:
+    for node in api.get("/api/v1/nodes")["items"]:
+        if "gpupool.io/gpu-model" in (node["metadata"].get("labels") or {}):
+            name: str = node["metadata"]["name"]
+            return name
+    raise AssertionError("the dev cluster has no GPU node")
+
+
+def _bind(replica: Replica, body: dict[str, Any]) -> str:
+    """The extender's Error for the bind ("" when it bound); fails on anything but a 200."""
+    status, text = _http(replica.url("/bind"), body)
+    assert status == 200, f"/bind on {replica.identity}: HTTP {status}: {text}"
+    error: str = json.loads(text)["Error"]
+    return error
+
+
+def test_one_replica_binds_and_the_other_takes_over_when_it_dies(
+    dev_cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    api = dev_cluster.api
+    ns = namespace  # the leader Lease, the pod and its GpuLease all live in the test's namespace
+    replicas = {
+        r.identity: r
+        for r in (
+            _start(dev_cluster, "replica-a", ns, tmp_path),
+            _start(dev_cluster, "replica-b", ns, tmp_path),
+        )
+    }
+    logs = lambda: "\n".join(f"--- {r.identity}\n{r.log()}" for r in replicas.values())  # noqa: E731
+    try:
+        # Exactly one holds the Lease, and only that one says it leads.
+        holder = poll_until(lambda: _holder(api, ns), timeout_s=30)
+        assert holder in replicas, f"lease holder {holder!r}:\n{logs()}"
+        leader = replicas[holder]
+        [follower] = [r for r in replicas.values() if r is not leader]
+        assert poll_until(lambda: _says_leader(leader), timeout_s=10), logs()
+        # For longer than a lease: the leader renews, the follower never takes over.
+        watch_until = time.monotonic() + LEASE_S + 2 * RETRY_S
+        while time.monotonic() < watch_until:
+            assert _holder(api, ns) == leader.identity, logs()
+            assert _says_leader(follower) is False, logs()
+            time.sleep(RETRY_S / 2)
+        # Both serve: /healthz speaks of the cache, not of the lease.
+        assert _http(follower.url("/healthz"))[0] == 200
+
+        # The follower refuses to bind and writes nothing.
+        pod = _unscheduled_pod(api, ns, "p")
+        uid = pod["metadata"]["uid"]
+        node = _gpu_node(api)
+        body = {"PodName": "p", "PodNamespace": ns, "PodUID": uid, "Node": node}
+        error = _bind(follower, body)
+        assert "not the leader" in error, error
+        assert _gpuleases(api, ns) == []
+        assert not api.get(f"/api/v1/namespaces/{ns}/pods/p")["spec"].get("nodeName")
+
+        # SIGKILL the leader: no release, the follower must wait its lease out.
+        os.kill(leader.record.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        assert poll_until(lambda: not processes.is_running(leader.record), timeout_s=10)
+        took_over = poll_until(
+            lambda: _holder(api, ns) == follower.identity, timeout_s=LEASE_S + 20, interval_s=0.1
+        )
+        waited = time.monotonic() - killed_at
+        assert took_over, f"no takeover {waited:.1f} s after the kill:\n{logs()}"
+        # The dead leader renewed at most one retry (and a round) before the kill.
+        assert waited >= LEASE_S - RETRY_S - 1.0, f"took over after {waited:.1f} s:\n{logs()}"
+        lease = _lease(api, ns)
+        assert lease is not None and lease["spec"]["leaseTransitions"] >= 1, lease
+        assert poll_until(lambda: _says_leader(follower), timeout_s=5), logs()
+
+        # The new leader binds: the pod's GpuLease on the node, the pod bound there.
+        assert _bind(follower, body) == "", logs()
+        [gpulease] = _gpuleases(api, ns)
+        assert gpulease["metadata"]["name"] == uid
+        assert gpulease["spec"]["node"] == node
+        assert gpulease["spec"]["podRef"] == {"namespace": ns, "name": "p", "uid": uid}
+        bound = api.get(f"/api/v1/namespaces/{ns}/pods/p")
+        assert bound["spec"].get("nodeName") == node
+        assert bound["metadata"]["annotations"]["gpupool.io/lease"] == f"{ns}/{uid}"
+
+        # Stopped (SIGTERM), the leader gives the lease up rather than let it run out.
+        processes.stop(follower.record)
+        assert not processes.is_running(follower.record)
+        assert _holder(api, ns) is None, f"{_lease(api, ns)}\n{logs()}"
+    finally:
+        for replica in replicas.values():
+            processes.stop(replica.record)
