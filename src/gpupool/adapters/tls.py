@@ -23,10 +23,10 @@ def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def name(common_name: str, organization: str | None = None) -> x509.Name:
+def name(common_name: str, *organizations: str) -> x509.Name:
+    """CN and one O per organization (the apiserver reads CN as the user, each O as a group)."""
     attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization is not None:
-        attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+    attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
     return x509.Name(attributes)
 
 
@@ -74,6 +74,19 @@ class Authority:
             )
             .sign(self.key, hashes.SHA256())
         )
+
+    @classmethod
+    def load(cls, cert_path: Path, key_path: Path, now: dt.datetime) -> Authority:
+        """The CA whose certificate and key `cert_path` and `key_path` hold (PEM), to issue more."""
+        key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_path}: not an ECDSA private key")
+        authority = cls.__new__(cls)
+        authority.now = now
+        authority.key = key
+        authority.cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        authority.name = authority.cert.subject
+        return authority
 
     def _builder(
         self, subject: x509.Name, public_key: ec.EllipticCurvePublicKey

@@ -141,8 +141,24 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     common(status)
     status.set_defaults(func=_guard(_status))
 
-    kubeconfig = commands.add_parser("kubeconfig", help="print the admin kubeconfig's path")
+    kubeconfig = commands.add_parser(
+        "kubeconfig",
+        help="print the admin kubeconfig's path, or write one for --user and print its path",
+        description=(
+            "Without --user: the admin kubeconfig (system:masters, past RBAC). With --user: a "
+            "new client certificate from the cluster's CA for that user name and --group(s), "
+            "so RBAC treats you as them, e.g. `--user alice --group team-a-developers` (a "
+            "tenant; bind it with deploy/rbac/tenant.yaml) or `--group gpupool-quota-admins`."
+        ),
+    )
     common(kubeconfig)
+    kubeconfig.add_argument("--user", default=None, help="the user name (certificate CN)")
+    kubeconfig.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        help="a group of the user (certificate O; repeatable)",
+    )
     kubeconfig.set_defaults(func=_guard(_kubeconfig))
 
     heartbeat = commands.add_parser(
@@ -297,8 +313,14 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _kubeconfig(args: argparse.Namespace) -> int:
-    state = DevCluster(args.dir).running_state()
-    print(state.kubeconfig)
+    cluster = DevCluster(args.dir)
+    if args.user is None:
+        if args.group:
+            print("gpupool dev-cluster kubeconfig: error: --group needs --user", file=sys.stderr)
+            return 2
+        print(cluster.running_state().kubeconfig)
+        return 0
+    print(cluster.user_kubeconfig(args.user, tuple(args.group)))
     return 0
 
 

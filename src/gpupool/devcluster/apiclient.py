@@ -17,6 +17,39 @@ from typing import Any
 
 from gpupool.devcluster.errors import ApiError
 
+# (apiVersion, kind) -> (API prefix, plural, namespaced): the kinds the dev cluster applies.
+OBJECT_PATHS: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("v1", "Namespace"): ("/api/v1", "namespaces", False),
+    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
+    **{
+        ("rbac.authorization.k8s.io/v1", kind): (
+            "/apis/rbac.authorization.k8s.io/v1",
+            kind.lower() + "s",
+            not kind.startswith("Cluster"),
+        )
+        for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    },
+    **{
+        ("admissionregistration.k8s.io/v1", kind): (
+            "/apis/admissionregistration.k8s.io/v1",
+            kind.lower() + "s",
+            False,
+        )
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+    },
+}
+
+
+def collection_path(obj: dict[str, Any]) -> str:
+    """The URL path of the collection `obj` is created in."""
+    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    if key not in OBJECT_PATHS:
+        raise ValueError(f"the dev cluster does not apply {key[1]} ({key[0]}) objects")
+    prefix, plural, namespaced = OBJECT_PATHS[key]
+    if namespaced:
+        return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{plural}"
+    return f"{prefix}/{plural}"
+
 
 class KubeApi:
     def __init__(self, server: str, ca: Path, cert: Path, key: Path, *, timeout_s: float = 10.0):
@@ -28,13 +61,20 @@ class KubeApi:
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )
 
-    def request(self, method: str, path: str, body: Any = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+    ) -> Any:
         """Send one request; return the decoded JSON (or text) body; raise ApiError on >= 400."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.server + path, data=data, method=method)
         req.add_header("Accept", "application/json")
         if data is not None:
-            req.add_header("Content-Type", "application/json")
+            req.add_header("Content-Type", content_type)
         try:
             with self._opener.open(req, timeout=self.timeout_s) as resp:
                 raw = resp.read()
@@ -57,6 +97,23 @@ class KubeApi:
 
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        """A JSON merge patch."""
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json")
+
+    def create_or_replace(self, obj: dict[str, Any]) -> Any:
+        """Create `obj` (one of the kinds in OBJECT_PATHS); if it exists, replace it."""
+        collection = collection_path(obj)
+        try:
+            return self.create(collection, obj)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+        path = f"{collection}/{obj['metadata']['name']}"
+        current = self.get(path)
+        metadata = {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        return self.request("PUT", path, {**obj, "metadata": metadata})
 
     def exists(self, path: str) -> bool:
         try:

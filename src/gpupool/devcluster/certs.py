@@ -1,6 +1,8 @@
 """The dev cluster's PKI: a CA, the apiserver's serving certificate, client certificates and the
-service-account signing key. ECDSA P-256 throughout: generating it takes microseconds, and every
-component (Go's crypto/tls, kubectl, Python's ssl) accepts it.
+service-account signing key; `issue_client` issues more client certificates from the same CA
+later (gpupool's components, tenants and quota admins in tests, `dev-cluster kubeconfig --user`).
+ECDSA P-256 throughout: generating it takes microseconds, and every component (Go's crypto/tls,
+kubectl, Python's ssl) accepts it.
 """
 
 from __future__ import annotations
@@ -80,3 +82,27 @@ def generate_pki(folder: Path, *, now: dt.datetime | None = None) -> Pki:
         )
     )
     return Pki(ca_pair, apiserver, admin, scheduler, sa_key_path, sa_pub_path)
+
+
+def issue_client(
+    folder: Path,
+    stem: str,
+    user: str,
+    groups: tuple[str, ...] = (),
+    *,
+    now: dt.datetime | None = None,
+) -> KeyPair:
+    """A client certificate for `user` in `groups`, signed by the CA in `folder` (ca.crt and
+    ca.key, as `generate_pki` wrote them), written to `folder`/clients/`stem`.crt and .key.
+
+    The apiserver's x509 authenticator takes the CN as the user name and each O as a group, so
+    CN `system:serviceaccount:NS:NAME` with O `system:serviceaccounts` and
+    `system:serviceaccounts:NS` is what RBAC's ServiceAccount subject NS/NAME matches."""
+    ca = Authority.load(folder / "ca.crt", folder / "ca.key", now or dt.datetime.now(dt.UTC))
+    cert, key = ca.issue(name(user, *groups), server=False)
+    clients = folder / "clients"
+    clients.mkdir(exist_ok=True)
+    paths = KeyPair(clients / f"{stem}.crt", clients / f"{stem}.key")
+    write_cert(paths.cert, cert)
+    write_key(paths.key, key)
+    return paths

@@ -3,10 +3,16 @@ with a `GpupoolSpec`, all of gpupool on top: the CRDs, the scheduler extender (k
 configured to call it), the admission webhook (registered with its CA), the controller and the
 fake node agents' GpuNode heartbeats (`heartbeat.py`), each a `gpupool` process.
 
-Everything lives in one state folder: `pki/`, `etcd/` (data), `logs/<component>.log`,
-`kubeconfig` (admin), `scheduler.kubeconfig`, `scheduler.yaml` and `state.json` (ports, pids and
-start times). `up` writes `state.json` after every process it starts, so `down` — from this or
-any later gpupool process — stops exactly what was started, by pid, even after a failed `up`.
+gpupool's processes run under their own least-privilege identities, not as admin: `up` applies
+deploy/rbac and the CRDs as admin, registers the webhook as admin (with the CA of the serving
+certificate it made for the webhook), and starts each component with a kubeconfig for its
+ServiceAccount (`rbac.py`, `pki/identities/<component>.kubeconfig`).
+
+Everything lives in one state folder: `pki/` (with `identities/` and `users/`, the kubeconfigs
+of components and of `user_kubeconfig`), `etcd/` (data), `logs/<component>.log`, `kubeconfig`
+(admin), `scheduler.kubeconfig`, `webhook-certs/`, `scheduler.yaml` and `state.json` (ports, pids
+and start times). `up` writes `state.json` after every process it starts, so `down` — from this
+or any later gpupool process — stops exactly what was started, by pid, even after a failed `up`.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import ssl
 import sys
@@ -25,10 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpupool.devcluster import processes
+from gpupool.adapters.webhook.certs import ensure_serving_cert
+from gpupool.devcluster import processes, rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
-from gpupool.devcluster.certs import SERVICE_CLUSTER_IP_RANGE, Pki, generate_pki
+from gpupool.devcluster.certs import SERVICE_CLUSTER_IP_RANGE, Pki, generate_pki, issue_client
 from gpupool.devcluster.errors import (
     ApiError,
     ClusterAlreadyRunning,
@@ -44,6 +52,7 @@ from gpupool.devcluster.scheduler_config import ExtenderConfig, write_scheduler_
 # Start order; `down` stops in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
 WEBHOOK_NAME = "gpupool"  # adapters.webhook.register.NAME
+WEBHOOK_CERT_HOSTS = ("127.0.0.1", "localhost")  # `gpupool webhook serve`'s default
 POD_CIDR = "10.244.0.1/16"
 STATE_FILE = "state.json"
 
@@ -151,6 +160,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _file_stem(user: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", user).strip("._")
+    return stem or "user"
+
+
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
     if context is not None:
@@ -175,7 +189,31 @@ class DevCluster:
         self.kubeconfig_path = self.state_dir / "kubeconfig"
         self.scheduler_kubeconfig_path = self.state_dir / "scheduler.kubeconfig"
         self.scheduler_config_path = self.state_dir / "scheduler.yaml"
+        # Inside pki/: removed with it by every `up` (their CA is gone).
+        self.identities_dir = self.pki_dir / "identities"
+        self.users_dir = self.pki_dir / "users"
+        self.webhook_cert_dir = self.state_dir / "webhook-certs"
         self.state_path = self.state_dir / STATE_FILE
+
+    def component_kubeconfig(self, component: str) -> Path:
+        """The kubeconfig `up` wrote for a gpupool process (its ServiceAccount's identity)."""
+        return self.identities_dir / f"{component}.kubeconfig"
+
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig for `user` in `groups` on the running cluster: a client certificate from
+        the cluster's CA, so RBAC sees exactly that user and those groups (e.g. a tenant
+        developer in `team-a-developers`, or a quota admin in `gpupool-quota-admins`)."""
+        state = self.running_state()
+        stem = _file_stem(user)
+        pair = issue_client(self.pki_dir, f"user-{stem}", user, groups)
+        return write_kubeconfig(
+            self.users_dir / f"{stem}.kubeconfig",
+            state.server,
+            self.pki_dir / "ca.crt",
+            pair.cert,
+            pair.key,
+            user,
+        )
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -312,6 +350,9 @@ class DevCluster:
             self._wait(apiserver, deadline_s, lambda: self._apiserver_ready(api))
             if gpupool is not None:
                 crds = self._create_crds(api)
+                self._apply_rbac(api)
+                self._write_identities(server)
+                ensure_serving_cert(self.webhook_cert_dir, WEBHOOK_CERT_HOSTS)
             scheduler = launch("kube-scheduler", self._scheduler_argv(binaries, ports))
             kwok = launch("kwok", self._kwok_argv(binaries, ports))
             started: dict[str, ProcessRecord] = {}
@@ -338,6 +379,38 @@ class DevCluster:
     # ---- gpupool on top -----------------------------------------------------------------------
 
     @staticmethod
+    def _apply_rbac(api: KubeApi) -> None:
+        """deploy/rbac (and the fake agents' one extra right), as admin."""
+        rbac.apply(api, [*rbac.load_rbac(), *rbac.FAKE_AGENT_RBAC])
+
+    def _write_identities(self, server: str) -> None:
+        """A client certificate and kubeconfig per gpupool process, for its ServiceAccount."""
+        for component, account in rbac.COMPONENT_ACCOUNTS.items():
+            user = rbac.service_account_user(account)
+            pair = issue_client(self.pki_dir, component, user, rbac.service_account_groups())
+            write_kubeconfig(
+                self.component_kubeconfig(component),
+                server,
+                self.pki_dir / "ca.crt",
+                pair.cert,
+                pair.key,
+                user,
+            )
+
+    def _register_webhook(self, api: KubeApi, url: str) -> None:
+        """The webhook configurations, applied as admin: the webhook's own role cannot write
+        them (a webhook able to rewrite its rules could widen what it intercepts)."""
+        from gpupool.adapters.webhook import register as registration
+
+        reg = registration.Registration(
+            target=registration.Target(url=url),
+            ca_bundle=(self.webhook_cert_dir / "ca.crt").read_bytes(),
+            name=WEBHOOK_NAME,
+        )
+        for config in registration.configurations(reg):
+            api.create_or_replace(config)
+
+    @staticmethod
     def _create_crds(api: KubeApi) -> list[str]:
         from gpupool.adapters.kubernetes.crds import load_crds
 
@@ -362,24 +435,25 @@ class DevCluster:
     def _gpupool_argvs(self, spec: GpupoolSpec, ports: Mapping[str, int]) -> dict[str, list[str]]:
         """The `gpupool` processes, in start order (`down` stops them first, newest first)."""
         gpupool = [sys.executable, "-m", "gpupool.cli.main"]
-        kubeconfig = ["--kubeconfig", str(self.kubeconfig_path)]
+
+        def kubeconfig(component: str) -> list[str]:
+            return ["--kubeconfig", str(self.component_kubeconfig(component))]
+
         argvs: dict[str, list[str]] = {}
         if "gpupool-extender" in ports:
             argvs["gpupool-extender"] = [
-                *gpupool, "extender", *kubeconfig,
+                *gpupool, "extender", *kubeconfig("gpupool-extender"),
                 "--host", LOOPBACK, "--port", str(ports["gpupool-extender"]),
                 "--policy", spec.policy, "--log-level", spec.log_level,
             ]  # fmt: skip
-        webhook_url = f"https://{LOOPBACK}:{ports['gpupool-webhook']}"
         argvs["gpupool-webhook"] = [
-            *gpupool, "webhook", "serve", *kubeconfig,
+            *gpupool, "webhook", "serve", *kubeconfig("gpupool-webhook"),
             "--host", LOOPBACK, "--port", str(ports["gpupool-webhook"]),
-            "--cert-dir", str(self.state_dir / "webhook-certs"),
-            "--register-url", webhook_url, "--name", WEBHOOK_NAME,
+            "--cert-dir", str(self.webhook_cert_dir),
             "--log-level", spec.log_level,
         ]  # fmt: skip
         controller = [
-            *gpupool, "controller", *kubeconfig,
+            *gpupool, "controller", *kubeconfig("gpupool-controller"),
             "--resync", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
         ]  # fmt: skip
         if spec.suspect_after_s is not None:
@@ -388,7 +462,7 @@ class DevCluster:
             controller += ["--lost-after", f"{spec.lost_after_s:g}"]
         argvs["gpupool-controller"] = controller
         argvs["gpupool-heartbeat"] = [
-            *gpupool, "dev-cluster", "heartbeat", *kubeconfig,
+            *gpupool, "dev-cluster", "heartbeat", *kubeconfig("gpupool-heartbeat"),
             "--interval", f"{spec.heartbeat_s:g}", "--log-level", spec.log_level,
         ]  # fmt: skip
         return argvs
@@ -401,17 +475,18 @@ class DevCluster:
         nodes: list[str],
         timeout_s: float,
     ) -> None:
-        """Ready: the extender answers /healthz (its cache is synced), the webhook is registered,
-        every fake GPU node has a GpuNode with a heartbeat, and the controller still runs."""
+        """Ready: the extender answers /healthz (its cache is synced), the webhook answers
+        /healthz (then `up` registers it), every fake GPU node has a GpuNode with a heartbeat,
+        and the controller still runs."""
         if "gpupool-extender" in started:
             url = f"http://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
             self._wait(started["gpupool-extender"], timeout_s, lambda: _http_ok(url))
         if "gpupool-webhook" in started:
-            path = (
-                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
-                + WEBHOOK_NAME
-            )
-            self._wait(started["gpupool-webhook"], timeout_s, lambda: self._exists(api, path))
+            url = f"https://{LOOPBACK}:{ports['gpupool-webhook']}"
+            context = ssl.create_default_context(cafile=str(self.webhook_cert_dir / "ca.crt"))
+            healthz = f"{url}/healthz"
+            self._wait(started["gpupool-webhook"], timeout_s, lambda: _http_ok(healthz, context))
+            self._register_webhook(api, url)
         if "gpupool-heartbeat" in started:
             self._wait(
                 started["gpupool-heartbeat"],
@@ -420,13 +495,6 @@ class DevCluster:
             )
         if "gpupool-controller" in started:
             self._wait(started["gpupool-controller"], timeout_s, lambda: True)
-
-    @staticmethod
-    def _exists(api: KubeApi, path: str) -> bool:
-        try:
-            return api.exists(path)
-        except (ApiError, urllib.error.URLError, OSError):
-            return False
 
     @staticmethod
     def _gpunodes_beating(api: KubeApi, nodes: list[str]) -> bool:
