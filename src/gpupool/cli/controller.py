@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
-from gpupool.cli.daemon import configure_logging, stop_on_signals
+from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 from gpupool.controllers.admission import AdmissionReconciler
 from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases import LeaseReconciler
@@ -118,5 +117,5 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await client.close()
 
-    asyncio.run(main())
+    run_loop(main())
     return 0

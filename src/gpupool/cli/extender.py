@@ -21,7 +21,8 @@ from gpupool.adapters.extender_http.server import Metrics, make_app
 from gpupool.adapters.extender_http.service import BIND_WAIT_S, MAX_BINDS, Extender
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
-from gpupool.cli.daemon import configure_logging, stop_on_signals
+from gpupool.adapters.kubernetes.fast_post import FastPoster, UnsupportedCredentials
+from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 from gpupool.placement.policies import POLICIES
 
 log = logging.getLogger("gpupool.extender")
@@ -94,9 +95,10 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     cache = ClusterCache()
     metrics = Metrics()
     informer = Informer(client, cache, resync_s=args.resync_seconds, on_drift=metrics.record_drift)
+    api = LightkubeExtenderApi(client, fast_poster(args.kubeconfig))
     extender = Extender(
         cache,
-        LightkubeExtenderApi(client),
+        api,
         policy=args.policy,
         max_binds=args.max_binds,
         bind_wait_s=args.bind_wait_seconds,
@@ -145,6 +147,17 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         await runner.cleanup()  # binds in flight finish before the lease is given up
         if elector is not None:
             await elector.release()
+        if api.poster is not None:
+            await api.poster.close()
+
+
+def fast_poster(kubeconfig: Path | None) -> FastPoster | None:
+    """The bind path's writer, unless the kubeconfig's credentials need lightkube (exec, basic)."""
+    try:
+        return FastPoster.from_kubeconfig(kubeconfig)
+    except UnsupportedCredentials as err:
+        log.info("bind writes go through lightkube: %s", err)
+        return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,5 +167,5 @@ def run(args: argparse.Namespace) -> int:
         stop = stop_on_signals()
         await serve(args, stop)
 
-    asyncio.run(main())
+    run_loop(main())
     return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import yaml
 from gpupool.adapters.webhook import register as registration
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.adapters.webhook.runner import WebhookConfig, run_webhook
-from gpupool.cli.daemon import configure_logging, stop_on_signals
+from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 
 
 def _label(text: str) -> tuple[str, str]:
@@ -129,7 +128,7 @@ def run_serve(args: argparse.Namespace) -> int:
         stop = stop_on_signals()
         await run_webhook(config, stop)
 
-    asyncio.run(main())
+    run_loop(main())
     return 0
 
 
