@@ -16,7 +16,7 @@ from aiohttp import web
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
-from gpupool.adapters.extender_http.leader import LeaderElector
+from gpupool.adapters.extender_http.leader import LeaderElector, LeaderOnlyWrites
 from gpupool.adapters.extender_http.server import Metrics, make_app
 from gpupool.adapters.extender_http.service import BIND_WAIT_S, MAX_BINDS, Extender
 from gpupool.adapters.kubernetes.client import make_client
@@ -119,6 +119,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         else None
     )
     leading: Callable[[], bool] = elector.is_leader if elector else (lambda: True)
+    if elector is not None and extender.api is not None:  # a bind outliving the term writes nothing
+        extender.api = LeaderOnlyWrites(extender.api, elector.is_leader)
     app = make_app(
         extender,
         metrics=metrics,

@@ -16,7 +16,18 @@ from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
 from lightkube.resources.coordination_v1 import Lease
 
-from gpupool.adapters.extender_http.leader import LeaderElector, Seen, Step, decide
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.leader import (
+    LeaderElector,
+    LeaderOnlyWrites,
+    NotLeader,
+    Seen,
+    Step,
+    decide,
+)
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
+from gpupool.adapters.kubernetes.lease import LeaseRecord
 
 NS, NAME = "gpupool-system", "gpupool-extender"
 LEASE_S, DEADLINE_S, RETRY_S = 15, 10.0, 2.0
@@ -360,3 +371,99 @@ def test_on_elected_runs_on_each_new_term_not_on_renewals() -> None:
         assert a.is_leader() and len(terms) == 3
 
     asyncio.run(main())
+
+
+# ---- LeaderOnlyWrites: a bind that outlives the term writes nothing ----------------------------
+
+
+class BindApi:
+    """The ExtenderApi bind uses; `during_read` runs inside get_pod (leadership lost meanwhile)."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+        self.during_read: Callable[[], None] = lambda: None
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        self.during_read()
+        limits = {"gpupool.io/gpu-memory": "8Gi", "gpupool.io/vgpu": "1"}
+        return {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+        }
+
+    async def leases_on_node(self, node: str) -> list[LeaseRecord]:
+        return []
+
+    async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
+        return None
+
+    async def create_lease(self, lease: LeaseRecord) -> LeaseRecord:
+        self.writes.append(f"create {lease.key}")
+        return lease
+
+    async def delete_lease(self, namespace: str, name: str) -> None:
+        self.writes.append(f"delete {namespace}/{name}")
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.writes.append(f"annotate {namespace}/{name}")
+
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        self.writes.append(f"bind {namespace}/{name} {node}")
+
+
+def _bind_setup(leader: list[bool]) -> tuple[Extender, BindApi]:
+    cache = ClusterCache()
+    node = {
+        "metadata": {
+            "name": "n",
+            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    cache.rebuild([node], [], [])
+    api = BindApi()
+    return Extender(cache, LeaderOnlyWrites(api, lambda: leader[0]), policy="binpack"), api
+
+
+def _bind_args(name: str) -> ExtenderBindingArgs:
+    return ExtenderBindingArgs(pod_name=name, pod_namespace="t", pod_uid=f"uid-{name}", node="n")
+
+
+def test_a_leader_binds_through_the_guard() -> None:
+    ext, api = _bind_setup([True])
+    result = asyncio.run(ext.bind(_bind_args("p")))
+    assert result.error == ""
+    assert api.writes == ["create t/uid-p", "bind t/p n"]
+
+
+def test_a_bind_whose_replica_loses_the_lease_midway_writes_nothing() -> None:
+    leader = [True]
+    ext, api = _bind_setup(leader)
+    api.during_read = lambda: leader.__setitem__(0, False)  # another replica takes over
+    with pytest.raises(NotLeader):  # /bind answers it as the extender Error
+        asyncio.run(ext.bind(_bind_args("p")))
+    assert api.writes == []
+    assert not ext.cache.leases  # the in-memory reservation is undone
+
+
+def test_a_binding_refused_after_the_reservation_undoes_it() -> None:
+    leader = [True]
+    ext, api = _bind_setup(leader)
+    inner_create = api.create_lease
+
+    async def create_then_lose(lease: LeaseRecord) -> LeaseRecord:
+        created = await inner_create(lease)
+        leader[0] = False
+        return created
+
+    api.create_lease = create_then_lose  # type: ignore[method-assign]
+    result = asyncio.run(ext.bind(_bind_args("p")))
+    assert result.error, result
+    assert api.writes == ["create t/uid-p", "delete t/uid-p"]  # no Binding; the slice is freed

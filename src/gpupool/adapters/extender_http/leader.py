@@ -22,12 +22,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
+
+from gpupool.adapters.extender_http.service import ExtenderApi
+from gpupool.adapters.kubernetes.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
 
@@ -177,3 +181,53 @@ class LeaderElector:
                 await self.client.replace(lease)
         except Exception as err:
             log.warning("could not release the leader lease: %s", err)
+
+
+class NotLeader(Exception):
+    """A bind's write was refused: this replica stopped being leader while the bind ran."""
+
+
+class LeaderOnlyWrites:
+    """An ExtenderApi whose binding writes (create_lease, bind_pod) are refused unless this
+    replica leads at that moment. /bind checks leadership when a bind starts; a bind may then wait
+    for a slot and for reads past the renew deadline, and another replica may take over the
+    lease: checked again right before each write, the old leader's bind stops instead of
+    reserving beside the new leader's. Reads and clean-up (delete_lease, annotate_pod) pass."""
+
+    def __init__(self, api: ExtenderApi, is_leader: Callable[[], bool]) -> None:
+        self.api = api
+        self.is_leader = is_leader
+
+    def _check(self, what: str) -> None:
+        if not self.is_leader():
+            raise NotLeader(f"{what} refused: this gpupool extender replica is no longer leader")
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self.api.get_pod(namespace, name)
+
+    async def leases_on_node(self, node: str) -> list[LeaseRecord]:
+        return await self.api.leases_on_node(node)
+
+    async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
+        return await self.api.get_lease(namespace, name)
+
+    async def create_lease(self, lease: LeaseRecord) -> LeaseRecord:
+        self._check(f"GpuLease {lease.key}")
+        return await self.api.create_lease(lease)
+
+    async def delete_lease(self, namespace: str, name: str) -> None:
+        await self.api.delete_lease(namespace, name)
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        await self.api.annotate_pod(namespace, name, annotations)
+
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        self._check(f"Binding of {namespace}/{name} to {node}")
+        await self.api.bind_pod(namespace, name, uid, node, annotations)
