@@ -24,6 +24,7 @@ import pytest
 
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.nodes import FakeNodeSpec, build_node, node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
@@ -166,8 +167,16 @@ def test_three_12gi_pods_share_one_card_with_disjoint_slices(
         }
         assert lease["spec"]["devices"] == [alloc]
     assert len({s["uuid"] for s in slices.values()}) == 1, f"not one card: {slices}"
-    ranges = sorted((s["offsetBytes"], s["offsetBytes"] + s["sizeBytes"]) for s in slices.values())
-    _assert_disjoint(ranges)
+    _assert_disjoint([r for s in slices.values() for r in _ranges(s)])
+
+
+def _ranges(device: dict[str, Any]) -> list[tuple[int, int]]:
+    """A slice's logical ranges [start, end): its extents, which add up to its size (none: one
+    range, as a lease written before extents or by hand)."""
+    extents = device.get("extents") or [device]
+    assert sum(e["sizeBytes"] for e in extents) == device["sizeBytes"], device
+    assert extents[0]["offsetBytes"] == device["offsetBytes"], device
+    return [(e["offsetBytes"], e["offsetBytes"] + e["sizeBytes"]) for e in extents]
 
 
 def _assert_disjoint(ranges: list[tuple[int, int]]) -> None:
@@ -193,20 +202,18 @@ def test_concurrent_pods_never_double_book_a_card(ext_cluster: ExtenderCluster, 
     for lease in leases:
         for d in lease["spec"]["devices"]:
             key = (lease["spec"]["node"], d["uuid"])
-            per_card.setdefault(key, []).append(
-                (d["offsetBytes"], d["offsetBytes"] + d["sizeBytes"])
-            )
+            per_card.setdefault(key, []).extend(_ranges(d))
     for card, ranges in per_card.items():
         assert sum(end - start for start, end in ranges) <= 72 * GiB, (card, ranges)
         _assert_disjoint(ranges)
 
 
-def test_60gi_pod_is_not_placed_on_four_cards_with_50gi_free_and_the_reason_says_why(
-    ext_cluster: ExtenderCluster, ns: str
-) -> None:
-    api = ext_cluster.api
-    node = f"four-{secrets.token_hex(2)}"
-    api.create("/api/v1/nodes", build_node(FakeNodeSpec(node, parse_gpu_spec("4xA100-80GB"))))
+def _gpu_node(api: KubeApi, cards: int) -> tuple[str, list[dict[str, Any]]]:
+    """A fresh fake node of `cards` A100-80GB with its GpuNode (72Gi allocatable per card)."""
+    node = f"n{cards}-{secrets.token_hex(2)}"
+    api.create(
+        "/api/v1/nodes", build_node(FakeNodeSpec(node, parse_gpu_spec(f"{cards}xA100-80GB")))
+    )
     api.create(
         f"{LEASES}/gpunodes",
         {
@@ -224,39 +231,54 @@ def test_60gi_pod_is_not_placed_on_four_cards_with_50gi_free_and_the_reason_says
             "memoryBytes": 80 * GiB,
             "allocatableBytes": 72 * GiB,
         }
-        for i in range(4)
+        for i in range(cards)
     ]
     api.request(
         "PUT",
         f"{LEASES}/gpunodes/{node}/status",
         {
             **api.get(f"{LEASES}/gpunodes/{node}"),
-            "status": {"gpuCount": 4, "health": "Healthy", "devices": devices},
+            "status": {"gpuCount": cards, "health": "Healthy", "devices": devices},
         },
     )
+    return node, devices
+
+
+def _held_lease(
+    ns: str, node: str, device: dict[str, Any], offset: int, size: int, **extra: Any
+) -> dict[str, Any]:
+    """A lease of a pod elsewhere in the namespace holding [offset, offset + size) of a card."""
+    uid = f"held-{secrets.token_hex(4)}"
+    return {
+        "apiVersion": "gpupool.io/v1alpha1",
+        "kind": "GpuLease",
+        "metadata": {"name": uid, "labels": {"gpupool.io/node": node}},
+        "spec": {
+            "tenant": "default",
+            "podRef": {"namespace": ns, "name": uid, "uid": uid},
+            "node": node,
+            "devices": [
+                {
+                    **{k: device[k] for k in ("uuid", "index", "model")},
+                    "offsetBytes": offset,
+                    "sizeBytes": size,
+                    **extra,
+                }
+            ],
+            "amount": size,
+        },
+    }
+
+
+def test_60gi_pod_is_not_placed_on_four_cards_with_50gi_free_and_the_reason_says_why(
+    ext_cluster: ExtenderCluster, ns: str
+) -> None:
+    api = ext_cluster.api
+    node, devices = _gpu_node(api, 4)
     # 22Gi held on every card (leases of pods elsewhere in the namespace): 50Gi free on each.
     for i in range(4):
-        uid = f"held-{secrets.token_hex(4)}"
         api.create(
-            f"{LEASES}/namespaces/{ns}/gpuleases",
-            {
-                "apiVersion": "gpupool.io/v1alpha1",
-                "kind": "GpuLease",
-                "metadata": {"name": uid, "labels": {"gpupool.io/node": node}},
-                "spec": {
-                    "tenant": "default",
-                    "podRef": {"namespace": ns, "name": f"held-{i}", "uid": uid},
-                    "node": node,
-                    "devices": [
-                        {
-                            **{k: devices[i][k] for k in ("uuid", "index", "model")},
-                            "offsetBytes": 0,
-                            "sizeBytes": 22 * GiB,
-                        }
-                    ],
-                    "amount": 22 * GiB,
-                },
-            },
+            f"{LEASES}/namespaces/{ns}/gpuleases", _held_lease(ns, node, devices[i], 0, 22 * GiB)
         )
     api.create(
         f"/api/v1/namespaces/{ns}/pods",
@@ -283,6 +305,42 @@ def test_60gi_pod_is_not_placed_on_four_cards_with_50gi_free_and_the_reason_says
     assert not pod["spec"].get("nodeName"), f"placed anyway on {pod['spec'].get('nodeName')}"
     leases = api.get(f"{LEASES}/namespaces/{ns}/gpuleases")["items"]
     assert all(x["spec"]["podRef"]["name"] != "big" for x in leases)
+
+
+def test_a_pod_that_fits_a_fragmented_card_by_bytes_takes_several_free_ranges(
+    ext_cluster: ExtenderCluster, ns: str
+) -> None:
+    """Held on the one 72Gi card: [0, 20), [30, 50), [60, 70) Gi. A 21Gi pod fits by bytes (22Gi
+    free) though no free range is longer than 10Gi: its slice is laid out over the free ranges,
+    lowest first, sharing no byte with the leases held."""
+    api = ext_cluster.api
+    node, devices = _gpu_node(api, 1)
+    leases = f"{LEASES}/namespaces/{ns}/gpuleases"
+    for start, end in ((0, 20), (30, 50), (60, 70)):
+        api.create(leases, _held_lease(ns, node, devices[0], start * GiB, (end - start) * GiB))
+    # the schema refuses extents that are no layout of the slice
+    bad = _held_lease(ns, node, devices[0], 20 * GiB, 2 * GiB,
+                      extents=[{"offsetBytes": 20 * GiB, "sizeBytes": GiB}])  # fmt: skip
+    with pytest.raises(ApiError) as refused:
+        api.create(leases, bad)
+    assert refused.value.status == 422 and "add up to sizeBytes" in str(refused.value)
+
+    api.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        _pod("split", "21Gi", node_selector={"kubernetes.io/hostname": node}),
+    )
+    pod = poll_until(lambda: _running(api, ns, "split"), timeout_s=60)
+    assert pod, f"split not Running:\n{ext_cluster.log.read_text()[-3000:]}"
+    (alloc,) = json.loads(pod["metadata"]["annotations"]["gpupool.io/allocation"])
+    assert alloc["extents"] == [
+        {"offsetBytes": 20 * GiB, "sizeBytes": 10 * GiB},
+        {"offsetBytes": 50 * GiB, "sizeBytes": 10 * GiB},
+        {"offsetBytes": 70 * GiB, "sizeBytes": GiB},
+    ]
+    lease = api.get(f"{leases}/{pod['metadata']['uid']}")
+    assert lease["spec"]["devices"] == [alloc]
+    held = api.get(leases)["items"]
+    _assert_disjoint([r for x in held for d in x["spec"]["devices"] for r in _ranges(d)])
 
 
 @pytest.mark.parametrize(
