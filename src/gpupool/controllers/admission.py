@@ -47,7 +47,9 @@ def admit_patch(pod: Json, admit: AdmitPod, now: float) -> list[Json]:
     """The JSON patch that admits a pod: checks it is the same pod still gated, then ungates it."""
     view = admit.pod
     annotations = (pod.get("metadata") or {}).get("annotations")
-    record = Admitted(now, admit.borrowed, admit.preemptible).to_annotation(admit.reason)
+    record = Admitted(
+        now, admit.borrowed, admit.preemptible, admit.resource, admit.amount
+    ).to_annotation(admit.reason)
     patch: list[Json] = [
         {"op": "test", "path": "/metadata/uid", "value": view.uid},
         {

@@ -36,6 +36,10 @@ class AdmitPod:
     borrowed: int
     preemptible: bool
     reason: str
+    # The pod's amount in its tenant quota's resource: the bind writes both into the GpuLease so
+    # `amount` and `borrowed` are in one unit (milli-GPU for a `gpu` quota, bytes otherwise).
+    resource: str | None = None
+    amount: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +210,14 @@ def plan_admission(
                 )
             )
             admit.append(
-                AdmitPod(pod, verdict.borrowed_amount, verdict.preemptible, verdict.reason)
+                AdmitPod(
+                    pod,
+                    verdict.borrowed_amount,
+                    verdict.preemptible,
+                    verdict.reason,
+                    quota.resource.value,
+                    ask.amount,
+                )
             )
             return Outcome(True)
         if isinstance(verdict, Reject):

@@ -47,17 +47,19 @@ class Admitted:
     at: float
     borrowed: int = 0
     preemptible: bool = False
+    resource: str | None = None  # the tenant quota's resource at admission ("gpu", "gpu-memory")
+    amount: int | None = None  # the pod's amount in that resource
 
     def to_annotation(self, reason: str) -> str:
-        return json.dumps(
-            {
-                "at": format_time(self.at),
-                "borrowed": self.borrowed,
-                "preemptible": self.preemptible,
-                "reason": reason,
-            },
-            separators=(",", ":"),
-        )
+        record: dict[str, object] = {
+            "at": format_time(self.at),
+            "borrowed": self.borrowed,
+            "preemptible": self.preemptible,
+            "reason": reason,
+        }
+        if self.resource is not None and self.amount is not None:
+            record |= {"resource": self.resource, "amount": self.amount}
+        return json.dumps(record, separators=(",", ":"))
 
     @classmethod
     def from_annotation(cls, text: str | None) -> Admitted | None:

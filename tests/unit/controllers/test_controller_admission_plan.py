@@ -167,3 +167,38 @@ def test_unreadable_gated_pod_waits_with_its_problem() -> None:
     assert isinstance(view, PodView) and view.problem is not None
     plan = plan_admission([view], [TenantQuota("alpha", nominal=GiB)], now=1.0)
     assert plan.admit == () and plan.queued[0].reason == "UNREADABLE"
+
+
+def test_gpu_unit_quota_records_amount_and_borrowed_in_milli_gpu() -> None:
+    from gpupool.adapters.wire.admitted import AdmittedMark, read_admitted
+    from gpupool.quota.resource import Resource
+
+    def whole_gpu_pod(name: str, second: int) -> dict[str, Any]:
+        raw = pod_json(name, queued_at=at(second))
+        raw["spec"]["containers"][0]["resources"]["limits"] = {"gpupool.io/gpu": "1"}
+        return raw
+
+    quotas = [
+        TenantQuota("alpha", nominal=1000, resource=Resource.GPU, cohort="c"),
+        TenantQuota("beta", nominal=2000, resource=Resource.GPU, cohort="c"),
+    ]
+    raws = [whole_gpu_pod("a1", 1), whole_gpu_pod("a2", 2)]
+    plan = plan_admission([read_pod(r) for r in raws], quotas, now=1.0)
+    assert [(a.pod.name, a.resource, a.amount, a.borrowed) for a in plan.admit] == [
+        ("a1", "gpu", 1000, 0),
+        ("a2", "gpu", 1000, 1000),
+    ]
+    # What the extender's bind reads back from the admit patch: both amounts in milli-GPU.
+    patch = admit_patch(raws[1], plan.admit[1], 1.0)
+    (record,) = [p["value"] for p in patch if p["path"].endswith("gpupool.io~1admitted")]
+    assert read_admitted({"gpupool.io/admitted": record}) == AdmittedMark(1000, False, "gpu", 1000)
+
+
+def test_admitted_record_without_or_with_a_bad_resource_means_bytes() -> None:
+    from gpupool.adapters.wire.admitted import read_admitted
+
+    old = Admitted(0.0, borrowed=5).to_annotation("x")
+    assert read_admitted({"gpupool.io/admitted": old}).resource is None
+    odd = '{"borrowed": 5, "resource": "cpu", "amount": 7}'
+    mark = read_admitted({"gpupool.io/admitted": odd})
+    assert (mark.borrowed, mark.resource, mark.amount) == (5, None, None)

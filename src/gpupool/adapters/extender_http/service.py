@@ -729,10 +729,14 @@ class Extender:
             return f"node {node} changed under the plan: {laid}"
         slices = laid
         meta = pod.get("metadata") or {}
-        amount = sum(s.size_bytes for s in slices)
         # What the admission queue recorded when it ungated the pod: reclaim finds borrowed
-        # (and preemptible) leases by these fields. CEL keeps borrowed within amount.
+        # (and preemptible) leases by these fields. The lease's amount and borrowed share the
+        # tenant quota's unit (milli-GPU for a `gpu` quota); without a record, bytes. CEL keeps
+        # borrowed within amount.
         mark = read_admitted(meta.get("annotations"))
+        resource, amount = "gpu-memory", sum(s.size_bytes for s in slices)
+        if mark.resource is not None and mark.amount is not None:
+            resource, amount = mark.resource, mark.amount
         return LeaseRecord(
             name=str(meta["uid"]),
             namespace=str(meta["namespace"]),
@@ -741,6 +745,7 @@ class Extender:
             node=node,
             slices=tuple(slices),
             amount=amount,
+            resource=resource,
             priority=req.priority,
             exclusive=req.exclusive,
             borrowed=min(mark.borrowed, amount),

@@ -1,0 +1,59 @@
+"""The GpuLease the extender's bind plans: `amount` and `borrowed` in one unit, the tenant
+quota's resource as the admission queue recorded it (milli-GPU for a `gpu` quota), else bytes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.adapters.kubernetes.pod import request_from_pod
+from gpupool.domain.units import GiB
+
+
+def _node() -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "n",
+            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "2"},
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def _pod(admitted: dict[str, Any] | None) -> dict[str, Any]:
+    limits = {"gpupool.io/gpu-memory": "20Gi", "gpupool.io/vgpu": "1"}
+    meta: dict[str, Any] = {"name": "p", "namespace": "t", "uid": "uid-p"}
+    if admitted is not None:
+        meta["annotations"] = {"gpupool.io/admitted": json.dumps(admitted)}
+    container = {"name": "c", "resources": {"limits": limits}}
+    return {"metadata": meta, "spec": {"containers": [container]}}
+
+
+def _plan(pod: dict[str, Any]) -> LeaseRecord:
+    cache = ClusterCache()
+    cache.rebuild([_node()], [], [])
+    ext = Extender(cache, policy="binpack")
+    planned = ext._reserve_plan(request_from_pod(pod), pod, "n", [])
+    assert isinstance(planned, LeaseRecord), planned
+    return planned
+
+
+def test_gpu_quota_lease_counts_milli_gpu() -> None:
+    lease = _plan(_pod({"borrowed": 250, "resource": "gpu", "amount": 250}))
+    assert (lease.resource, lease.amount, lease.borrowed) == ("gpu", 250, 250)
+    assert sum(s.size_bytes for s in lease.slices) == 20 * GiB  # the slice itself is bytes
+
+
+def test_memory_quota_or_no_record_counts_bytes() -> None:
+    lease = _plan(_pod({"borrowed": 4 * GiB, "resource": "gpu-memory", "amount": 20 * GiB}))
+    assert (lease.resource, lease.amount, lease.borrowed) == ("gpu-memory", 20 * GiB, 4 * GiB)
+    bare = _plan(_pod(None))
+    assert (bare.resource, bare.amount, bare.borrowed) == ("gpu-memory", 20 * GiB, 0)
+
+
+def test_borrowed_never_exceeds_amount() -> None:
+    lease = _plan(_pod({"borrowed": 900, "resource": "gpu", "amount": 250}))
+    assert lease.borrowed == 250
