@@ -1,121 +1,16 @@
 """Reclaim for room in the replay: the placement what-if behind `plan_site_reclaim`.
 
-A lender's pod admitted by quota may still find no card because borrowers hold the capacity.
-`room_plan` asks the pure planner for borrowed victims on one node whose eviction lets the pod fit
-there. The what-if is exact: the victims' placement decisions are forgotten on the snapshot, the
-placement filters are asked whether the pod now fits on that node, and the decisions are assumed
-back (assume and forget are exact inverses, so the snapshot is left as it was). Nodes held for
-another claimant, and nodes the pod could never use (wrong model, too few or too small cards),
-are not considered.
+The what-if itself (`room_bound`, `fits_without`, `UsableNodes`) lives in `placement.whatif` and
+`room_plan` in `state.room_reclaim`, so the live reclaim controller asks exactly the same questions;
+this module keeps the replay's names for them. `HELD` is the node condition the replay sets on a
+node whose room is held for a claimant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from gpupool.placement.whatif import UsableNodes, fits_without, room_bound
+from gpupool.state.room_reclaim import room_plan
 
-import numpy as np
+__all__ = ["HELD", "UsableNodes", "fits_without", "room_bound", "room_plan"]
 
-from gpupool.domain.requests import MILLI, Request
-from gpupool.placement import ClusterSnapshot, Decision
-from gpupool.placement.filters import UNRESOLVABLE, Reason, feasibility
-from gpupool.placement.snapshot import BoolArray
-from gpupool.quota.lease import Lease
-from gpupool.quota.ledger import Ledger
-from gpupool.quota.reclaim import NoReclaim
-from gpupool.quota.reclaim_sites import SitePlan, plan_site_reclaim
-
-_UNRESOLVABLE = np.array(sorted(int(r) for r in UNRESOLVABLE), dtype=np.int64)
 HELD = "held for a reclaim"
-
-
-def room_bound(snap: ClusterSnapshot, node: int, req: Request, here: Sequence[Decision]) -> bool:
-    """Quick upper bound, touching nothing: could `req` fit on `node` once `here` (placements on
-    that node) have ended, by CPU, memory and card room? (Models and health are left to the
-    filters.)"""
-    cpu = int(snap.cpu_free[node]) + sum(d.request.cpu_milli for d in here)
-    mem = int(snap.mem_free[node]) + sum(d.request.memory_mib for d in here)
-    if cpu < req.cpu_milli or mem < req.memory_mib:
-        return False
-    if not req.wants_gpu:
-        return True
-    gmem: list[int] = snap.gmem_free[node].tolist()
-    comp: list[int] = snap.comp_free[node].tolist()
-    for decision in here:
-        for card, size, compute in zip(
-            decision.cards, decision.mem_bytes, decision.compute_milli, strict=True
-        ):
-            gmem[card] += size
-            comp[card] += compute
-    total: list[int] = snap.gmem_total[node].tolist()
-    cards = [k for k, present in enumerate(snap.present[node].tolist()) if present]
-    if req.whole_cards:
-        whole = sum(1 for k in cards if comp[k] == MILLI and gmem[k] == total[k])
-        return whole >= req.gpu_count
-    if req.gpu_milli is not None:
-        return any(
-            gmem[k] >= total[k] * req.gpu_milli // MILLI and comp[k] >= req.gpu_milli for k in cards
-        )
-    size = req.gpu_memory_bytes or 0
-    return any(gmem[k] >= size and comp[k] >= req.compute_milli for k in cards)
-
-
-def fits_without(snap: ClusterSnapshot, node: int, req: Request, gone: Sequence[Decision]) -> bool:
-    """Whether `req` fits on `node` once the placements `gone` have ended (snapshot unchanged)."""
-    here = [d for d in gone if d.node_index == node]
-    if not room_bound(snap, node, req, here):
-        return False
-    for decision in here:
-        snap.forget(decision)
-    try:
-        return int(feasibility(snap, req).reason[node]) == int(Reason.FITS)
-    finally:
-        for decision in reversed(here):
-            snap.assume(decision)
-
-
-class UsableNodes:
-    """Per request kind, the nodes it could ever use: those the filters do not reject for a
-    reason no eviction cures (wrong model, too few or too small cards). Static, so cached."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[object, ...], BoolArray] = {}
-
-    def __call__(self, snap: ClusterSnapshot, req: Request) -> BoolArray:
-        key = (snap.uid, req.models, req.gpu_count, req.gpu_milli is None, req.gpu_memory_bytes)
-        usable = self._cache.get(key)
-        if usable is None:
-            usable = ~np.isin(feasibility(snap, req).reason, _UNRESOLVABLE)
-            self._cache[key] = usable
-        return usable
-
-
-def room_plan(
-    snap: ClusterSnapshot,
-    ledger: Ledger,
-    decision_of: Callable[[str], Decision | None],
-    held: Collection[int],
-    req: Request,
-    tenant: str,
-    now: float,
-    needed: int = 0,
-    pending: Collection[str] = (),
-    usable: BoolArray | None = None,
-) -> SitePlan[int] | NoReclaim:
-    """Victims whose eviction lets `req` (of `tenant`) fit on one node, via `plan_site_reclaim`.
-
-    `usable`: the nodes `req` could ever use (see `UsableNodes`); computed when not given."""
-    if usable is None:
-        usable = UsableNodes()(snap, req)
-
-    def site_of(lease: Lease) -> int | None:
-        decision = decision_of(lease.id)
-        if decision is None:
-            return None
-        node = decision.node_index
-        return node if usable[node] and node not in held else None
-
-    def fits(node: int, gone: Sequence[Lease]) -> bool:
-        decisions = [d for d in (decision_of(le.id) for le in gone) if d is not None]
-        return fits_without(snap, node, req, decisions)
-
-    return plan_site_reclaim(ledger, tenant, site_of, fits, now, needed, pending)
