@@ -13,7 +13,7 @@ from lightkube import AsyncClient, codecs, operators
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
 from gpupool.adapters.wire import names
@@ -58,6 +58,9 @@ class ClusterApi:
 
     async def leases(self) -> list[Json]:
         return [_dict(le) async for le in self.client.list(GpuLease, namespace="*")]
+
+    async def nodes(self) -> list[Json]:
+        return [_dict(n) async for n in self.client.list(Node)]
 
     async def gpu_nodes(self) -> list[Json]:
         return [_dict(n) async for n in self.client.list(GpuNode)]

@@ -18,6 +18,12 @@ wait because borrowers in its cohort hold the pool gets that quota back.
   and a Warning event say why);
 - when nobody in the victim's cohort waits for reclaim any more (capacity freed some other way),
   its notice is withdrawn.
+Reclaim *for room* (`room_reclaim_plan`): a pod the quota admitted that kube-scheduler marked
+Unschedulable, of a tenant within its nominal quota, gets borrowed victims on the one node where
+the fewest of them make it fit (the extender's snapshot and the replay's what-if). Their notices
+carry `room` (the node) besides `for` (the pod); they follow the same grace period and Eviction
+API path, hold that node against other room claims, and are withdrawn once the pod is gone,
+placed (anywhere) or finished. Quota and room notices both count as pending for either kind.
 `ReclaimReconciler.reconcile` reads the API server, calls the plan and applies it; nothing is
 kept between rounds. The admission queue then admits the waiting pod once its victims are gone.
 """
@@ -31,9 +37,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi, Json
+from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json
 from gpupool.adapters.wire import names
 from gpupool.controllers.admission import read_quotas
 from gpupool.controllers.admission_plan import plan_admission
+from gpupool.controllers.room_reclaim_plan import (
+    Placement,
+    build_placement,
+    plan_room_reclaim,
+    waits_for_room,
+)
 from gpupool.controllers.snapshot import PodView, format_time, parse_time, read_pod
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.reclaim import NoReclaim, plan_reclaim
@@ -53,6 +67,7 @@ class ReclaimNotice:
     claimant: str  # the tenant that gets its quota back
     claimant_pod: str = ""  # namespace/name of the pod that waited for it
     blocked: str | None = None  # why the last eviction attempt was refused (429)
+    room: str | None = None  # for room: the node where `claimant_pod` fits once victims are gone
 
     def to_annotation(self) -> str:
         data: dict[str, Any] = {
@@ -61,6 +76,8 @@ class ReclaimNotice:
             "claimant": self.claimant,
             "for": self.claimant_pod,
         }
+        if self.room:
+            data["room"] = self.room
         if self.blocked:
             data["blocked"] = self.blocked
         return json.dumps(data, separators=(",", ":"))
@@ -76,12 +93,14 @@ class ReclaimNotice:
             if at is None or evict_at is None:
                 return None
             blocked = data.get("blocked")
+            room = data.get("room")
             return cls(
                 at=at,
                 evict_at=evict_at,
                 claimant=str(data.get("claimant") or ""),
                 claimant_pod=str(data.get("for") or ""),
                 blocked=str(blocked) if blocked else None,
+                room=str(room) if room else None,
             )
         except (ValueError, TypeError, AttributeError):
             return None
@@ -157,6 +176,27 @@ def _marked(pod: PodView, lease: LeaseMark | None) -> PodView:
     return replace(pod, admitted=admitted)
 
 
+def _room_claimant_waits(claimant: PodView | None) -> bool:
+    """The pod a room notice is for still waits for that room (exists, unbound, not finished)."""
+    return (
+        claimant is not None
+        and claimant.node is None
+        and not claimant.gated
+        and not claimant.terminal
+        and not claimant.deleting
+    )
+
+
+def _room_gone_why(claimant: PodView | None) -> str:
+    if claimant is None:
+        return "the pod is gone"
+    if claimant.node is not None:
+        return f"the pod was placed on node {claimant.node}"
+    if claimant.terminal or claimant.deleting:
+        return "the pod finished or is being deleted"
+    return "the pod waits for quota again"
+
+
 def plan_reclaim_round(
     pods: Sequence[PodView],
     leases: Iterable[LeaseMark],
@@ -164,8 +204,13 @@ def plan_reclaim_round(
     now: float,
     *,
     mode: FifoMode = FifoMode.BEST_EFFORT,
+    placement: Placement | None = None,
 ) -> ReclaimRound:
-    """This round's notices, evictions and withdrawals (pure; see the module docstring)."""
+    """This round's notices, evictions and withdrawals (pure; see the module docstring).
+
+    `placement`: where capacity is (nodes, GpuNodes, GpuLeases; `build_placement`); without it
+    no new reclaim for room is planned (notices for room already given are still carried out or
+    withdrawn)."""
     quota_list = list(quotas)
     by_uid = {le.pod_uid: le for le in leases if le.live}
     views = [_marked(p, by_uid.get(p.uid)) for p in pods]
@@ -218,11 +263,53 @@ def plan_reclaim_round(
             new.append(NoticePod(victim, notice, message))
             pending.add(chosen.lease_id)
 
+    by_key = {p.key: p for p in views}
+    held: dict[str, str] = {}  # claimant pod key -> node where room is made for it
+    room_gone: dict[str, str] = {}  # lease id -> why its room notice is withdrawn
+    for lease_id, (_pod, notice) in noticed.items():
+        if notice.room is None:
+            continue
+        claimant = by_key.get(notice.claimant_pod)
+        if _room_claimant_waits(claimant):
+            held[notice.claimant_pod] = notice.room
+        else:
+            room_gone[lease_id] = _room_gone_why(claimant)
+
+    if placement is not None:
+        room = plan_room_reclaim(views, ledger, placement, now, pending=pending, held=held)
+        for claim in room.claims:
+            fmt = book[claim.pod.tenant].resource.format
+            for chosen in claim.notices:
+                victim = pod_of[chosen.lease_id]
+                notice = ReclaimNotice(
+                    now, chosen.evict_at, claim.pod.tenant, claim.pod.key, room=claim.node
+                )
+                grace = chosen.evict_at - now
+                message = (
+                    f"reclaim for room on node {claim.node} for pod {claim.pod.key}: tenant "
+                    f"{claim.pod.tenant} is within its quota but no node has room for the pod; "
+                    f"this pod runs on borrowed quota ({fmt(chosen.amount)}) on that node and "
+                    f"will be evicted at {format_time(chosen.evict_at)} (grace period {grace:g}s)"
+                )
+                new.append(NoticePod(victim, notice, message))
+                pending.add(chosen.lease_id)
+        stuck.extend(Stuck(n.pod, f"no room for pod {n.pod.key}: {n.reason}") for n in room.no_room)
+
     evictions: list[EvictPod] = []
     withdrawals: list[WithdrawNotice] = []
     for lease_id, (pod, notice) in noticed.items():
         victim_cohort = cohort_of(lease_id)
-        if victim_cohort is None or victim_cohort not in needed:
+        if notice.room is not None:
+            if lease_id in room_gone:
+                withdrawals.append(
+                    WithdrawNotice(
+                        pod,
+                        f"reclaim for room on node {notice.room} for pod {notice.claimant_pod} "
+                        f"withdrawn: {room_gone[lease_id]}",
+                    )
+                )
+                continue
+        elif victim_cohort is None or victim_cohort not in needed:
             withdrawals.append(
                 WithdrawNotice(
                     pod,
@@ -230,14 +317,20 @@ def plan_reclaim_round(
                     f"for borrowed quota any more",
                 )
             )
-        elif notice.evict_at <= now and not pod.deleting:
+            continue
+        if notice.evict_at <= now and not pod.deleting:
+            why = (
+                f"to make room on node {notice.room} for pod {notice.claimant_pod} of tenant "
+                f"{notice.claimant}"
+                if notice.room is not None
+                else f"to give tenant {notice.claimant} its quota back"
+            )
             evictions.append(
                 EvictPod(
                     pod,
                     notice,
-                    f"evicted to give tenant {notice.claimant} its quota back (notice given at "
-                    f"{format_time(notice.at)}, grace period over at "
-                    f"{format_time(notice.evict_at)})",
+                    f"evicted {why} (notice given at {format_time(notice.at)}, grace period over "
+                    f"at {format_time(notice.evict_at)})",
                 )
             )
     return ReclaimRound(tuple(new), tuple(evictions), tuple(withdrawals), tuple(stuck))
@@ -288,14 +381,29 @@ class ReclaimReconciler:
 
     async def reconcile(self) -> ReclaimRound:
         pods = await self.api.tenant_pods()
-        leases = [read_lease_mark(le) for le in await self.api.leases()]
+        lease_objects = await self.api.leases()
+        leases = [read_lease_mark(le) for le in lease_objects]
         quotas, _problems = read_quotas(await self.api.quotas())
-        now = self.clock()
         views = [read_pod(p) for p in pods]
+        placement: Placement | None = None
+        if any(waits_for_room(v) for v in views):  # nodes are read only when a pod needs room
+            nodes, gpunodes = await self.api.nodes(), await self.api.gpu_nodes()
+            placement = build_placement(nodes, gpunodes, _lease_records(lease_objects))
+        now = self.clock()
         raw = {v.key: p for v, p in zip(views, pods, strict=True)}
-        plan = plan_reclaim_round(views, leases, quotas, now, mode=self.mode)
+        plan = plan_reclaim_round(views, leases, quotas, now, mode=self.mode, placement=placement)
         await apply_reclaim(self.api, plan, raw, now)
         return plan
+
+
+def _lease_records(objects: Iterable[Json]) -> list[LeaseRecord]:
+    records = []
+    for obj in objects:
+        try:
+            records.append(lease_from_json(obj))
+        except InvalidObject as err:
+            log.error("reclaim for room ignores an unreadable lease: %s", err)
+    return records
 
 
 async def apply_reclaim(

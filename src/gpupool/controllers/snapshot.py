@@ -96,6 +96,8 @@ class PodView:
     queue_note: str | None  # the current gpupool.io/queue annotation
     allocation_models: tuple[str, ...] = ()
     reclaim_notice: str | None = None
+    # kube-scheduler found no node for it: condition PodScheduled=False, reason Unschedulable
+    unschedulable: bool = False
 
     @property
     def key(self) -> str:
@@ -157,4 +159,12 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         queue_note=annotations.get(names.ANN_QUEUE),
         allocation_models=models,
         reclaim_notice=annotations.get(names.ANN_RECLAIM_NOTICE),
+        unschedulable=_unschedulable(status),
     )
+
+
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            return condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
+    return False

@@ -108,6 +108,12 @@ class ClusterCache:
             return "node not in the extender's cache yet"
         return "not a gpupool GPU node (no GpuNode and no gpupool.io/gpu-model label)"
 
+    def applied(self, key: str) -> Decision | None:
+        """The Decision lease `key` is applied to the snapshot as; None when it holds nothing
+        there (ended, its node or card unknown, or it does not fit its cards)."""
+        self.snapshot()
+        return self._applied.get(key)
+
     def leases_on(self, node: str) -> list[LeaseRecord]:
         return [x for x in self.leases.values() if x.node == node and x.holds_capacity]
 
