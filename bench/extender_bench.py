@@ -13,7 +13,8 @@ Three modes run one after the other in one invocation, each on its own server ov
 cache and pods: `before` (standard library JSON, no memo of node rows, prioritize's reply built as
 dicts, the client in the server's process: the bench as first written), `after-same-process` (the
 server as it is now, the same client: the server's gain at equal measurement) and `after` (the
-server as it is now, the client in its own process, as kube-scheduler is). `filter_prioritize_ms`
+server as it is now, on uvloop as `gpupool extender` runs it, the client in its own process, as
+kube-scheduler is). `filter_prioritize_ms`
 is the round trip the client sees, `server_handlers_ms` the server's filter plus prioritize handler
 time per pod; `ratios` divides each mode's figures by `before`'s. The `after` client encodes and
 decodes with msgspec (kube-scheduler is Go; Python's json module would bill the client's own work
@@ -43,6 +44,7 @@ from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.server import MSGSPEC, STDLIB, JsonCodec, make_app
 from gpupool.adapters.extender_http.service import ROWS_MEMO, Extender
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.cli.daemon import run_loop
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 
@@ -192,7 +194,7 @@ def _serve_in_child(n: int, seed: int, policy: str, mode: str, conn: Connection)
         conn.send(handler_ms)
         await runner.cleanup()
 
-    asyncio.run(run())
+    run_loop(run())  # the extender's own event loop (uvloop), as `gpupool extender` runs it
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
