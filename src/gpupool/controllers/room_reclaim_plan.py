@@ -16,6 +16,8 @@ over `quota.reclaim_sites.plan_site_reclaim`):
   `ClusterCache`, the placement filters are asked, and the placements are assumed back);
 - leases already under notice are never chosen again, nor counted as room: what they free is
   promised to whoever claimed it;
+- only nodes the pod may run on by its own constraints (`node_match`: nodeSelector, required
+  node affinity, taints), so nobody is evicted from a node the pod could not use;
 - a node where room is already being made for another pod (`held`) is not used again, and a pod
   with room already being made for it (`held` names it) gets nothing more: a notice is not doubled.
 Several pods may claim room in one round, highest priority first, then the earliest admitted;
@@ -31,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.kubernetes.lease import LeaseRecord
@@ -51,6 +55,7 @@ class Placement:
 
     snap: ClusterSnapshot
     decisions: Mapping[str, Decision]
+    nodes: Mapping[str, Mapping[str, Any]]  # Node objects by name (labels, taints)
 
     def decision_of(self, lease_id: str) -> Decision | None:
         return self.decisions.get(lease_id)
@@ -64,15 +69,17 @@ def build_placement(
     """The snapshot as the extender builds it (`ClusterCache`): the same node reading, the same
     conditions (cordoned, not ready, unhealthy), the same lease accounting."""
     records = list(leases)
+    node_list = list(nodes)
     cache = ClusterCache()
-    cache.rebuild(nodes, gpunodes, records)
+    cache.rebuild(node_list, gpunodes, records)
     snap = cache.snapshot()
     decisions: dict[str, Decision] = {}
     for lease in records:
         decision = cache.applied(lease.key)
         if decision is not None and lease.pod.uid:
             decisions[lease.pod.uid] = decision
-    return Placement(snap, decisions)
+    by_name = {str((n.get("metadata") or {}).get("name")): n for n in node_list}
+    return Placement(snap, decisions, by_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +148,12 @@ def plan_room_reclaim(
         if ledger.used(pod.tenant) > quota.nominal:
             continue  # runs on borrowed quota itself: it has no claim on anyone's room
         req = pod.request
-        if bool((feasibility(snap, req).reason == Reason.FITS).any()):
+        allowed = np.fromiter(
+            (pod.constraints.allows(placement.nodes.get(name) or {}) for name in snap.names),
+            dtype=np.bool_,
+            count=len(snap.names),
+        )
+        if bool(((feasibility(snap, req).reason == Reason.FITS) & allowed).any()):
             continue  # fits somewhere already: kube-scheduler places it on its next try
         held_nodes = {snap.index[n] for n in held.values() if n in snap.index}
         plan = room_plan(
@@ -154,7 +166,7 @@ def plan_room_reclaim(
             now,
             0,
             pending=taken,
-            usable=usable_nodes(snap, req),
+            usable=usable_nodes(snap, req) & allowed,
         )
         if isinstance(plan, NoReclaim):
             no_room.append(NoRoom(pod, plan.reason))

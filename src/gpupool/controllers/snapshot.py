@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.pods import read_pod_gpu
+from gpupool.controllers.node_match import NodeConstraints
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 
@@ -98,6 +99,8 @@ class PodView:
     reclaim_notice: str | None = None
     # kube-scheduler found no node for it: condition PodScheduled=False, reason Unschedulable
     unschedulable: bool = False
+    # which nodes it may run on by its spec (nodeSelector, required node affinity, tolerations)
+    constraints: NodeConstraints = field(default_factory=NodeConstraints)
 
     @property
     def key(self) -> str:
@@ -160,6 +163,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         allocation_models=models,
         reclaim_notice=annotations.get(names.ANN_RECLAIM_NOTICE),
         unschedulable=_unschedulable(status),
+        constraints=NodeConstraints.of_spec(spec),
     )
 
 

@@ -50,6 +50,7 @@ def pod(
     unschedulable: bool = False,
     priority: int = 0,
     notice: ReclaimNotice | None = None,
+    selector: dict[str, str] | None = None,
 ) -> PodView:
     record = {
         "at": at(admitted_at),
@@ -82,6 +83,8 @@ def pod(
     }
     if node:
         spec["nodeName"] = node
+    if selector:
+        spec["nodeSelector"] = selector
     return read_pod(
         {
             "metadata": {
@@ -105,7 +108,11 @@ def node(name: str, cards: int = 1) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": str(cards)},
+            "labels": {
+                "gpupool.io/gpu-model": "A100-80GB",
+                "gpupool.io/gpu-count": str(cards),
+                "kubernetes.io/hostname": name,
+            },
         },
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
@@ -374,3 +381,34 @@ def test_plan_room_reclaim_skips_a_pod_already_held() -> None:
     assert len(plan_room_reclaim(pods, ledger, placement, NOW).claims) == 1
     held = plan_room_reclaim(pods, ledger, placement, NOW, held={"ns/a1": "n2"})
     assert held.claims == ()
+
+
+def test_only_nodes_the_pod_may_run_on_are_cleared() -> None:
+    # a1 may run on n1 only (nodeSelector): b3 there goes, though b4 on n2 is preferred
+    pods = [*full_cluster(), waiting(selector={"kubernetes.io/hostname": "n1"})]
+    plan = round_of(pods)
+    assert names(plan.notices) == ["b3"] and plan.notices[0].notice.room == "n1"
+
+
+def test_nothing_when_the_only_node_the_pod_may_use_cannot_be_cleared() -> None:
+    # n1 holds b1 and b2 (both within beta's quota); a1 may run on n1 only; n2's borrowed pods
+    # are not its to take
+    pods = [
+        pod("b1", "beta", node="n1", admitted_at=1),
+        pod("b2", "beta", node="n1", admitted_at=2),
+        pod("b3", "beta", node="n2", admitted_at=3, borrowed=True),
+        pod("b4", "beta", node="n2", admitted_at=4, borrowed=True),
+        waiting(selector={"kubernetes.io/hostname": "n1"}),
+    ]
+    plan = round_of(pods)
+    assert plan.notices == () and names(plan.stuck) == ["a1"]
+
+
+def test_a_pod_that_fits_only_where_it_may_not_run_still_gets_room() -> None:
+    # n2 has room but a1 may not run there: room is made on n1
+    pods = [
+        *[p for p in full_cluster() if p.name != "b4"],
+        waiting(selector={"kubernetes.io/hostname": "n1"}),
+    ]
+    plan = round_of(pods)
+    assert names(plan.notices) == ["b3"] and plan.notices[0].notice.room == "n1"
