@@ -1,0 +1,353 @@
+"""Reclaim *for room* end to end: a lender's pod that the quota admits but no card can take gets
+room made on one node by evicting a borrowed pod there.
+
+`gpupool extender`, `gpupool webhook` and `gpupool controller` run as processes against a cluster
+of this module: two kwok nodes with one A100-80GB each (72Gi allocatable per card), so the cards
+fill long before the quota does. Tenant beta (nominal = guaranteed 60Gi) runs, pinned by
+nodeSelector:
+  gpu-node-0: b1 (24Gi, within beta's quota), b3 (48Gi, borrowed)
+  gpu-node-1: b2 (36Gi, within beta's quota), b4 (36Gi, borrowed, beta's newest)
+Tenant alpha (nominal 200Gi, idle) submits a1 (48Gi): the quota admits it (alpha is within its
+nominal quota and the cohort's pool has room), kube-scheduler finds no card (Unschedulable). Only
+b3's eviction makes room for 48Gi on one card (b4's would leave 36Gi), so b3 gets the notice,
+is evicted after beta's grace period, and a1 runs on gpu-node-0; b4 (which a quota reclaim would
+have taken first, being the newest) and b1, b2 are untouched. A second test deletes the waiting
+pod before the deadline: the notice is withdrawn and b3 keeps running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpupool.controllers.snapshot import parse_time
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.errors import ApiError
+from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
+from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.units import GiB
+
+pytestmark = pytest.mark.e2e
+
+GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+GROUP = "/apis/gpupool.io/v1alpha1"
+NOTICE = "gpupool.io/reclaim-notice"
+NODE_X, NODE_Y = "gpu-node-0", "gpu-node-1"
+GRACE_S = 3
+LIVE = (None, "Reserved", "Bound", "Active")  # lease phases that hold a card's memory
+
+
+@dataclass
+class Stack:
+    api: KubeApi
+    selector: tuple[str, str]  # the namespace label the webhook is registered for
+    logs: Path
+    namespaces: list[str] = field(default_factory=list)
+
+    def tail(self) -> str:
+        parts = []
+        for name in ("controller.log", "extender.log", "webhook.log"):
+            text = (self.logs / name).read_text(errors="replace")
+            parts.append(f"--- {name}\n{text[-3000:]}")
+        return "\n".join(parts)
+
+
+def _healthy(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("room-reclaim-e2e")
+    ext_port, hook_port = free_port(), free_port()
+    cluster = DevCluster(root / "cluster")
+    state = cluster.up(
+        ClusterSpec(
+            nodes=tuple(node_specs(2, parse_gpu_spec("1xA100-80GB"))),
+            extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{ext_port}/gpupool"),
+        ),
+        die_with_parent=True,
+    )
+    api = cluster.api()
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    token = secrets.token_hex(3)
+    selector = ("gpupool.io/e2e-room", token)
+    name = f"gpupool-room-{token}"
+    kubeconfig = state.kubeconfig
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = {n: (root / f"{n}.log").open("wb") for n in ("extender", "webhook", "controller")}
+    try:
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "extender", "--kubeconfig", kubeconfig, "--port", str(ext_port),
+                 "--policy", "binpack", "--apply-crds", "--resync-seconds", "30"],
+                stdout=logs["extender"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        assert (
+            poll_until(
+                lambda: (
+                    _healthy(f"http://127.0.0.1:{ext_port}/healthz") or procs[0].poll() is not None
+                ),
+                timeout_s=60,
+            )
+            and procs[0].poll() is None
+        ), (root / "extender.log").read_text()
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "webhook", "serve", "--host", "127.0.0.1", "--port", str(hook_port),
+                 "--cert-dir", str(root / "certs"), "--kubeconfig", kubeconfig,
+                 "--register-url", f"https://127.0.0.1:{hook_port}",
+                 "--namespace-label", f"{selector[0]}={selector[1]}", "--name", name,
+                 "--unregister-on-exit"],
+                stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
+                stdout=logs["controller"],
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
+        registered = poll_until(
+            lambda: api.exists(
+                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+            ),
+            timeout_s=30,
+        )
+        assert registered, (root / "webhook.log").read_text()
+        yield Stack(api, selector, root)
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        for handle in logs.values():
+            handle.close()
+        cluster.down()
+
+
+@pytest.fixture
+def room(stack: Stack) -> Iterator[Stack]:
+    """The stack, emptied again after the test: its pods deleted and their leases released, so
+    the next test finds both cards free."""
+    yield stack
+    api = stack.api
+    for ns in stack.namespaces:
+        for pod in api.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+            try:
+                api.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}")
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+
+    def released() -> bool:
+        for ns in stack.namespaces:
+            if api.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+                return False
+            for lease in api.get(f"{GROUP}/namespaces/{ns}/gpuleases")["items"]:
+                if (lease.get("status") or {}).get("phase") in LIVE:
+                    return False
+        return True
+
+    assert poll_until(released, timeout_s=60, interval_s=0.2), stack.tail()
+    stack.namespaces.clear()
+
+
+def _quota(api: KubeApi, name: str, cohort: str, nominal: str, guaranteed: str, grace: int) -> None:
+    api.create(
+        f"{GROUP}/gpuquotas",
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuQuota",
+            "metadata": {"name": name},
+            "spec": {
+                "nominal": nominal,
+                "guaranteed": guaranteed,
+                "cohort": cohort,
+                "reclaimGracePeriodSeconds": grace,
+            },
+        },
+    )
+
+
+def _namespace(s: Stack, tenant: str) -> str:
+    name = f"rr-{secrets.token_hex(4)}"
+    labels = {s.selector[0]: s.selector[1], "gpupool.io/tenant": tenant}
+    s.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+    )
+    s.namespaces.append(name)
+    return name
+
+
+def _pod(name: str, memory: str, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example/never-pulled:1",
+                "resources": {"limits": {"gpupool.io/gpu-memory": memory}},
+            }
+        ],
+    }
+    if node is not None:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _get(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    return pod
+
+
+def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    pod = _get(api, ns, name)
+    return pod if pod and pod["status"].get("phase") == "Running" else None
+
+
+def _annotations(pod: dict[str, Any]) -> dict[str, str]:
+    return dict(pod["metadata"].get("annotations") or {})
+
+
+def _events(api: KubeApi, ns: str, name: str) -> list[dict[str, Any]]:
+    items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def _unschedulable(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    pod = _get(api, ns, name)
+    for cond in (pod or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+            return dict(cond)
+    return None
+
+
+def _full_cards(s: Stack, grace: int) -> tuple[str, str, str]:
+    """Quotas alpha (idle lender, nominal 200Gi) and beta (nominal = guaranteed 60Gi), one
+    cohort; beta's pods fill both cards (see the module docstring), one at a time so b4 is
+    beta's newest. Returns (alpha, its namespace, beta's namespace)."""
+    token = secrets.token_hex(3)
+    alpha, beta, cohort = f"alpha-{token}", f"beta-{token}", f"c-{token}"
+    _quota(s.api, alpha, cohort, "200Gi", "0", grace)
+    _quota(s.api, beta, cohort, "60Gi", "60Gi", grace)
+    na, nb = _namespace(s, alpha), _namespace(s, beta)
+    layout = (("b1", "24Gi", NODE_X), ("b2", "36Gi", NODE_Y), ("b3", "48Gi", NODE_X),
+              ("b4", "36Gi", NODE_Y))  # fmt: skip
+    for name, memory, node in layout:
+        s.api.create(f"/api/v1/namespaces/{nb}/pods", _pod(name, memory, node))
+        assert poll_until(lambda n=name: _running(s.api, nb, n), timeout_s=60), (
+            f"{nb}/{name} not Running: {_get(s.api, nb, name)}\n{s.tail()}"
+        )
+    for name, borrowed in (("b1", 0), ("b2", 0), ("b3", 48 * GiB), ("b4", 36 * GiB)):
+        pod = _get(s.api, nb, name)
+        assert pod is not None
+        assert json.loads(_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
+        lease = s.api.get(f"{GROUP}/namespaces/{nb}/gpuleases/{pod['metadata']['uid']}")
+        assert lease["spec"]["borrowed"] == borrowed, (name, lease["spec"])
+    return alpha, na, nb
+
+
+def _waits_for_room(s: Stack, na: str) -> None:
+    """a1 is admitted by quota (gate removed, not borrowed) and refused by kube-scheduler."""
+    api = s.api
+    api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1", "48Gi"))
+    assert poll_until(lambda: _unschedulable(api, na, "a1"), timeout_s=30), (
+        f"{_get(api, na, 'a1')}\n{s.tail()}"
+    )
+    a1 = _get(api, na, "a1")
+    assert a1 is not None and not a1["spec"].get("schedulingGates"), a1
+    assert json.loads(_annotations(a1)["gpupool.io/admitted"])["borrowed"] == 0
+
+
+def _notice_on(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    pod = _get(api, ns, name)
+    text = _annotations(pod).get(NOTICE) if pod else None
+    return json.loads(text) if text else None
+
+
+def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(room: Stack) -> None:
+    api = room.api
+    alpha, na, nb = _full_cards(room, GRACE_S)
+    before = {n: (_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b4")}
+    _waits_for_room(room, na)
+
+    notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
+    assert notice is not None, room.tail()
+    assert notice["claimant"] == alpha and notice["for"] == f"{na}/a1", notice
+    assert notice["room"] == NODE_X, notice
+    assert notice["evictAt"] > notice["at"]
+
+    assert poll_until(lambda: _get(api, nb, "b3") is None, timeout_s=60), room.tail()
+    a1 = poll_until(lambda: _running(api, na, "a1"), timeout_s=60)
+    assert a1 is not None, f"{_get(api, na, 'a1')}\n{room.tail()}"
+    assert a1["spec"]["nodeName"] == NODE_X
+
+    events = _events(api, nb, "b3")
+    reasons = [e["reason"] for e in events]
+    assert reasons.count("ReclaimNotice") == 1 and "Reclaimed" in reasons, reasons
+    noticed = next(e for e in events if e["reason"] == "ReclaimNotice")
+    assert f"room on node {NODE_X} for pod {na}/a1" in noticed["message"], noticed["message"]
+    assert f"grace period {GRACE_S}s" in noticed["message"]
+    evicted = next(e for e in events if e["reason"] == "Reclaimed")
+    stamped, due = parse_time(evicted["lastTimestamp"]), parse_time(notice["evictAt"])
+    assert stamped is not None and due is not None and stamped >= int(due), (evicted, notice)
+    # b1, b2 (within beta's quota) and b4 (borrowed, but no room for a1 on its node) untouched
+    for name, uid in before.items():
+        pod = _running(api, nb, name)
+        assert pod is not None and pod["metadata"]["uid"] == uid, name
+        assert NOTICE not in _annotations(pod), name
+        assert not any(e["reason"] == "ReclaimNotice" for e in _events(api, nb, name)), name
+
+
+def test_the_notice_is_withdrawn_when_the_waiting_pod_goes(room: Stack) -> None:
+    api = room.api
+    _, na, nb = _full_cards(room, grace=60)
+    b3_uid = (_get(api, nb, "b3") or {})["metadata"]["uid"]
+    _waits_for_room(room, na)
+    notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
+    assert notice is not None and notice["room"] == NODE_X, room.tail()
+
+    api.delete(f"/api/v1/namespaces/{na}/pods/a1")
+    assert poll_until(lambda: _notice_on(api, nb, "b3") is None, timeout_s=30), room.tail()
+    b3 = _running(api, nb, "b3")
+    assert b3 is not None and b3["metadata"]["uid"] == b3_uid
+    withdrawn = [e for e in _events(api, nb, "b3") if e["reason"] == "ReclaimWithdrawn"]
+    assert withdrawn and "the pod is gone" in withdrawn[0]["message"], withdrawn
