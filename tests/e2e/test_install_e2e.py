@@ -1,0 +1,175 @@
+"""The install manifests against a real kube-apiserver and the real kube-scheduler binary.
+
+`kubectl apply --dry-run=server` runs every object of deploy/kustomization.yaml through the API
+server's decoding (strict: an unknown field fails), defaulting, validation and admission without
+storing it; the namespace and the CRDs are applied for real first, since namespaced objects and
+CRD-backed kinds need them. install/webhook-cert.yaml is left out: its kinds (cert-manager's
+Certificate and Issuer) exist only where cert-manager is installed, and this cluster has none.
+kube-scheduler reads deploy/scheduler/kube-scheduler-config.yaml with its own strict decoder and
+validation (`--write-config-to` loads, validates, writes and exits, contacting nothing).
+
+Not tested here: building the image, and running the Deployments, the DaemonSet and the
+webhook on real kubelets with GPUs (this cluster has no kubelet, only kwok's fake nodes).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+
+from gpupool.devcluster.errors import ApiError
+from gpupool.devcluster.polling import poll_until
+
+if TYPE_CHECKING:
+    from conftest import E2ECluster
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+CERT_MANAGER_FILE = "install/webhook-cert.yaml"  # needs cert-manager's CRDs
+FIRST = ("rbac/namespace.yaml", "crds/gpulease.yaml", "crds/gpunode.yaml", "crds/gpupool.yaml",
+         "crds/gpuquota.yaml")  # fmt: skip
+
+
+def _resources() -> list[str]:
+    resources: list[str] = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    return resources
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _kubectl(
+    c: E2ECluster, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(c.binaries.kubectl), "--kubeconfig", str(c.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+
+
+def _established(c: E2ECluster, name: str) -> bool:
+    crd = c.api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(x["type"] == "Established" and x["status"] == "True" for x in conditions)
+
+
+@pytest.fixture(scope="module")
+def cluster(dev_cluster: E2ECluster) -> E2ECluster:
+    """The session's bare control plane with gpupool's namespace and CRDs applied for real."""
+    assert set(FIRST) <= set(_resources())
+    applied = _kubectl(dev_cluster, "apply", *[a for f in FIRST for a in ("-f", str(DEPLOY / f))])
+    assert applied.returncode == 0, applied.stderr
+    for path in FIRST:
+        for doc in _docs(DEPLOY / path):
+            if doc["kind"] == "CustomResourceDefinition":
+                name = doc["metadata"]["name"]
+                assert poll_until(lambda n=name: _established(dev_cluster, n), timeout_s=30), name
+    return dev_cluster
+
+
+def test_every_manifest_passes_a_server_side_dry_run(cluster: E2ECluster) -> None:
+    files = [f for f in _resources() if f != CERT_MANAGER_FILE]
+    result = _kubectl(
+        cluster, "apply", "--dry-run=server", *[a for f in files for a in ("-f", str(DEPLOY / f))]
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.endswith("(server dry run)")]
+    expected = sum(len(_docs(DEPLOY / f)) for f in files)
+    assert len(lines) == expected, result.stdout
+    for name in ("gpupool-extender", "gpupool-controller", "gpupool-webhook"):
+        assert f"deployment.apps/{name} created (server dry run)" in lines
+    assert "daemonset.apps/gpupool-agent created (server dry run)" in lines
+    # A dry run stores nothing: the webhook configurations would otherwise intercept every pod.
+    with pytest.raises(ApiError):
+        cluster.api.get(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpupool"
+        )
+    with pytest.raises(ApiError):
+        cluster.api.get("/apis/apps/v1/namespaces/gpupool-system/deployments/gpupool-extender")
+
+
+def _misspelt_field(pod: dict[str, Any]) -> str:
+    pod["containers"][0]["volumeMountz"] = pod["containers"][0].pop("volumeMounts")
+    return "volumeMountz"
+
+
+def _invalid_value(pod: dict[str, Any]) -> str:
+    pod["volumes"][0]["hostPath"]["type"] = "Folder"
+    return "Folder"
+
+
+@pytest.mark.parametrize("breakage", [_misspelt_field, _invalid_value])
+def test_the_dry_run_rejects_a_broken_manifest(
+    cluster: E2ECluster, breakage: Callable[[dict[str, Any]], str]
+) -> None:
+    # The check above can fail: one bad field in the agent's DaemonSet and the API server refuses.
+    [daemonset] = _docs(DEPLOY / "install" / "agent.yaml")
+    named = breakage(daemonset["spec"]["template"]["spec"])
+    result = _kubectl(
+        cluster, "apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(daemonset)
+    )
+    assert result.returncode != 0
+    assert named in result.stderr, result.stderr
+
+
+def test_the_kustomization_builds_exactly_the_listed_files(cluster: E2ECluster) -> None:
+    result = _kubectl(cluster, "kustomize", str(DEPLOY))
+    assert result.returncode == 0, result.stderr
+    built = [d for d in yaml.safe_load_all(result.stdout) if d]
+
+    def key(d: dict[str, Any]) -> tuple[str, str, str]:
+        return d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]
+
+    listed = [d for f in _resources() for d in _docs(DEPLOY / f)]
+    assert sorted(map(key, built)) == sorted(map(key, listed))
+
+
+def test_kube_scheduler_accepts_the_scheduler_configuration(
+    cluster: E2ECluster, tmp_path: Path
+) -> None:
+    config = yaml.safe_load((DEPLOY / "scheduler" / "kube-scheduler-config.yaml").read_text())
+    config["clientConnection"]["kubeconfig"] = str(cluster.kubeconfig)  # a file that exists here
+    path = tmp_path / "scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    written = tmp_path / "effective.yaml"
+    result = subprocess.run(
+        [
+            str(cluster.binaries.kube_scheduler),
+            "--config", str(path),
+            "--write-config-to", str(written),
+            "--secure-port", "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    effective = yaml.safe_load(written.read_text())
+    [extender] = effective["extenders"]
+    assert extender["urlPrefix"] == config["extenders"][0]["urlPrefix"]
+    assert {r["name"] for r in extender["managedResources"]} == {
+        r["name"] for r in config["extenders"][0]["managedResources"]
+    }
+    # ... and refuses a misspelt field (strict decoding), so the test above can fail.
+    config["extenders"][0]["filterVerbs"] = config["extenders"][0].pop("filterVerb")
+    path.write_text(yaml.safe_dump(config))
+    refused = subprocess.run(
+        [str(cluster.binaries.kube_scheduler), "--config", str(path),
+         "--write-config-to", str(written), "--secure-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "filterVerbs" in refused.stderr
