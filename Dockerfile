@@ -13,7 +13,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev make \
  && rm -rf /var/lib/apt/lists/*
 COPY native/ /src/native/
-RUN make -C /src/native all
+RUN make -C /src/native CC=gcc all
 
 # ---- the Python package, with the dependency versions pinned in pyproject.toml ------------------
 FROM python:3.11-slim AS wheels
