@@ -388,7 +388,8 @@ class ReclaimReconciler:
         placement: Placement | None = None
         if any(waits_for_room(v) for v in views):  # nodes are read only when a pod needs room
             nodes, gpunodes = await self.api.nodes(), await self.api.gpu_nodes()
-            placement = build_placement(nodes, gpunodes, _lease_records(lease_objects))
+            holders = {v.uid for v in views if v.holds_quota}
+            placement = build_placement(nodes, gpunodes, _lease_records(lease_objects), holders)
         now = self.clock()
         raw = {v.key: p for v, p in zip(views, pods, strict=True)}
         plan = plan_reclaim_round(views, leases, quotas, now, mode=self.mode, placement=placement)

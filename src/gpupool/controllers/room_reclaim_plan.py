@@ -65,10 +65,17 @@ def build_placement(
     nodes: Iterable[Mapping[str, Any]],
     gpunodes: Iterable[Mapping[str, Any]],
     leases: Iterable[LeaseRecord],
+    holders: Collection[str] | None = None,
 ) -> Placement:
     """The snapshot as the extender builds it (`ClusterCache`): the same node reading, the same
-    conditions (cordoned, not ready, unhealthy), the same lease accounting."""
-    records = list(leases)
+    conditions (cordoned, not ready, unhealthy), the same lease accounting.
+
+    `holders`: uids of the pods that still hold their capacity (admitted, not finished); a lease
+    of any other pod is counted as ended, since the lease controller releases it shortly. Room an
+    evicted victim leaves is then seen as room at once, so nobody else is evicted for it while its
+    lease is being released. (A lease of a pod gpupool does not list is left out too: that errs
+    towards evicting less.)"""
+    records = [le for le in leases if holders is None or le.pod.uid in holders]
     node_list = list(nodes)
     cache = ClusterCache()
     cache.rebuild(node_list, gpunodes, records)

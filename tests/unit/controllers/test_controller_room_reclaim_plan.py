@@ -135,17 +135,24 @@ def record(p: PodView, offset_gib: int = 0, card: int = 0) -> LeaseRecord:
     )
 
 
-def placed(pods: list[PodView], nodes: tuple[str, ...] = ("n1", "n2")) -> Placement:
-    """The placement of `pods` (their slices laid out one after the other on card 0)."""
+def placed(
+    pods: list[PodView],
+    nodes: tuple[str, ...] = ("n1", "n2"),
+    gone: tuple[PodView, ...] = (),
+    all_leases: bool = False,
+) -> Placement:
+    """The placement of `pods` (their slices laid out one after the other on card 0); `gone`:
+    pods no longer listed whose leases are not released yet."""
     offsets: dict[str, int] = {}
     records = []
-    for p in pods:
+    for p in [*pods, *gone]:
         if p.node is None or p.request is None:
             continue
         start = offsets.get(p.node, 0)
         records.append(record(p, start))
         offsets[p.node] = start + (p.request.gpu_memory_bytes or 0) // GiB
-    return build_placement([node(n) for n in nodes], [], records)
+    holders = None if all_leases else {p.uid for p in pods if p.holds_quota}
+    return build_placement([node(n) for n in nodes], [], records, holders)
 
 
 def marks(pods: list[PodView]) -> list[LeaseMark]:
@@ -412,3 +419,20 @@ def test_a_pod_that_fits_only_where_it_may_not_run_still_gets_room() -> None:
     ]
     plan = round_of(pods)
     assert names(plan.notices) == ["b3"] and plan.notices[0].notice.room == "n1"
+
+
+def test_a_victim_gone_whose_lease_is_not_released_yet_leaves_room_nobody_else_pays_for() -> None:
+    # b4 was evicted for a1 (pod gone, its notice with it); its GpuLease still holds n2's card
+    # until the lease controller releases it. a1 fits there already: nobody else is noticed.
+    cluster = full_cluster()
+    gone = next(p for p in cluster if p.name == "b4")
+    pods = [*[p for p in cluster if p.name != "b4"], waiting()]
+    plan = plan_reclaim_round(
+        pods, marks(pods), quotas(), NOW, placement=placed(pods, gone=(gone,))
+    )
+    assert plan.notices == () and plan.stuck == ()
+    # were the lease counted as holding the card, b3 would be evicted as well
+    plan = plan_reclaim_round(
+        pods, marks(pods), quotas(), NOW, placement=placed(pods, gone=(gone,), all_leases=True)
+    )
+    assert names(plan.notices) == ["b3"]
