@@ -21,6 +21,7 @@ demo: venv
 
 lint: venv
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -84,7 +84,10 @@ def test_defaults() -> None:
     ],
 )
 def test_bad_arguments_get_a_message(
-    argv: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    code: int,
+    message: str,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)
@@ -104,11 +107,16 @@ def test_agent_serves_the_device_plugin_with_the_lease_source_unwired(short_dir:
     plugin_dir = short_dir / "device-plugins"
     plugin_dir.mkdir()
     args = parse(
-        "--node-name", "kwok-n1",
-        "--fake-gpus", "2xA100-80GB",
-        "--device-plugin-dir", str(plugin_dir),
-        "--limits-dir", str(short_dir / "limits"),
-        "--vgpu-per-card", "4",
+        "--node-name",
+        "kwok-n1",
+        "--fake-gpus",
+        "2xA100-80GB",
+        "--device-plugin-dir",
+        str(plugin_dir),
+        "--limits-dir",
+        str(short_dir / "limits"),
+        "--vgpu-per-card",
+        "4",
     )
 
     async def main() -> None:

@@ -32,7 +32,6 @@ LABEL_TYPE = "type"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
-
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
     """`count` cards of one model per node (no model when there are no cards)."""

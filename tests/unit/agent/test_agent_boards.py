@@ -54,8 +54,15 @@ def test_unknown_boards_get_a_clear_error(board: str, memory_mib: int) -> None:
 
 @pytest.mark.parametrize(
     ("xid", "ignored", "fatal"),
-    [(79, (), True), (48, (), True), (13, (), False), (31, (), False), (43, (), False),
-     (94, (94,), False), (94, (), True)],
+    [
+        (79, (), True),
+        (48, (), True),
+        (13, (), False),
+        (31, (), False),
+        (43, (), False),
+        (94, (94,), False),
+        (94, (), True),
+    ],
 )
 def test_xid_triage(xid: int, ignored: tuple[int, ...], fatal: bool) -> None:
     assert xid_is_fatal(xid, ignored) is fatal
@@ -98,8 +105,13 @@ def test_fake_spec_parses(spec: str, parsed: tuple[tuple[int, str], ...]) -> Non
 
 @pytest.mark.parametrize(
     ("spec", "message"),
-    [("", "empty"), ("0xT4", "count"), ("8xB9000", "unknown GPU model"), ("2xG2", "memory"),
-     ("x", "unknown GPU model")],
+    [
+        ("", "empty"),
+        ("0xT4", "count"),
+        ("8xB9000", "unknown GPU model"),
+        ("2xG2", "memory"),
+        ("x", "unknown GPU model"),
+    ],
 )
 def test_fake_spec_rejects_nonsense(spec: str, message: str) -> None:
     with pytest.raises((InvalidNode, UnknownGpuModel)) as err:

@@ -206,7 +206,10 @@ def test_repeated_allocate_gets_the_same_answer_and_is_not_counted_twice() -> No
     assert isinstance(again, Grant)
     assert again.already_recorded
     assert (again.envs, again.mounts, again.limits_text, again.limits_host_path) == (
-        first.envs, first.mounts, first.limits_text, first.limits_host_path,
+        first.envs,
+        first.mounts,
+        first.limits_text,
+        first.limits_host_path,
     )
 
 
@@ -220,33 +223,81 @@ def test_equivalent_waiting_leases_take_the_first_by_name() -> None:
     ("device_ids", "leases", "gpus", "code", "words"),
     [
         ([f"{A}::0"], [], GPUS, "FAILED_PRECONDITION", ["no gpupool lease on node n1", A]),
-        ([f"{A}::0"], [lease("p", piece(B, 8))], GPUS, "FAILED_PRECONDITION",
-         ["no gpupool lease", "team/p (pod team/p) on " + B]),
+        (
+            [f"{A}::0"],
+            [lease("p", piece(B, 8))],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["no gpupool lease", "team/p (pod team/p) on " + B],
+        ),
         (["nvidia0"], [lease("p", piece(A, 8))], GPUS, "INVALID_ARGUMENT", ["nvidia0"]),
         ([], [lease("p", piece(A, 8))], GPUS, "INVALID_ARGUMENT", ["no devices"]),
-        ([f"{A}::0", f"{A}::1"], [lease("p", piece(A, 8), piece(B, 8))], GPUS,
-         "FAILED_PRECONDITION", ["only 1 card", "different card"]),
+        (
+            [f"{A}::0", f"{A}::1"],
+            [lease("p", piece(A, 8), piece(B, 8))],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["only 1 card", "different card"],
+        ),
         # the card went unhealthy after placement
-        ([f"{A}::0"], [lease("p", piece(A, 8))], (replace(GPUS[0], healthy=False), *GPUS[1:]),
-         "FAILED_PRECONDITION", ["unhealthy", A]),
+        (
+            [f"{A}::0"],
+            [lease("p", piece(A, 8))],
+            (replace(GPUS[0], healthy=False), *GPUS[1:]),
+            "FAILED_PRECONDITION",
+            ["unhealthy", A],
+        ),
         # the card is not here any more
-        ([f"{A}::0"], [lease("p", piece(A, 8))], GPUS[1:], "FAILED_PRECONDITION",
-         ["not on this node"]),
+        (
+            [f"{A}::0"],
+            [lease("p", piece(A, 8))],
+            GPUS[1:],
+            "FAILED_PRECONDITION",
+            ["not on this node"],
+        ),
         # the card has the memory only if the reserve is ignored: 72 GiB allocatable of 80
-        ([f"{A}::0"], [lease("p", piece(A, 73))], GPUS, "FAILED_PRECONDITION",
-         ["cannot honour 73Gi", "72Gi free of 72Gi", "10% of 80Gi", "out of memory"]),
+        (
+            [f"{A}::0"],
+            [lease("p", piece(A, 73))],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["cannot honour 73Gi", "72Gi free of 72Gi", "10% of 80Gi", "out of memory"],
+        ),
         # other pods already hold most of it
-        ([f"{A}::0"], [lease("p", piece(A, 30)), lease("q", piece(A, 50), devices=(f"{A}::9",))],
-         GPUS, "FAILED_PRECONDITION", ["22Gi free of 72Gi", "50Gi granted to other pods"]),
+        (
+            [f"{A}::0"],
+            [lease("p", piece(A, 30)), lease("q", piece(A, 50), devices=(f"{A}::9",))],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["22Gi free of 72Gi", "50Gi granted to other pods"],
+        ),
         # the lease expects another model
-        ([f"{C}::0"], [lease("p", piece(C, 4, model="L4"))], GPUS, "FAILED_PRECONDITION",
-         ["is a T4, not the L4"]),
+        (
+            [f"{C}::0"],
+            [lease("p", piece(C, 4, model="L4"))],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["is a T4, not the L4"],
+        ),
         # two leases wait on the card and differ: refuse to guess
-        ([f"{A}::0"], [lease("p", piece(A, 8)), lease("q", piece(A, 16))], GPUS,
-         "FAILED_PRECONDITION", ["refusing to guess", "team/p", "team/q"]),
+        (
+            [f"{A}::0"],
+            [lease("p", piece(A, 8)), lease("q", piece(A, 16))],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["refusing to guess", "team/p", "team/q"],
+        ),
         # lease of 2 GPUs, container given the devices of only one of them
-        ([f"{A}::0"], [lease("p", piece(A, 8), piece(B, 8)), lease("q", piece(A, 8), mode="mps",
-         devices=(f"{A}::0", f"{B}::0"))], GPUS, "FAILED_PRECONDITION", ["no gpupool lease"]),
+        (
+            [f"{A}::0"],
+            [
+                lease("p", piece(A, 8), piece(B, 8)),
+                lease("q", piece(A, 8), mode="mps", devices=(f"{A}::0", f"{B}::0")),
+            ],
+            GPUS,
+            "FAILED_PRECONDITION",
+            ["no gpupool lease"],
+        ),
     ],
 )
 def test_refusals(
