@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,12 @@ from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
 from gpupool.adapters.extender_http.leader import LeaderElector, LeaderOnlyWrites
 from gpupool.adapters.extender_http.server import Metrics, make_app
-from gpupool.adapters.extender_http.service import BIND_WAIT_S, MAX_BINDS, Extender
+from gpupool.adapters.extender_http.service import (
+    BIND_FORWARD_TIMEOUT_S,
+    BIND_WAIT_S,
+    MAX_BINDS,
+    Extender,
+)
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster, UnsupportedCredentials
@@ -37,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "(nodeCacheCapable: true). Keeps a cache of nodes, GpuNodes and GpuLeases from the API "
             "server; bind reserves the slice as the pod's GpuLease, annotates the pod and creates "
             "the Binding. With --leader-elect only the replica holding the coordination Lease "
-            "binds."
+            "binds; with --advertise-url too, the leader writes that URL on the Lease and the "
+            "other replicas forward /bind to it."
         ),
     )
     parser.add_argument("--kubeconfig", type=Path, default=os.environ.get("KUBECONFIG") or None)
@@ -70,6 +77,21 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="a leader that could not renew for this long stops binding (under the lease)",
     )
     parser.add_argument("--leader-retry-seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--advertise-url",
+        type=_http_url,
+        default=None,
+        help="with --leader-elect: the URL other replicas reach this one at (e.g. "
+        "http://$(POD_IP):8888), written on the Lease while this replica leads; a replica that is "
+        "not leader forwards /bind to the URL the leader wrote, or refuses it when there is none",
+    )
+    parser.add_argument(
+        "--bind-forward-timeout-seconds",
+        type=float,
+        default=BIND_FORWARD_TIMEOUT_S,
+        help="a bind forwarded to the leader that gets no reply within this is answered an error "
+        "(keep it under kube-scheduler's extender httpTimeout)",
+    )
     parser.add_argument("--max-binds", type=int, default=MAX_BINDS, help="binds in flight at once")
     parser.add_argument(
         "--bind-wait-seconds",
@@ -85,6 +107,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
+
+
+def _http_url(text: str) -> str:
+    """An http(s) URL with a host, without a trailing slash (the verb's path is appended)."""
+    url = urllib.parse.urlsplit(text)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL with a host: {text!r}")
+    return text.rstrip("/")
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
@@ -114,6 +144,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
             renew_deadline_s=args.leader_renew_deadline_seconds,
             retry_s=args.leader_retry_seconds,
             on_elected=extender.forget_ledgers,  # what another leader bound is not known here
+            advertise_url=args.advertise_url,
         )
         if args.leader_elect
         else None
@@ -126,6 +157,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         metrics=metrics,
         ready=informer.ready.is_set,
         is_leader=leading,
+        leader_url=elector.leader_url if elector else (lambda: None),
+        own_url=args.advertise_url,
+        forward_timeout_s=args.bind_forward_timeout_seconds,
     )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

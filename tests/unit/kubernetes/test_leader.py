@@ -18,6 +18,7 @@ from lightkube.resources.coordination_v1 import Lease
 
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.leader import (
+    LEADER_URL_ANNOTATION,
     LeaderElector,
     LeaderOnlyWrites,
     NotLeader,
@@ -369,6 +370,121 @@ def test_on_elected_runs_on_each_new_term_not_on_renewals() -> None:
         api.down = False
         await a._try()
         assert a.is_leader() and len(terms) == 3
+
+    asyncio.run(main())
+
+
+# ---- the leader's URL on the Lease ------------------------------------------------------------
+
+
+def _url_on_lease(api: FakeApi) -> str | None:
+    annotations = api.leases[NAME].metadata.annotations or {}
+    url: str | None = annotations.get(LEADER_URL_ANNOTATION)
+    return url
+
+
+def test_the_holder_writes_its_url_on_the_lease_it_creates_and_renews() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a = _elector(api, clock, "a", advertise_url="http://10.0.0.1:8888")
+        await a._try()  # creates
+        assert _url_on_lease(api) == "http://10.0.0.1:8888"
+        writes = api.rv
+        clock.t += RETRY_S
+        await a._try()  # renews: the URL rides on the same write, no extra call
+        assert api.rv == writes + 1
+        assert _url_on_lease(api) == "http://10.0.0.1:8888"
+        assert a.leader_url() is None  # the leader forwards to nobody
+
+    asyncio.run(main())
+
+
+def test_a_follower_learns_the_holders_url_and_forgets_it_once_the_lease_runs_out() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a = _elector(api, clock, "a", advertise_url="http://a:8888")
+        b = _elector(api, clock, "b", advertise_url="http://b:8888")
+        assert b.leader_url() is None  # nothing read yet
+        await a._try()
+        await b._try()
+        assert b.leader_url() == "http://a:8888"
+        for _ in range(3):  # a renews: b's knowledge stays fresh
+            clock.t += RETRY_S
+            await a._try()
+            await b._try()
+            assert b.leader_url() == "http://a:8888"
+        # a dies; b's reads keep seeing the same record, which goes stale after the lease.
+        last_change = clock.t
+        while clock.t - last_change <= LEASE_S:
+            assert b.leader_url() == "http://a:8888"
+            clock.t += 0.5
+            if clock.t - last_change <= LEASE_S:
+                await b._try()
+        assert b.leader_url() is None and not b.is_leader()
+        await b._try()  # takes over: now it leads and writes its own URL
+        assert b.is_leader() and b.leader_url() is None
+        assert _url_on_lease(api) == "http://b:8888"
+
+    asyncio.run(main())
+
+
+def test_a_follower_cut_off_from_the_api_stops_trusting_the_url_it_read() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a = _elector(api, clock, "a", advertise_url="http://a:8888")
+        b = _elector(api, clock, "b")
+        await a._try()
+        await b._try()
+        api.down = True
+        clock.t += LEASE_S - 1
+        await _round(b)
+        assert b.leader_url() == "http://a:8888"
+        clock.t += 2
+        await _round(b)
+        assert b.leader_url() is None
+
+    asyncio.run(main())
+
+
+def test_a_holder_without_a_url_removes_the_one_its_predecessor_wrote() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a = _elector(api, clock, "a", advertise_url="http://a:8888")
+        b = _elector(api, clock, "b")  # no --advertise-url
+        c = _elector(api, clock, "c")
+        api_annotations = {"other.io/keep": "yes"}
+        await a._try()
+        api.leases[NAME].metadata.annotations = {
+            **api_annotations,
+            LEADER_URL_ANNOTATION: "http://a:8888",
+        }
+        await b._try()
+        await c._try()
+        assert c.leader_url() == "http://a:8888"
+        await a.release()  # a stops: the URL goes with its holder
+        assert _url_on_lease(api) is None
+        assert api.leases[NAME].metadata.annotations == api_annotations
+        await c._try()  # free: c takes it, and has no URL to write
+        assert c.is_leader()
+        await b._try()  # follows c, which advertised nothing: a's URL is not c's
+        assert not b.is_leader() and b.leader_url() is None
+        assert api.leases[NAME].metadata.annotations == api_annotations
+
+    asyncio.run(main())
+
+
+def test_a_takeover_replaces_the_dead_holders_url() -> None:
+    async def main() -> None:
+        api, clock = FakeApi(), Clock()
+        a = _elector(api, clock, "a", advertise_url="http://a:8888")
+        b = _elector(api, clock, "b", advertise_url="http://b:8888")
+        await a._try()
+        await b._try()
+        clock.t += LEASE_S + 1
+        await b._try()
+        assert b.is_leader() and _url_on_lease(api) == "http://b:8888"
+        await a._try()  # a comes back and follows b, learning b's URL
+        assert not a.is_leader() and a.leader_url() == "http://b:8888"
 
     asyncio.run(main())
 

@@ -10,6 +10,12 @@ The holder's deadline runs from the start of the round that wrote the lease, not
 the write lands on the API server after that start, so others count their `lease_s` from later
 than we count our `renew_deadline_s`, however slow the reply was. What a round does with the record
 it read is the pure `decide`.
+
+A holder started with an advertise URL writes it on the Lease (annotation `gpupool.io/leader-url`)
+in the same write that acquires or renews it, and removes it otherwise (a holder with no URL, a
+release), so the annotation always belongs to the holder named beside it. Followers read it in
+the round they already make and offer it (`leader_url`) while the record is fresh: the standby's
+/bind forwards there.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from gpupool.adapters.extender_http.service import ExtenderApi
 from gpupool.adapters.kubernetes.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
+
+LEADER_URL_ANNOTATION = "gpupool.io/leader-url"
 
 
 def _now() -> dt.datetime:
@@ -70,6 +78,25 @@ def decide(
     return Step.TAKE_OVER, seen
 
 
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """Another replica's lease as last read: who holds it, the URL it advertised, for how long."""
+
+    holder: str
+    url: str | None
+    duration_s: float
+
+
+def _with_url(metadata: ObjectMeta, url: str | None) -> None:
+    """The annotation says `url`, or is gone when there is none (others' annotations stay)."""
+    annotations = dict(metadata.annotations or {})
+    if url:
+        annotations[LEADER_URL_ANNOTATION] = url
+    else:
+        annotations.pop(LEADER_URL_ANNOTATION, None)
+    metadata.annotations = annotations or None
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -83,9 +110,11 @@ class LeaderElector:
         retry_s: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         on_elected: Callable[[], None] | None = None,
+        advertise_url: str | None = None,
     ) -> None:
         """`on_elected` is called (synchronously, before any caller can see `is_leader()` turn
-        true) each time this replica becomes leader again after not being leader."""
+        true) each time this replica becomes leader again after not being leader.
+        `advertise_url` is written on the Lease while this replica holds it (None: none is)."""
         if not renew_deadline_s < lease_s:
             raise ValueError("the renew deadline must be shorter than the lease duration")
         self.client = client
@@ -99,11 +128,25 @@ class LeaderElector:
         self.on_elected = on_elected
         self._renewed_at: float | None = None  # start of the round of our last successful write
         self._seen = Seen(None, 0.0)
+        self.advertise_url = advertise_url
+        self._followed: Followed | None = None  # the other holder's lease, from our last read
 
     def is_leader(self) -> bool:
         return (
             self._renewed_at is not None and self.clock() - self._renewed_at < self.renew_deadline_s
         )
+
+    def leader_url(self) -> str | None:
+        """The URL the replica holding the lease advertised there, as of our last round; None
+        while we lead, when it advertised none, when nobody holds it, or once its record has gone
+        unchanged by our clock for longer than its duration (a dead holder: it may never answer).
+        """
+        followed = self._followed
+        if followed is None or followed.url is None or self.is_leader():
+            return None
+        if self.clock() - self._seen.since > followed.duration_s:
+            return None
+        return followed.url
 
     def _won(self, round_started: float) -> None:
         if not self.is_leader() and self.on_elected is not None:
@@ -120,7 +163,15 @@ class LeaderElector:
                 raise
             await self.client.create(
                 Lease(
-                    metadata=ObjectMeta(name=self.name, namespace=self.namespace),
+                    metadata=ObjectMeta(
+                        name=self.name,
+                        namespace=self.namespace,
+                        annotations=(
+                            {LEADER_URL_ANNOTATION: self.advertise_url}
+                            if self.advertise_url
+                            else None
+                        ),
+                    ),
                     spec=LeaseSpec(
                         holderIdentity=self.identity,
                         leaseDurationSeconds=self.lease_s,
@@ -130,23 +181,29 @@ class LeaderElector:
                     ),
                 )
             )
+            self._followed = None
             self._won(started)
             log.info("%s became leader (created %s/%s)", self.identity, self.namespace, self.name)
             return
         assert lease.metadata is not None
         spec = lease.spec or LeaseSpec()
         holder = spec.holderIdentity
+        duration_s = spec.leaseDurationSeconds or self.lease_s
         step, self._seen = decide(
             self.identity,
             holder,
-            spec.leaseDurationSeconds or self.lease_s,
+            duration_s,
             lease.metadata.resourceVersion,
             self._seen,
             self.clock(),
         )
         if step is Step.FOLLOW:
+            url = (lease.metadata.annotations or {}).get(LEADER_URL_ANNOTATION) or None
+            self._followed = Followed(holder or "", url, duration_s)
             self._renewed_at = None
             return
+        self._followed = None
+        _with_url(lease.metadata, self.advertise_url)
         spec.holderIdentity = self.identity
         spec.leaseDurationSeconds = self.lease_s
         spec.renewTime = now
@@ -178,6 +235,8 @@ class LeaderElector:
             if lease.spec is not None and lease.spec.holderIdentity == self.identity:
                 lease.spec.holderIdentity = None
                 lease.spec.leaseDurationSeconds = 1
+                if lease.metadata is not None:
+                    _with_url(lease.metadata, None)
                 await self.client.replace(lease)
         except Exception as err:
             log.warning("could not release the leader lease: %s", err)

@@ -5,6 +5,13 @@ last path segment. A body that is not JSON or not extender/v1 is answered 400 wi
 other failure is answered 200 with the extender `Error` field set (what kube-scheduler expects),
 never 500.
 
+With leader election only the leader binds. A standby that knows a fresh leader URL (the leader
+advertises it on the coordination Lease) forwards the /bind body as it came to that URL's same
+path, marked `X-Gpupool-Forwarded: 1`, and answers kube-scheduler with the leader's reply as it
+came; a forwarded bind is never forwarded again (a replica that is not leader refuses it). If the
+leader cannot be reached within `forward_timeout_s`, or answers anything but a 200 with a JSON
+object, the standby answers an extender Error naming the leader URL and the cause.
+
 Bodies are read and written with msgspec's JSON codec: with 5,000 node names each way it is several
 times faster than the standard library's (bench/extender_bench.py measures both in one run).
 """
@@ -14,10 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import msgspec
 from aiohttp import web
 from prometheus_client import (
@@ -30,7 +38,7 @@ from prometheus_client import (
 )
 
 from gpupool.adapters.extender_http.cache import Drift
-from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.service import BIND_FORWARD_TIMEOUT_S, Extender
 from gpupool.adapters.extender_http.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -42,6 +50,8 @@ from gpupool.adapters.extender_http.wire import (
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
+FORWARDED_HEADER = "X-Gpupool-Forwarded"
+FORWARD_SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
 
 
 class Metrics:
@@ -78,6 +88,13 @@ class Metrics:
         )
         self.nodes = Gauge("gpupool_extender_nodes", "GPU nodes in the cache", registry=r)
         self.leases = Gauge("gpupool_extender_leases", "GpuLeases in the cache", registry=r)
+        self.bind_forwards = Counter(
+            "gpupool_extender_bind_forwards",
+            "Binds a standby forwarded to the leader, by outcome (ok: the leader answered, "
+            "error: it could not be reached or its answer was not an extender reply)",
+            ["outcome"],
+            registry=r,
+        )
         self.leader = Gauge(
             "gpupool_extender_leader", "1 while this replica holds the bind lease", registry=r
         )
@@ -86,6 +103,9 @@ class Metrics:
         self.drift.labels("nodes").inc(drift.nodes)
         self.drift.labels("gpunodes").inc(drift.gpunodes)
         self.drift.labels("leases").inc(drift.leases)
+
+
+METRICS = web.AppKey("metrics", Metrics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +134,15 @@ def make_app(
     metrics: Metrics | None = None,
     ready: Callable[[], bool] = lambda: True,
     is_leader: Callable[[], bool] = lambda: True,
+    leader_url: Callable[[], str | None] = lambda: None,
+    own_url: str | None = None,
+    forward_timeout_s: float = BIND_FORWARD_TIMEOUT_S,
     codec: JsonCodec = MSGSPEC,
     encoded_prioritize: bool = True,
 ) -> web.Application:
-    """`codec` and `encoded_prioritize` (prioritize writes its JSON text itself) are there for
+    """`leader_url` is the leader's advertised URL as this replica knows it (None: unknown or
+    stale), `own_url` the URL this replica advertises (never forwarded to). `codec` and
+    `encoded_prioritize` (prioritize writes its JSON text itself) are there for
     bench/extender_bench.py to measure the old path beside the new one."""
     m = metrics or Metrics()
 
@@ -126,14 +151,24 @@ def make_app(
         return web.Response(body=body, status=status, content_type="application/json")
 
     app = web.Application(client_max_size=MAX_BODY)
-    app["metrics"] = m
+    app[METRICS] = m
 
-    async def body_of(request: web.Request) -> Any:
-        raw = await request.read()
+    async def forward_session(app: web.Application) -> AsyncIterator[None]:
+        # One session for every forward (its connections kept alive); no proxy from the env.
+        app[FORWARD_SESSION] = aiohttp.ClientSession()
+        yield
+        await app[FORWARD_SESSION].close()
+
+    app.cleanup_ctx.append(forward_session)
+
+    def decode(raw: bytes) -> Any:
         try:
             return codec.decode(raw)
         except codec.errors as err:
             raise MalformedExtenderRequest(f"the body is not JSON: {err}") from None
+
+    async def body_of(request: web.Request) -> Any:
+        return decode(await request.read())
 
     def verb_handler(
         verb: str, run: Callable[[Any], Awaitable[Any]], on_error: Callable[[str], Any]
@@ -175,12 +210,15 @@ def make_app(
 
     extender.on_step = lambda step, seconds: m.bind_steps.labels(step).observe(seconds)
 
-    async def run_bind(body: Any) -> Any:
+    async def run_bind(body: Any, forwarded: bool = False) -> Any:
         # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),
         # not here: a bind is no witness of a lost-and-regained lease between two binds.
         args = ExtenderBindingArgs.from_json(body)
         if not is_leader():
-            result = ExtenderBindingResult("this gpupool extender replica is not the leader")
+            result = ExtenderBindingResult(
+                "this gpupool extender replica is not the leader"
+                + (" (a bind forwarded to it is not forwarded again)" if forwarded else "")
+            )
         elif not ready():
             result = ExtenderBindingResult("gpupool extender cache is not synced yet")
         else:
@@ -190,7 +228,64 @@ def make_app(
 
     filter_h = verb_handler("filter", run_filter, lambda e: ExtenderFilterResult(error=e).to_json())
     prioritize_h = verb_handler("prioritize", run_prioritize, lambda e: [])
-    bind_h = verb_handler("bind", run_bind, lambda e: ExtenderBindingResult(e).to_json())
+    local_bind_h = verb_handler("bind", run_bind, lambda e: ExtenderBindingResult(e).to_json())
+    forwarded_bind_h = verb_handler(
+        "bind",
+        lambda body: run_bind(body, forwarded=True),
+        lambda e: ExtenderBindingResult(e).to_json(),
+    )
+
+    async def forward(url: str, path: str, raw: bytes) -> bytes | str:
+        """The leader's reply to this bind body, or why there is none."""
+        target = url.rstrip("/") + path
+        try:
+            async with app[FORWARD_SESSION].post(
+                target,
+                data=raw,
+                headers={FORWARDED_HEADER: "1", "Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=forward_timeout_s),
+                allow_redirects=False,
+            ) as resp:
+                reply = await resp.read()
+                if resp.status != 200:
+                    text = reply[:200].decode(errors="replace")
+                    return f"HTTP {resp.status}: {text}"
+        except TimeoutError:
+            return f"no reply within {forward_timeout_s:g} s"
+        except Exception as err:  # refused, reset, bad URL...: never a 500 to kube-scheduler
+            return f"{type(err).__name__}: {err}"
+        try:
+            ok = isinstance(codec.decode(reply), dict)
+        except codec.errors:
+            ok = False
+        return reply if ok else f"the reply is not an extender result: {reply[:200]!r}"
+
+    async def bind_h(request: web.Request) -> web.Response:
+        if request.headers.get(FORWARDED_HEADER):
+            return await forwarded_bind_h(request)  # loop guard: bind here or refuse
+        url = None if is_leader() else leader_url()
+        if not url or url == own_url:
+            return await local_bind_h(request)
+        started = time.perf_counter()
+        raw = await request.read()
+        try:
+            ExtenderBindingArgs.from_json(decode(raw))  # a malformed body is ours to refuse
+        except MalformedExtenderRequest as err:
+            m.requests.labels("bind", "bad_request").inc()
+            return _json({"error": str(err)}, 400)
+        reply = await forward(url, request.path, raw)
+        if isinstance(reply, bytes):
+            m.bind_forwards.labels("ok").inc()
+            m.requests.labels("bind", "forwarded").inc()
+        else:
+            log.warning("bind forwarded to the leader at %s failed: %s", url, reply)
+            m.bind_forwards.labels("error").inc()
+            m.requests.labels("bind", "error").inc()
+            m.binds.labels("error").inc()
+            error = f"the bind forwarded to the gpupool extender leader at {url} failed: {reply}"
+            reply = codec.encode(ExtenderBindingResult(error).to_json())
+        m.latency.labels("bind").observe(time.perf_counter() - started)
+        return _json(reply)
 
     async def healthz(request: web.Request) -> web.Response:
         if not ready():

@@ -74,6 +74,8 @@ BIND_ROUNDS = 3
 MAX_BINDS = 64  # binds in flight at once (each holds API connections)
 BIND_WAIT_S = 2.0  # a bind that cannot start within this is refused, well inside kube-scheduler's
 # 5 s httpTimeout: refused, the pod is simply retried; timed out, the bind would run on unseen
+BIND_FORWARD_TIMEOUT_S = 4.0  # a standby's /bind forwarded to the leader: room for the leader's
+# BIND_WAIT_S and its writes, and 1 s of the 5 s httpTimeout left to answer kube-scheduler an Error
 LEDGER_MAX_AGE_S = 10.0  # a node's ledger is re-listed from the API server at least this often
 POD_MEMO = 4096  # pods kept from filter for their bind
 REFUSED_MAX = 256  # pods refused everywhere kept for requeue_refused (beyond: the queue's flush)
