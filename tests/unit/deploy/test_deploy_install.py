@@ -15,6 +15,7 @@ import datetime as dt
 import io
 import re
 import tomllib
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -255,6 +256,12 @@ def test_the_extender_elects_a_leader_per_pod_where_its_role_allows() -> None:
     env = {e["name"]: e for e in container["env"]}
     assert args.identity == "$(POD_NAME)"
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    # The leader advertises where the standby's forwarded binds reach it: its own pod, its port.
+    advertised = urllib.parse.urlsplit(args.advertise_url)
+    assert advertised.scheme == "http" and advertised.path == ""
+    assert args.advertise_url.startswith("http://$(POD_IP):")
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert advertised.port == args.port
     rbac = _rbac()
     bound = {
         (b["metadata"]["namespace"], b["roleRef"]["name"])
