@@ -1,11 +1,13 @@
-"""Leader election end to end: two `gpupool extender --leader-elect` processes on one real
-kube-apiserver, so that two replicas never both bind.
+"""Leader election end to end: two `gpupool extender --leader-elect --advertise-url ...`
+processes on one real kube-apiserver, so that two replicas never both bind.
 
-Exactly one holds the coordination Lease; the other answers /bind with an error and writes
-nothing; SIGKILL the leader and the other takes over once the dead leader's lease has run out
-(not before), then binds; stopped, it gives the lease up. Binds are driven over HTTP with the
-extender/v1 JSON kube-scheduler sends, for a pod no scheduler picks up (its schedulerName names
-none), so nothing but these calls can bind it.
+Exactly one holds the coordination Lease and writes its URL there; a /bind sent to the other is
+forwarded to it and binds the pod (the standby counts the forward and writes nothing itself); a
+bind already forwarded once is refused by the standby, not sent on. SIGKILL the leader: the
+standby's forwards fail with an error naming the dead leader's URL, it takes over once the dead
+leader's lease has run out (not before), then binds itself; stopped, it gives the lease (and its
+URL) up. Binds are driven over HTTP with the extender/v1 JSON kube-scheduler sends, for pods no
+scheduler picks up (their schedulerName names none), so nothing but these calls can bind them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 GPULEASES = "/apis/gpupool.io/v1alpha1"
 COORDINATION = "/apis/coordination.k8s.io/v1"
 LEASE_NAME = "gpupool-extender"
+LEADER_URL = "gpupool.io/leader-url"
+FORWARDED = "X-Gpupool-Forwarded"
 # Short, so the takeover shows within seconds; the renew deadline keeps 2 s under the lease.
 LEASE_S, DEADLINE_S, RETRY_S = 6, 4.0, 0.5
 
@@ -48,17 +52,25 @@ class Replica:
     port: int
     record: processes.ProcessRecord
 
+    @property
+    def advertised(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{self.advertised}{path}"
 
     def log(self) -> str:
         return processes.tail(self.record.log, 60)
 
 
-def _http(url: str, body: dict[str, Any] | None = None) -> tuple[int, str]:
+def _http(
+    url: str, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     req.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        req.add_header(key, value)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(req, timeout=10) as resp:
@@ -75,7 +87,7 @@ def _start(cluster: E2ECluster, identity: str, leader_ns: str, log_dir: Path) ->
         GPUPOOL, "extender",
         "--kubeconfig", str(cluster.kubeconfig), "--port", str(port), "--apply-crds",
         "--leader-elect", "--leader-namespace", leader_ns, "--leader-name", LEASE_NAME,
-        "--identity", identity,
+        "--identity", identity, "--advertise-url", f"http://127.0.0.1:{port}",
         "--leader-lease-seconds", str(LEASE_S),
         "--leader-renew-deadline-seconds", str(DEADLINE_S),
         "--leader-retry-seconds", str(RETRY_S),
@@ -113,15 +125,31 @@ def _holder(api: KubeApi, ns: str) -> str | None:
     return (lease or {}).get("spec", {}).get("holderIdentity") or None
 
 
-def _says_leader(replica: Replica) -> bool | None:
-    """The replica's own word (gpupool_extender_leader on /metrics), None if it does not answer."""
+def _leader_url(api: KubeApi, ns: str) -> str | None:
+    annotations = ((_lease(api, ns) or {}).get("metadata") or {}).get("annotations") or {}
+    url: str | None = annotations.get(LEADER_URL)
+    return url
+
+
+def _metric(replica: Replica, sample: str) -> float | None:
+    """One sample's value on the replica's /metrics (0 when absent), None if it does not answer."""
     status, text = _http(replica.url("/metrics"))
     if status != 200:
         return None
     for line in text.splitlines():
-        if line.startswith("gpupool_extender_leader "):
-            return float(line.split()[1]) == 1.0
-    return None
+        if line.startswith(f"{sample} "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def _says_leader(replica: Replica) -> bool | None:
+    """The replica's own word (gpupool_extender_leader on /metrics), None if it does not answer."""
+    value = _metric(replica, "gpupool_extender_leader")
+    return None if value is None else value == 1.0
+
+
+def _forwards(replica: Replica, outcome: str) -> float | None:
+    return _metric(replica, f'gpupool_extender_bind_forwards_total{{outcome="{outcome}"}}')
 
 
 def _gpuleases(api: KubeApi, ns: str) -> list[dict[str, Any]]:
@@ -154,12 +182,40 @@ def _gpu_node(api: KubeApi) -> str:
     raise AssertionError("the dev cluster has no GPU node")
 
 
-def _bind(replica: Replica, body: dict[str, Any]) -> str:
+def _bind(replica: Replica, body: dict[str, Any], headers: dict[str, str] | None = None) -> str:
     """The extender's Error for the bind ("" when it bound); fails on anything but a 200."""
-    status, text = _http(replica.url("/bind"), body)
+    status, text = _http(replica.url("/gpupool/bind"), body, headers)  # the urlPrefix path
     assert status == 200, f"/bind on {replica.identity}: HTTP {status}: {text}"
     error: str = json.loads(text)["Error"]
     return error
+
+
+def _bound_by_lease(api: KubeApi, ns: str, pod: dict[str, Any], node: str) -> None:
+    """The pod's GpuLease on the node, and the pod bound there carrying it."""
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    [gpulease] = [g for g in _gpuleases(api, ns) if g["metadata"]["name"] == uid]
+    assert gpulease["spec"]["node"] == node
+    assert gpulease["spec"]["podRef"] == {"namespace": ns, "name": name, "uid": uid}
+    bound = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    assert bound["spec"].get("nodeName") == node
+    assert bound["metadata"]["annotations"]["gpupool.io/lease"] == f"{ns}/{uid}"
+
+
+def _untouched(api: KubeApi, ns: str, pod: dict[str, Any]) -> None:
+    """No GpuLease for the pod, and the pod bound nowhere."""
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    assert [g for g in _gpuleases(api, ns) if g["metadata"]["name"] == uid] == []
+    assert not api.get(f"/api/v1/namespaces/{ns}/pods/{name}")["spec"].get("nodeName")
+
+
+def _bind_body(pod: dict[str, Any], node: str) -> dict[str, Any]:
+    meta = pod["metadata"]
+    return {
+        "PodName": meta["name"],
+        "PodNamespace": meta["namespace"],
+        "PodUID": meta["uid"],
+        "Node": node,
+    }
 
 
 def test_one_replica_binds_and_the_other_takes_over_when_it_dies(
@@ -190,21 +246,39 @@ def test_one_replica_binds_and_the_other_takes_over_when_it_dies(
             time.sleep(RETRY_S / 2)
         # Both serve: /healthz speaks of the cache, not of the lease.
         assert _http(follower.url("/healthz"))[0] == 200
+        # The leader's URL is on the Lease beside its name.
+        assert _leader_url(api, ns) == leader.advertised, _lease(api, ns)
 
-        # The follower refuses to bind and writes nothing.
-        pod = _unscheduled_pod(api, ns, "p")
-        uid = pod["metadata"]["uid"]
+        # A bind already forwarded once is not sent on: the follower refuses it, writes nothing.
         node = _gpu_node(api)
-        body = {"PodName": "p", "PodNamespace": ns, "PodUID": uid, "Node": node}
-        error = _bind(follower, body)
+        marked = _unscheduled_pod(api, ns, "marked")
+        error = _bind(follower, _bind_body(marked, node), {FORWARDED: "1"})
         assert "not the leader" in error, error
-        assert _gpuleases(api, ns) == []
-        assert not api.get(f"/api/v1/namespaces/{ns}/pods/p")["spec"].get("nodeName")
+        _untouched(api, ns, marked)
+        assert _forwards(follower, "ok") == 0
+
+        # A bind sent to the follower is forwarded to the leader, which binds the pod.
+        forwarded = _unscheduled_pod(api, ns, "forwarded")
+        assert _bind(follower, _bind_body(forwarded, node)) == "", logs()
+        _bound_by_lease(api, ns, forwarded, node)
+        assert _forwards(follower, "ok") == 1, logs()
+        assert _forwards(leader, "ok") == 0  # the leader bound it itself
+        assert _metric(leader, 'gpupool_extender_binds_total{outcome="ok"}') == 1, logs()
+        assert _metric(follower, 'gpupool_extender_binds_total{outcome="ok"}') == 0, logs()
+        _untouched(api, ns, marked)
 
         # SIGKILL the leader: no release, the follower must wait its lease out.
         os.kill(leader.record.pid, signal.SIGKILL)
         killed_at = time.monotonic()
         assert poll_until(lambda: not processes.is_running(leader.record), timeout_s=10)
+        # Until then the follower still forwards to the dead leader: an Error naming it.
+        pod = _unscheduled_pod(api, ns, "p")
+        body = _bind_body(pod, node)
+        error = _bind(follower, body)
+        assert time.monotonic() - killed_at < LEASE_S - RETRY_S, "too slow to see the window"
+        assert f"leader at {leader.advertised} failed" in error, error
+        assert _forwards(follower, "error") == 1, logs()
+        _untouched(api, ns, pod)
         took_over = poll_until(
             lambda: _holder(api, ns) == follower.identity, timeout_s=LEASE_S + 20, interval_s=0.1
         )
@@ -216,20 +290,20 @@ def test_one_replica_binds_and_the_other_takes_over_when_it_dies(
         assert lease is not None and lease["spec"]["leaseTransitions"] >= 1, lease
         assert poll_until(lambda: _says_leader(follower), timeout_s=5), logs()
 
-        # The new leader binds: the pod's GpuLease on the node, the pod bound there.
+        assert _leader_url(api, ns) == follower.advertised, _lease(api, ns)
+
+        # The survivor, now leader, binds itself: the pod's GpuLease on the node, the pod bound.
         assert _bind(follower, body) == "", logs()
-        [gpulease] = _gpuleases(api, ns)
-        assert gpulease["metadata"]["name"] == uid
-        assert gpulease["spec"]["node"] == node
-        assert gpulease["spec"]["podRef"] == {"namespace": ns, "name": "p", "uid": uid}
-        bound = api.get(f"/api/v1/namespaces/{ns}/pods/p")
-        assert bound["spec"].get("nodeName") == node
-        assert bound["metadata"]["annotations"]["gpupool.io/lease"] == f"{ns}/{uid}"
+        _bound_by_lease(api, ns, pod, node)
+        assert _forwards(follower, "ok") == 1 and _forwards(follower, "error") == 1, logs()
+        assert _metric(follower, 'gpupool_extender_binds_total{outcome="ok"}') == 1, logs()
+        assert len(_gpuleases(api, ns)) == 2  # forwarded's and p's: none for the refused ones
 
         # Stopped (SIGTERM), the leader gives the lease up rather than let it run out.
         processes.stop(follower.record)
         assert not processes.is_running(follower.record)
         assert _holder(api, ns) is None, f"{_lease(api, ns)}\n{logs()}"
+        assert _leader_url(api, ns) is None, _lease(api, ns)
     finally:
         for replica in replicas.values():
             processes.stop(replica.record)
