@@ -25,7 +25,10 @@ a scheduling gate (not timed), a watch on their namespace is established, then t
 removed by 32 concurrent patches. The rate is pods / (last pod seen bound − first gate removed),
 the bind times taken from the watch. The gate removal time is reported too: when it is near the
 scheduling time, the client, not the scheduler, set the pace. Everything — the control plane, the
-extender and this client — shares the machine's cores, equally for both kinds.
+extender and this client — shares the machine's cores, equally for both kinds. Each phase reports
+`cpu_ms_per_pod`: the CPU time (utime + stime, /proc) each process used over the same window,
+per pod; `cpu_ms_per_pod_median` sums it up per kind. When the machine is saturated, the ratio of
+the rates is the inverse ratio of the per-pod totals.
 """
 
 from __future__ import annotations
@@ -80,7 +83,22 @@ def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
     }
 
 
-async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a process (None once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pids: dict[str, int]) -> dict[str, float | None]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+async def one_phase(
+    client: AsyncClient, kind: str, count: int, timeout_s: float, pids: dict[str, int]
+) -> dict[str, Any]:
     ns = f"bench-{kind}-{secrets.token_hex(3)}"
     await client.create(Namespace(metadata=ObjectMeta(name=ns)))
     names = [f"p-{i:05d}" for i in range(count)]
@@ -125,11 +143,13 @@ async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float
                     patch_type=PatchType.JSON,
                 )
 
+        cpu_start = cpu_of(pids)
         start = time.perf_counter()
         await asyncio.gather(*(ungate(n) for n in names))
         ungated = time.perf_counter() - start
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout_s)
+        cpu_end = cpu_of(pids)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
@@ -159,6 +179,13 @@ async def one_phase(client: AsyncClient, kind: str, count: int, timeout_s: float
         "seconds": round(elapsed, 3),
         "pods_per_s": round(count / elapsed, 1),
         "ungate_s": round(ungated, 3),
+        # CPU each process used from the first gate removal to the last bind, per pod: where the
+        # machine's time went (the machine is saturated when their sum per second ~ its cores).
+        "cpu_ms_per_pod": {
+            name: round(1000 * (end - begin) / count, 2)
+            for name, begin in cpu_start.items()
+            if begin is not None and (end := cpu_end.get(name)) is not None
+        },
         "other_events": reasons,
         "event_samples": samples,
     }
@@ -244,7 +271,11 @@ class Extender:
 
 
 async def measure(
-    kubeconfig: str, args: argparse.Namespace, extender: Extender, kinds: tuple[str, ...]
+    kubeconfig: str,
+    args: argparse.Namespace,
+    extender: Extender,
+    kinds: tuple[str, ...],
+    cluster_pids: dict[str, int],
 ) -> list[dict[str, Any]]:
     client = make_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
     results = []
@@ -253,7 +284,10 @@ async def measure(
         if kind != "plain":
             extender.ensure(serial=kind == "serial")
             before = bind_steps(extender.port)
-        result = await one_phase(client, kind, count, args.timeout)
+        pids = {**cluster_pids, "bench-client": os.getpid()}
+        if extender.record is not None:
+            pids["gpupool-extender"] = extender.record.pid
+        result = await one_phase(client, kind, count, args.timeout, pids)
         if kind != "plain":
             result["bind_steps"] = step_means(before, bind_steps(extender.port))
         return result
@@ -272,6 +306,16 @@ async def measure(
     finally:
         await client.close()
     return results
+
+
+def cpu_medians(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        rows = [r["cpu_ms_per_pod"] for r in results if r["kind"] == kind and "cpu_ms_per_pod" in r]
+        names = sorted({name for row in rows for name in row})
+        per = {n: round(statistics.median([r[n] for r in rows if n in r]), 2) for n in names}
+        out[kind] = per | {"total": round(sum(per.values()), 2)}
+    return out
 
 
 def main() -> None:
@@ -308,7 +352,8 @@ def main() -> None:
         state = cluster.up(spec, die_with_parent=True)
         extender = Extender(cluster, state.kubeconfig, port, args.policy)
         try:
-            results = asyncio.run(measure(state.kubeconfig, args, extender, kinds))
+            cluster_pids = {p.name: p.pid for p in state.processes}
+            results = asyncio.run(measure(state.kubeconfig, args, extender, kinds, cluster_pids))
         finally:
             extender.stop()
             cluster.down()
@@ -341,6 +386,7 @@ def main() -> None:
                 "pods_per_s": rates,
                 "median_pods_per_s": medians,
                 "ratio_extender_to_plain": ratio,
+                "cpu_ms_per_pod_median": cpu_medians(results, kinds),
                 **({"ratio_serial_to_plain": to_plain("serial")} if args.serial_too else {}),
                 "target_ratio": 0.7,
                 "target_met": ratio is not None and ratio >= 0.7,
