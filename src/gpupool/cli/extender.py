@@ -17,7 +17,7 @@ from aiohttp import web
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
-from gpupool.adapters.extender_http.leader import LeaderElector, LeaderOnlyWrites
+from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
 from gpupool.adapters.extender_http.server import Metrics, make_app
 from gpupool.adapters.extender_http.service import (
     BIND_FORWARD_TIMEOUT_S,
@@ -28,6 +28,7 @@ from gpupool.adapters.extender_http.service import (
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster, UnsupportedCredentials
+from gpupool.adapters.kubernetes.leader import LeaderElector
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 from gpupool.placement.policies import POLICIES
 

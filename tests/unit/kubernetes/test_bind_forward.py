@@ -17,9 +17,9 @@ from lightkube import AsyncClient
 from test_leader import NAME, NS, Clock, FakeApi  # the in-memory coordination Lease
 
 from gpupool.adapters.extender_http.cache import ClusterCache
-from gpupool.adapters.extender_http.leader import LeaderElector
 from gpupool.adapters.extender_http.server import FORWARDED_HEADER, Metrics, make_app
 from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.kubernetes.leader import LeaderElector
 from gpupool.adapters.kubernetes.lease import LeaseRecord
 
 NODE = "n"

@@ -1,6 +1,7 @@
-"""The extender's leader election: the pure `decide` and LeaderElector against a small in-memory
-API server (get/create/replace of one coordination Lease with resourceVersion conflicts) on a
-clock the test moves. The invariant every test keeps: two replicas are never both leader."""
+"""Leader election (shared by the extender and the controller): the pure `decide` and
+LeaderElector against a small in-memory API server (get/create/replace of one coordination Lease
+with resourceVersion conflicts) on a clock the test moves. The invariant every test keeps: two
+replicas are never both leader."""
 
 from __future__ import annotations
 
@@ -17,17 +18,17 @@ from lightkube.models.meta_v1 import Status
 from lightkube.resources.coordination_v1 import Lease
 
 from gpupool.adapters.extender_http.cache import ClusterCache
-from gpupool.adapters.extender_http.leader import (
+from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
+from gpupool.adapters.kubernetes.leader import (
     LEADER_URL_ANNOTATION,
     LeaderElector,
-    LeaderOnlyWrites,
     NotLeader,
     Seen,
     Step,
     decide,
 )
-from gpupool.adapters.extender_http.service import Extender
-from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
 from gpupool.adapters.kubernetes.lease import LeaseRecord
 
 NS, NAME = "gpupool-system", "gpupool-extender"
