@@ -1,5 +1,9 @@
 """What gpupool's controllers read from and write to the API server (lightkube, generic resources
-for the CRDs). Objects cross this boundary as plain JSON dicts, so the planners stay pure."""
+for the CRDs). Objects cross this boundary as plain JSON dicts, so the planners stay pure.
+
+With `may_write` (the controller's leader election), every write asks it first and raises
+NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
+its next write, before it can act beside the new leader's. Reads always pass."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
+from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.wire import names
 
 log = logging.getLogger("gpupool.controller")
@@ -39,9 +44,20 @@ def gone(err: ApiError) -> bool:
 
 
 class ClusterApi:
-    def __init__(self, client: AsyncClient, *, instance: str = "") -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        instance: str = "",
+        may_write: Callable[[], bool] | None = None,
+    ) -> None:
         self.client = client
         self.instance = instance or f"{COMPONENT}-{secrets.token_hex(3)}"
+        self.may_write = may_write
+
+    def _writing(self, what: str) -> None:
+        if self.may_write is not None and not self.may_write():
+            raise NotLeader(f"{what} refused: this {COMPONENT} replica is not leader")
 
     # -- reading -------------------------------------------------------------------------------
     async def tenant_pods(self) -> list[Json]:
@@ -104,6 +120,7 @@ class ClusterApi:
         self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
     ) -> bool:
         """Apply a JSON patch (list) or merge patch (dict); False if the pod is gone/changed."""
+        self._writing(f"patch of pod {namespace}/{name}")
         try:
             await self.client.patch(
                 Pod,
@@ -120,6 +137,7 @@ class ClusterApi:
         return True
 
     async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
+        self._writing(f"deletion of pod {namespace}/{name}")
         try:
             await self.client.delete(Pod, name, namespace=namespace, grace_period=grace_s)
         except ApiError as err:
@@ -131,6 +149,7 @@ class ClusterApi:
     async def evict_pod(self, namespace: str, name: str) -> str | None:
         """Evict through the Eviction API (PodDisruptionBudgets apply); None when done or gone,
         else why not (a budget forbids it now: 429)."""
+        self._writing(f"eviction of pod {namespace}/{name}")
         eviction = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace))
         try:
             await self.client.create(eviction, name=name, namespace=namespace)
@@ -153,6 +172,7 @@ class ClusterApi:
     ) -> None:
         meta = pod.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
+        self._writing(f"event {reason} on pod {namespace}/{meta.get('name')}")
         event: Any = codecs.from_dict(
             {
                 "apiVersion": "v1",
@@ -182,6 +202,7 @@ class ClusterApi:
             log.warning("could not record event %s on %s: %s", reason, meta.get("name"), err)
 
     async def patch_quota_status(self, name: str, status: Json) -> bool:
+        self._writing(f"status of GpuQuota {name}")
         try:
             await self.client.patch(
                 GpuQuota.Status, name, {"status": status}, patch_type=PatchType.MERGE
@@ -193,6 +214,7 @@ class ClusterApi:
         return True
 
     async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
+        self._writing(f"status of GpuLease {namespace}/{name}")
         try:
             await self.client.patch(
                 GpuLease.Status,
@@ -208,6 +230,7 @@ class ClusterApi:
         return True
 
     async def delete_lease(self, namespace: str, name: str) -> bool:
+        self._writing(f"deletion of GpuLease {namespace}/{name}")
         try:
             await self.client.delete(GpuLease, name, namespace=namespace)
         except ApiError as err:
@@ -217,6 +240,7 @@ class ClusterApi:
         return True
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
+        self._writing(f"status of GpuNode {name}")
         try:
             await self.client.patch(
                 GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE

@@ -1,8 +1,12 @@
-"""`gpupool controller`: the admission queue and lease reconcilers (wiring only)."""
+"""`gpupool controller`: the admission queue and lease reconcilers, optionally behind leader
+election (wiring only)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -10,6 +14,7 @@ from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.leader import LeaderElector
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 from gpupool.controllers.admission import AdmissionReconciler
 from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
@@ -30,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "as their tenant's GpuQuota admits them, and shows each waiting pod its queue "
             "position and reason (annotation gpupool.io/queue, events, GpuQuota status); "
             "reclaims borrowed quota for tenants within their nominal quota (notice, the "
-            "borrower's grace period, eviction through the Eviction API)."
+            "borrower's grace period, eviction through the Eviction API). With --leader-elect only "
+            "the replica holding the coordination Lease reconciles; the others stand by."
         ),
     )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig (default: in-cluster, ...)")
@@ -74,6 +80,27 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=f"... and this long Lost: its leases end, its GPU pods are deleted (default: "
         f"{LOST_S:g})",
     )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="reconcile only while this replica holds the coordination Lease (run 2 or more)",
+    )
+    parser.add_argument("--leader-namespace", default="gpupool-system")
+    parser.add_argument("--leader-name", default="gpupool-controller")
+    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument(
+        "--leader-lease-seconds",
+        type=int,
+        default=15,
+        help="a silent leader's lease is taken over after this",
+    )
+    parser.add_argument(
+        "--leader-renew-deadline-seconds",
+        type=float,
+        default=10.0,
+        help="a leader that could not renew for this long stops writing (under the lease)",
+    )
+    parser.add_argument("--leader-retry-seconds", type=float, default=2.0)
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 
@@ -85,12 +112,35 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.leader_elect and not args.leader_renew_deadline_seconds < args.leader_lease_seconds:
+        print(
+            "gpupool controller: error: --leader-renew-deadline-seconds must be below "
+            "--leader-lease-seconds",
+            file=sys.stderr,
+        )
+        return 2
     configure_logging(args.log_level)
 
     async def main() -> None:
         stop = stop_on_signals()
         client = async_client(args.kubeconfig, field_manager="gpupool-controller")
-        api = ClusterApi(client)
+        elected = asyncio.Event()  # wakes the loops at once when this replica becomes leader
+        elector = (
+            LeaderElector(
+                client,
+                args.leader_namespace,
+                args.leader_name,
+                args.identity,
+                lease_s=args.leader_lease_seconds,
+                renew_deadline_s=args.leader_renew_deadline_seconds,
+                retry_s=args.leader_retry_seconds,
+                on_elected=elected.set,
+            )
+            if args.leader_elect
+            else None
+        )
+        # Every write asks the elector first: a round that outlives the term writes nothing more.
+        api = ClusterApi(client, may_write=elector.is_leader if elector else None)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
         leases = LeaseReconciler(
             api,
@@ -102,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
         )
         reclaim = ReclaimReconciler(api, time.time, mode=FifoMode(args.fifo))
+        election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:
             await run_loops(
                 [
@@ -113,8 +164,15 @@ def run(args: argparse.Namespace) -> int:
                 stop,
                 resync_s=args.resync,
                 watch=api.watch_changes,
+                leading=elector.is_leader if elector else None,
+                wake=elected,
             )
         finally:
+            if election is not None:
+                election.cancel()
+                await asyncio.gather(election, return_exceptions=True)
+            if elector is not None:  # the round in progress has ended: another may take over now
+                await elector.release()
             await client.close()
 
     run_loop(main())

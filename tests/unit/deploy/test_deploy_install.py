@@ -247,6 +247,32 @@ def test_the_extenders_port_probe_and_service_agree() -> None:
     assert _service_target(service, container)[1] == args.port
 
 
+def _may_hold_lease(account: str, namespace: str, lease: str) -> bool:
+    """deploy/rbac lets the gpupool-system ServiceAccount `account` get, create and update the
+    coordination Lease `namespace`/`lease` through a RoleBinding in that namespace."""
+    rbac = _rbac()
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": "gpupool-system"}
+    bound = {
+        b["roleRef"]["name"]
+        for b in rbac
+        if b["kind"] == "RoleBinding"
+        and b["metadata"]["namespace"] == namespace
+        and b["roleRef"]["kind"] == "Role"
+        and subject in b["subjects"]
+    }
+    return any(
+        r["kind"] == "Role"
+        and r["metadata"]["namespace"] == namespace
+        and r["metadata"]["name"] in bound
+        and "coordination.k8s.io" in rule["apiGroups"]
+        and "leases" in rule["resources"]
+        and {"get", "create", "update"} <= set(rule["verbs"])
+        and lease in rule.get("resourceNames", [lease])
+        for r in rbac
+        for rule in r.get("rules", [])
+    )
+
+
 def test_the_extender_elects_a_leader_per_pod_where_its_role_allows() -> None:
     deployment = _one(_install(), "Deployment", "gpupool-extender")
     assert deployment["spec"]["replicas"] == 2
@@ -262,41 +288,25 @@ def test_the_extender_elects_a_leader_per_pod_where_its_role_allows() -> None:
     assert args.advertise_url.startswith("http://$(POD_IP):")
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert advertised.port == args.port
-    rbac = _rbac()
-    bound = {
-        (b["metadata"]["namespace"], b["roleRef"]["name"])
-        for b in rbac
-        if b["kind"] == "RoleBinding"
-        and {"kind": "ServiceAccount", "name": "gpupool-extender", "namespace": "gpupool-system"}
-        in b["subjects"]
-    }
-    may_lease = {
-        (r["metadata"]["namespace"], r["metadata"]["name"])
-        for r in rbac
-        if r["kind"] == "Role"
-        and any(
-            "coordination.k8s.io" in rule["apiGroups"]
-            and "leases" in rule["resources"]
-            and {"get", "create", "update"} <= set(rule["verbs"])
-            for rule in r["rules"]
-        )
-    }
-    assert any(ns == args.leader_namespace for ns, _ in bound & may_lease)
+    assert _may_hold_lease("gpupool-extender", args.leader_namespace, args.leader_name)
 
 
-def test_the_controller_runs_once_unless_it_can_elect_a_leader() -> None:
+def test_the_controller_runs_two_replicas_that_elect_a_leader_where_its_role_allows() -> None:
     deployment = _one(_install(), "Deployment", "gpupool-controller")
-    args = _container("gpupool-controller")["args"]
-    parser = build_parser()
-    subparsers = next(
-        a for a in parser._actions if isinstance(a, argparse._SubParsersAction)
-    ).choices
-    elects = "--leader-elect" in subparsers["controller"]._option_string_actions
-    if elects:  # it learned leader election: run it, and more than one
-        assert "--leader-elect" in args
-    else:
-        assert deployment["spec"]["replicas"] == 1
-        assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    container = _container("gpupool-controller")
+    args = _parse(container["args"])
+    assert args.leader_elect, "two replicas without leader election would both reconcile"
+    env = {e["name"]: e for e in container["env"]}
+    assert args.identity == "$(POD_NAME)"  # one identity per pod, or both would "hold" the Lease
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert args.leader_renew_deadline_seconds < args.leader_lease_seconds
+    # Its own Lease: on the extender's, one of the two components would never run.
+    extender = _args("gpupool-extender")
+    lease = (args.leader_namespace, args.leader_name)
+    assert lease != (extender.leader_namespace, extender.leader_name)
+    assert _may_hold_lease("gpupool-controller", *lease)
 
 
 def test_the_scheduler_config_extender_is_what_the_code_builds_for_the_extender_service() -> None:
