@@ -140,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
             else None
         )
         # Every write asks the elector first: a round that outlives the term writes nothing more.
-        api = ClusterApi(client, may_write=elector.is_leader if elector else None)
+        # Events name the replica that wrote them (reportingInstance: its --identity).
+        api = ClusterApi(
+            client,
+            instance=args.identity if elector else "",
+            may_write=elector.is_leader if elector else None,
+        )
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
         leases = LeaseReconciler(
             api,

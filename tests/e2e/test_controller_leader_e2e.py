@@ -1,0 +1,232 @@
+"""The controller's leader election end to end: two `gpupool controller --leader-elect` processes
+on one real kube-apiserver, so that two replicas never both reconcile.
+
+Exactly one holds the coordination Lease (and only its log says it reconciles); a gated pod
+within its tenant's quota is admitted (the gpupool.io/quota gate removed) by that leader, as the
+Admitted event's reportingInstance says. SIGKILL the leader: no release, so the pod created next
+stays gated until the survivor has waited the dead leader's lease out; then the survivor holds
+the Lease and admits it. Stopped with SIGTERM, the survivor gives the Lease up. Pods are created
+gated and labelled as the webhook would (no webhook runs here) and no scheduler picks them up
+(their schedulerName names none), so nothing but the controllers touches them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gpupool.devcluster import processes
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.errors import ApiError
+from gpupool.devcluster.polling import poll_until
+
+if TYPE_CHECKING:
+    from conftest import E2ECluster
+
+pytestmark = pytest.mark.e2e
+
+GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+REPO = Path(__file__).resolve().parents[2]
+COORDINATION = "/apis/coordination.k8s.io/v1"
+QUOTAS = "/apis/gpupool.io/v1alpha1/gpuquotas"
+LEASE_NAME = "gpupool-controller"
+GATE = "gpupool.io/quota"
+# Short, so the takeover shows within seconds; the renew deadline keeps 2 s under the lease.
+LEASE_S, DEADLINE_S, RETRY_S = 6, 4.0, 0.5
+RECONCILING = "leader: reconciling"  # what the manager logs when it starts reconciling
+
+
+@dataclass(frozen=True)
+class Replica:
+    identity: str
+    record: processes.ProcessRecord
+
+    def log(self) -> str:
+        return Path(self.record.log).read_text(errors="replace")
+
+
+def _start(cluster: E2ECluster, identity: str, leader_ns: str, log_dir: Path) -> Replica:
+    argv = [
+        GPUPOOL, "controller",
+        "--kubeconfig", str(cluster.kubeconfig), "--resync", "1",
+        "--leader-elect", "--leader-namespace", leader_ns, "--leader-name", LEASE_NAME,
+        "--identity", identity,
+        "--leader-lease-seconds", str(LEASE_S),
+        "--leader-renew-deadline-seconds", str(DEADLINE_S),
+        "--leader-retry-seconds", str(RETRY_S),
+    ]  # fmt: skip
+    record = processes.start(
+        identity,
+        argv,
+        log_dir / f"{identity}.log",
+        env={**os.environ, "NO_PROXY": "127.0.0.1,localhost"},
+        die_with_parent=True,
+    )
+    return Replica(identity, record)
+
+
+def _lease(api: KubeApi, ns: str) -> dict[str, Any] | None:
+    try:
+        lease: dict[str, Any] = api.get(f"{COORDINATION}/namespaces/{ns}/leases/{LEASE_NAME}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    return lease
+
+
+def _holder(api: KubeApi, ns: str) -> str | None:
+    lease = _lease(api, ns)
+    return (lease or {}).get("spec", {}).get("holderIdentity") or None
+
+
+def _gated_pod(api: KubeApi, ns: str, name: str, tenant: str) -> None:
+    """A pod as the webhook leaves it: tenant label, the quota gate, 12Gi of GPU memory."""
+    limits = {"gpupool.io/gpu-memory": "12Gi", "gpupool.io/vgpu": "1"}
+    api.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"gpupool.io/tenant": tenant}},
+            "spec": {
+                "schedulerName": "no-such-scheduler",
+                "schedulingGates": [{"name": GATE}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.example/never-pulled:1",
+                        "resources": {"limits": limits, "requests": limits},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def _gates(api: KubeApi, ns: str, name: str) -> list[str]:
+    pod = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+def _admitted_by(api: KubeApi, ns: str, name: str) -> list[str]:
+    """The reportingInstance of every Admitted event on the pod (the replica that admitted it)."""
+    events = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    return [
+        str(e.get("reportingInstance"))
+        for e in events
+        if e["reason"] == "Admitted" and e["involvedObject"]["name"] == name
+    ]
+
+
+def _established(api: KubeApi, path: str) -> bool:
+    conditions = (api.get(path).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def test_one_controller_reconciles_and_the_other_takes_over_when_it_dies(
+    dev_cluster: E2ECluster, namespace: str, tmp_path: Path
+) -> None:
+    api = dev_cluster.api
+    ns = namespace  # the leader Lease and the pods live in the test's namespace
+    subprocess.run(
+        [
+            str(dev_cluster.binaries.kubectl), "--kubeconfig", str(dev_cluster.kubeconfig),
+            "apply", "-f", str(REPO / "deploy" / "crds"),
+        ],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    for crd in ("gpuquotas", "gpuleases", "gpunodes"):
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}.gpupool.io"
+        assert poll_until(lambda path=path: _established(api, path), timeout_s=30), path
+    tenant = f"team-{secrets.token_hex(3)}"
+    api.create(
+        QUOTAS,
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuQuota",
+            "metadata": {"name": tenant},
+            "spec": {"nominal": "48Gi"},  # room for both pods: each is admitted on its own
+        },
+    )
+    replicas = {
+        r.identity: r
+        for r in (
+            _start(dev_cluster, "controller-a", ns, tmp_path),
+            _start(dev_cluster, "controller-b", ns, tmp_path),
+        )
+    }
+
+    def logs() -> str:
+        return "\n".join(
+            f"--- {r.identity}\n{processes.tail(r.record.log, 60)}" for r in replicas.values()
+        )
+
+    try:
+        # Exactly one holds the Lease; for longer than a lease it renews and nobody takes over.
+        holder = poll_until(lambda: _holder(api, ns), timeout_s=30, interval_s=0.2)
+        assert holder in replicas, f"lease holder {holder!r}:\n{logs()}"
+        leader = replicas[holder]
+        [standby] = [r for r in replicas.values() if r is not leader]
+        watch_until = time.monotonic() + LEASE_S + 2 * RETRY_S
+        while time.monotonic() < watch_until:
+            assert _holder(api, ns) == leader.identity, logs()
+            assert all(processes.is_running(r.record) for r in replicas.values()), logs()
+            time.sleep(RETRY_S / 2)
+        assert RECONCILING in leader.log(), logs()
+        assert RECONCILING not in standby.log(), logs()
+
+        # A gated pod within quota: the leader admits it.
+        _gated_pod(api, ns, "first", tenant)
+        admitted = poll_until(
+            lambda: _gates(api, ns, "first") == [] or None, timeout_s=30, interval_s=0.2
+        )
+        assert admitted, f"{api.get(f'/api/v1/namespaces/{ns}/pods/first')}\n{logs()}"
+        pod = api.get(f"/api/v1/namespaces/{ns}/pods/first")
+        assert "gpupool.io/admitted" in pod["metadata"]["annotations"], pod
+        assert poll_until(lambda: _admitted_by(api, ns, "first"), timeout_s=10), logs()
+        assert set(_admitted_by(api, ns, "first")) == {leader.identity}, logs()
+
+        # SIGKILL the leader: no release, the standby must wait the lease out.
+        os.kill(leader.record.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        assert poll_until(lambda: not processes.is_running(leader.record), timeout_s=10)
+        _gated_pod(api, ns, "second", tenant)
+        # Nobody admits it while the dead leader's lease runs (it renewed at most a retry ago).
+        while time.monotonic() - killed_at < LEASE_S - RETRY_S - 1.5:
+            assert _gates(api, ns, "second") == [GATE], logs()
+            assert _holder(api, ns) == leader.identity, logs()
+            time.sleep(0.2)
+        took_over = poll_until(
+            lambda: _holder(api, ns) == standby.identity, timeout_s=LEASE_S + 20, interval_s=0.1
+        )
+        waited = time.monotonic() - killed_at
+        assert took_over, f"no takeover {waited:.1f} s after the kill:\n{logs()}"
+        lease = _lease(api, ns)
+        assert lease is not None and lease["spec"]["leaseTransitions"] >= 1, lease
+
+        # The survivor, now leader, admits the next gated pod.
+        admitted = poll_until(
+            lambda: _gates(api, ns, "second") == [] or None, timeout_s=30, interval_s=0.2
+        )
+        assert admitted, f"{api.get(f'/api/v1/namespaces/{ns}/pods/second')}\n{logs()}"
+        assert poll_until(lambda: _admitted_by(api, ns, "second"), timeout_s=10), logs()
+        assert set(_admitted_by(api, ns, "second")) == {standby.identity}, logs()
+        assert RECONCILING in standby.log(), logs()
+
+        # Stopped (SIGTERM), the leader gives the Lease up rather than let it run out.
+        processes.stop(standby.record)
+        assert not processes.is_running(standby.record)
+        assert _holder(api, ns) is None, f"{_lease(api, ns)}\n{logs()}"
+    finally:
+        for replica in replicas.values():
+            processes.stop(replica.record)
