@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.leader import LeaderElector
-from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
+from gpupool.cli.daemon import add_leader_args, configure_logging, run_loop, stop_on_signals
 from gpupool.controllers.admission import AdmissionReconciler
 from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases import LeaseReconciler
@@ -80,27 +78,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=f"... and this long Lost: its leases end, its GPU pods are deleted (default: "
         f"{LOST_S:g})",
     )
-    parser.add_argument(
-        "--leader-elect",
-        action="store_true",
-        help="reconcile only while this replica holds the coordination Lease (run 2 or more)",
-    )
-    parser.add_argument("--leader-namespace", default="gpupool-system")
-    parser.add_argument("--leader-name", default="gpupool-controller")
-    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
-    parser.add_argument(
-        "--leader-lease-seconds",
-        type=int,
-        default=15,
-        help="a silent leader's lease is taken over after this",
-    )
-    parser.add_argument(
-        "--leader-renew-deadline-seconds",
-        type=float,
-        default=10.0,
-        help="a leader that could not renew for this long stops writing (under the lease)",
-    )
-    parser.add_argument("--leader-retry-seconds", type=float, default=2.0)
+    add_leader_args(parser, name="gpupool-controller", does="reconciles")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 

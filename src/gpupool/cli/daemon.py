@@ -5,9 +5,12 @@ request than asyncio's, see README "Scheduler throughput")."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
+import os
 import signal
+import socket
 from collections.abc import Coroutine
 from typing import Any
 
@@ -33,3 +36,29 @@ def stop_on_signals() -> asyncio.Event:
 def run_loop(main: Coroutine[Any, Any, None]) -> None:
     """Run a daemon's main coroutine to completion on a uvloop event loop."""
     uvloop.run(main)
+
+
+def add_leader_args(parser: argparse.ArgumentParser, *, name: str, does: str) -> None:
+    """The leader-election flags shared by the replicated daemons (extender, controller): `name`
+    is the default coordination Lease, `does` what only the leader does ("binds", "reconciles")."""
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help=f"only the replica holding the coordination Lease {does} (run 2 or more)",
+    )
+    parser.add_argument("--leader-namespace", default="gpupool-system")
+    parser.add_argument("--leader-name", default=name)
+    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument(
+        "--leader-lease-seconds",
+        type=int,
+        default=15,
+        help="a silent leader's lease is taken over after this",
+    )
+    parser.add_argument(
+        "--leader-renew-deadline-seconds",
+        type=float,
+        default=10.0,
+        help=f"a leader that could not renew for this long stops ({does} no more; under the lease)",
+    )
+    parser.add_argument("--leader-retry-seconds", type=float, default=2.0)

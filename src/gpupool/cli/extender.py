@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import socket
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster, UnsupportedCredentials
 from gpupool.adapters.kubernetes.leader import LeaderElector
-from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
+from gpupool.cli.daemon import add_leader_args, configure_logging, run_loop, stop_on_signals
 from gpupool.placement.policies import POLICIES
 
 log = logging.getLogger("gpupool.extender")
@@ -61,23 +60,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--crd-dir", type=Path, default=None)
     parser.add_argument("--resync-seconds", type=float, default=300.0)
-    parser.add_argument("--leader-elect", action="store_true")
-    parser.add_argument("--leader-namespace", default="gpupool-system")
-    parser.add_argument("--leader-name", default="gpupool-extender")
-    parser.add_argument("--identity", default=f"{socket.gethostname()}-{os.getpid()}")
-    parser.add_argument(
-        "--leader-lease-seconds",
-        type=int,
-        default=15,
-        help="a silent leader's lease is taken over after this",
-    )
-    parser.add_argument(
-        "--leader-renew-deadline-seconds",
-        type=float,
-        default=10.0,
-        help="a leader that could not renew for this long stops binding (under the lease)",
-    )
-    parser.add_argument("--leader-retry-seconds", type=float, default=2.0)
+    add_leader_args(parser, name="gpupool-extender", does="binds")
     parser.add_argument(
         "--advertise-url",
         type=_http_url,
