@@ -18,33 +18,21 @@ pod before the deadline: the notice is withdrawn and b3 keeps running.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
+from process_stack import Stack, process_stack
 
 from gpupool.controllers.snapshot import parse_time
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.cluster import ClusterSpec, DevCluster
 from gpupool.devcluster.errors import ApiError
-from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
-from gpupool.devcluster.ports import free_port
-from gpupool.devcluster.scheduler_config import ExtenderConfig
 from gpupool.domain.units import GiB
 
 pytestmark = pytest.mark.e2e
 
-GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 GROUP = "/apis/gpupool.io/v1alpha1"
 NOTICE = "gpupool.io/reclaim-notice"
 NODE_X, NODE_Y = "gpu-node-0", "gpu-node-1"
@@ -52,109 +40,10 @@ GRACE_S = 3
 LIVE = (None, "Reserved", "Bound", "Active")  # lease phases that hold a card's memory
 
 
-@dataclass
-class Stack:
-    api: KubeApi
-    selector: tuple[str, str]  # the namespace label the webhook is registered for
-    logs: Path
-    namespaces: list[str] = field(default_factory=list)
-
-    def tail(self) -> str:
-        parts = []
-        for name in ("controller.log", "extender.log", "webhook.log"):
-            text = (self.logs / name).read_text(errors="replace")
-            parts.append(f"--- {name}\n{text[-3000:]}")
-        return "\n".join(parts)
-
-
-def _healthy(url: str) -> bool:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    root = tmp_path_factory.mktemp("room-reclaim-e2e")
-    ext_port, hook_port = free_port(), free_port()
-    cluster = DevCluster(root / "cluster")
-    state = cluster.up(
-        ClusterSpec(
-            nodes=tuple(node_specs(2, parse_gpu_spec("1xA100-80GB"))),
-            extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{ext_port}/gpupool"),
-        ),
-        die_with_parent=True,
-    )
-    api = cluster.api()
-    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
-    token = secrets.token_hex(3)
-    selector = ("gpupool.io/e2e-room", token)
-    name = f"gpupool-room-{token}"
-    kubeconfig = state.kubeconfig
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = {n: (root / f"{n}.log").open("wb") for n in ("extender", "webhook", "controller")}
-    try:
-        procs.append(
-            subprocess.Popen(
-                [GPUPOOL, "extender", "--kubeconfig", kubeconfig, "--port", str(ext_port),
-                 "--policy", "binpack", "--apply-crds", "--resync-seconds", "30"],
-                stdout=logs["extender"], stderr=subprocess.STDOUT, env=env,
-            )
-        )  # fmt: skip
-        assert (
-            poll_until(
-                lambda: (
-                    _healthy(f"http://127.0.0.1:{ext_port}/healthz") or procs[0].poll() is not None
-                ),
-                timeout_s=60,
-            )
-            and procs[0].poll() is None
-        ), (root / "extender.log").read_text()
-        procs.append(
-            subprocess.Popen(
-                [GPUPOOL, "webhook", "serve", "--host", "127.0.0.1", "--port", str(hook_port),
-                 "--cert-dir", str(root / "certs"), "--kubeconfig", kubeconfig,
-                 "--register-url", f"https://127.0.0.1:{hook_port}",
-                 "--namespace-label", f"{selector[0]}={selector[1]}", "--name", name,
-                 "--unregister-on-exit"],
-                stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
-            )
-        )  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
-                stdout=logs["controller"],
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        )
-        registered = poll_until(
-            lambda: api.exists(
-                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
-            ),
-            timeout_s=30,
-        )
-        assert registered, (root / "webhook.log").read_text()
-        yield Stack(api, selector, root)
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
-        for handle in logs.values():
-            handle.close()
-        cluster.down()
+    with process_stack(tmp_path_factory.mktemp("room-reclaim-e2e"), "1xA100-80GB", "room") as s:
+        yield s
 
 
 @pytest.fixture

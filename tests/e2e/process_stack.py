@@ -1,0 +1,158 @@
+"""gpupool's extender, webhook and controller as processes over a dev cluster of their own, as a
+user starts them: what the reclaim e2e tests share (not a test module).
+
+`process_stack(root, gpus, label)` brings up two kwok nodes of `gpus` with kube-scheduler calling
+the extender, starts `gpupool extender` (binpack), `gpupool webhook serve` registered for
+namespaces labelled `gpupool.io/e2e-<label>=<token>` and `gpupool controller` (1 s resync), and
+stops all of it, the cluster last, when the block ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
+from gpupool.devcluster.scheduler_config import ExtenderConfig
+
+GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def healthy(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@dataclass
+class Controller:
+    """The `gpupool controller` process, which a test may stop and start again."""
+
+    argv: list[str]
+    log: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=self.env
+            )
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+
+
+@dataclass
+class Stack:
+    api: KubeApi
+    selector: tuple[str, str]  # the namespace label the webhook is registered for
+    logs: Path
+    controller: Controller
+    namespaces: list[str] = field(default_factory=list)  # for a test's own clean-up
+
+    def tail(self) -> str:
+        parts = []
+        for name in ("controller.log", "extender.log", "webhook.log"):
+            text = (self.logs / name).read_text(errors="replace")
+            parts.append(f"--- {name}\n{text[-3000:]}")
+        return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
+    ext_port, hook_port = free_port(), free_port()
+    cluster = DevCluster(root / "cluster")
+    state = cluster.up(
+        ClusterSpec(
+            nodes=tuple(node_specs(2, parse_gpu_spec(gpus))),
+            extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{ext_port}/gpupool"),
+        ),
+        die_with_parent=True,
+    )
+    api = cluster.api()
+    env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
+    token = secrets.token_hex(3)
+    selector = (f"gpupool.io/e2e-{label}", token)
+    name = f"gpupool-{label}-{token}"
+    kubeconfig = state.kubeconfig
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = {n: (root / f"{n}.log").open("wb") for n in ("extender", "webhook")}
+    controller: Controller | None = None
+    try:
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "extender", "--kubeconfig", kubeconfig, "--port", str(ext_port),
+                 "--policy", "binpack", "--apply-crds", "--resync-seconds", "30"],
+                stdout=logs["extender"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        assert (
+            poll_until(
+                lambda: (
+                    healthy(f"http://127.0.0.1:{ext_port}/healthz") or procs[0].poll() is not None
+                ),
+                timeout_s=60,
+            )
+            and procs[0].poll() is None
+        ), (root / "extender.log").read_text()
+        procs.append(
+            subprocess.Popen(
+                [GPUPOOL, "webhook", "serve", "--host", "127.0.0.1", "--port", str(hook_port),
+                 "--cert-dir", str(root / "certs"), "--kubeconfig", kubeconfig,
+                 "--register-url", f"https://127.0.0.1:{hook_port}",
+                 "--namespace-label", f"{selector[0]}={selector[1]}", "--name", name,
+                 "--unregister-on-exit"],
+                stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
+            )
+        )  # fmt: skip
+        controller = Controller(
+            [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
+            root / "controller.log",
+            env,
+        )
+        controller.start()
+        registered = poll_until(
+            lambda: api.exists(
+                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"
+            ),
+            timeout_s=30,
+        )
+        assert registered, (root / "webhook.log").read_text()
+        yield Stack(api, selector, root, controller)
+    finally:
+        if controller is not None:
+            controller.stop()
+        for proc in reversed(procs):
+            stop_process(proc)
+        for handle in logs.values():
+            handle.close()
+        cluster.down()
