@@ -2,8 +2,11 @@
 user starts them: what the reclaim e2e tests share (not a test module).
 
 `process_stack(root, gpus, label)` brings up two kwok nodes of `gpus` with kube-scheduler calling
-the extender, starts `gpupool extender` (binpack), `gpupool webhook serve` registered for
-namespaces labelled `gpupool.io/e2e-<label>=<token>` and `gpupool controller` (1 s resync), and
+the extender, applies the CRDs and deploy/rbac as admin, starts `gpupool extender` (binpack) and
+`gpupool controller` (1 s resync) under their ServiceAccounts' identities (client certificates
+from the cluster's CA), so their evictions, patches and events go through the roles a real
+install gives them, and `gpupool webhook serve` registered for namespaces labelled
+`gpupool.io/e2e-<label>=<token>` (as admin: it registers itself, which its role may not), and
 stops all of it, the cluster last, when the block ends.
 """
 
@@ -21,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpupool.adapters.kubernetes.crds import load_crds
+from gpupool.devcluster import rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterSpec, DevCluster
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
@@ -29,6 +34,7 @@ from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.scheduler_config import ExtenderConfig
 
 GPUPOOL = str(Path(sys.executable).parent / "gpupool")
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -87,6 +93,11 @@ class Stack:
         return "\n".join(parts)
 
 
+def _established(api: KubeApi, name: str) -> bool:
+    conditions = (api.get(f"{CRDS}/{name}").get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
 @contextlib.contextmanager
 def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
     ext_port, hook_port = free_port(), free_port()
@@ -99,6 +110,14 @@ def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
         die_with_parent=True,
     )
     api = cluster.api()
+    names = [api.create(CRDS, crd)["metadata"]["name"] for crd in load_crds()]
+    rbac.apply(api, rbac.load_rbac())
+    assert poll_until(lambda: all(_established(api, n) for n in names), timeout_s=30)
+
+    def identity(account: str) -> str:
+        user = rbac.service_account_user(account)
+        return str(cluster.user_kubeconfig(user, rbac.service_account_groups()))
+
     env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost"}
     token = secrets.token_hex(3)
     selector = (f"gpupool.io/e2e-{label}", token)
@@ -110,8 +129,8 @@ def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
     try:
         procs.append(
             subprocess.Popen(
-                [GPUPOOL, "extender", "--kubeconfig", kubeconfig, "--port", str(ext_port),
-                 "--policy", "binpack", "--apply-crds", "--resync-seconds", "30"],
+                [GPUPOOL, "extender", "--kubeconfig", identity("gpupool-extender"),
+                 "--port", str(ext_port), "--policy", "binpack", "--resync-seconds", "30"],
                 stdout=logs["extender"], stderr=subprocess.STDOUT, env=env,
             )
         )  # fmt: skip
@@ -134,11 +153,9 @@ def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
                 stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
             )
         )  # fmt: skip
-        controller = Controller(
-            [GPUPOOL, "controller", "--kubeconfig", kubeconfig, "--resync", "1"],
-            root / "controller.log",
-            env,
-        )
+        controller_argv = [GPUPOOL, "controller", "--resync", "1"]
+        controller_argv += ["--kubeconfig", identity("gpupool-controller")]
+        controller = Controller(controller_argv, root / "controller.log", env)
         controller.start()
         registered = poll_until(
             lambda: api.exists(
