@@ -14,69 +14,25 @@ from typing import Any, cast
 import aiohttp
 from aiohttp import web
 from lightkube import AsyncClient
-from test_leader import NAME, NS, Clock, FakeApi  # the in-memory coordination Lease
+from test_leader import (  # the in-memory coordination Lease, the bind API, a one-card cache
+    NAME,
+    NS,
+    BindApi,
+    Clock,
+    FakeApi,
+    one_card_cache,
+)
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.server import FORWARDED_HEADER, Metrics, make_app
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.kubernetes.leader import LeaderElector
-from gpupool.adapters.kubernetes.lease import LeaseRecord
 
 NODE = "n"
 BODY = {"PodName": "p", "PodNamespace": "t", "PodUID": "uid-p", "Node": NODE}
 
 
-class PodApi:
-    """The API server as bind sees it: one pod per name, every write recorded."""
-
-    def __init__(self) -> None:
-        self.writes: list[str] = []
-
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        limits = {"gpupool.io/gpu-memory": "8Gi", "gpupool.io/vgpu": "1"}
-        return {
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
-            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-        }
-
-    async def leases_on_node(self, node: str) -> list[LeaseRecord]:
-        return []
-
-    async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
-        return None
-
-    async def create_lease(self, lease: LeaseRecord) -> LeaseRecord:
-        self.writes.append(f"create {lease.key}")
-        return lease
-
-    async def delete_lease(self, namespace: str, name: str) -> None:
-        self.writes.append(f"delete {namespace}/{name}")
-
-    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self.writes.append(f"annotate {namespace}/{name}")
-
-    async def bind_pod(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        node: str,
-        annotations: dict[str, str] | None = None,
-    ) -> None:
-        self.writes.append(f"bind {namespace}/{name} {node}")
-
-
-def _extender(api: PodApi) -> Extender:
-    cache = ClusterCache()
-    node = {
-        "metadata": {
-            "name": NODE,
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"},
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    cache.rebuild([node], [], [])
-    return Extender(cache, api, policy="binpack")
+def _extender(api: BindApi) -> Extender:
+    return Extender(one_card_cache(NODE), api, policy="binpack")
 
 
 @asynccontextmanager
@@ -112,7 +68,7 @@ def _forwards(metrics: Metrics, outcome: str) -> float:
 
 
 def _standby(
-    api: PodApi, leader_url: Callable[[], str | None], **kw: Any
+    api: BindApi, leader_url: Callable[[], str | None], **kw: Any
 ) -> tuple[web.Application, Metrics]:
     metrics = Metrics()
     app = make_app(
@@ -123,7 +79,7 @@ def _standby(
 
 def test_a_standby_forwards_bind_to_the_leader_the_lease_names() -> None:
     async def main() -> None:
-        leader_api, standby_api = PodApi(), PodApi()
+        leader_api, standby_api = BindApi(), BindApi()
         lease_api, clock = FakeApi(), Clock()
         leader_metrics = Metrics()
         # A URL is only known once its app serves: the electors start after both apps.
@@ -174,7 +130,7 @@ def test_a_forwarded_bind_is_never_forwarded_again() -> None:
 
     async def main() -> None:
         urls: dict[str, str] = {}
-        a_api, b_api = PodApi(), PodApi()
+        a_api, b_api = BindApi(), BindApi()
         a_app, a_metrics = _standby(a_api, lambda: urls["b"])
         b_app, b_metrics = _standby(b_api, lambda: urls["a"])
         async with _serving(a_app) as urls["a"], _serving(b_app) as urls["b"]:
@@ -199,7 +155,7 @@ def test_a_standby_that_knows_no_leader_or_only_itself_refuses_as_before() -> No
 
     async def main() -> None:
         for known in (None, own):
-            api = PodApi()
+            api = BindApi()
             app, metrics = _standby(api, lambda k=known: k, own_url=own)  # type: ignore[misc]
             async with _serving(app) as url:
                 status, reply = await _post(f"{url}/bind", BODY)
@@ -214,7 +170,7 @@ def test_a_standby_that_knows_no_leader_or_only_itself_refuses_as_before() -> No
 def test_a_leader_that_cannot_be_reached_is_an_extender_error_naming_it() -> None:
     async def main() -> None:
         dead = await _free_url()
-        app, metrics = _standby(PodApi(), lambda: dead)
+        app, metrics = _standby(BindApi(), lambda: dead)
         async with _serving(app) as url:
             status, reply = await _post(f"{url}/bind", BODY)
         assert status == 200
@@ -244,7 +200,7 @@ def test_a_leader_that_answers_too_late_or_wrongly_is_an_extender_error() -> Non
         for path, handler in cases.items():
             stand_in.router.add_post(path, handler)
         async with _serving(stand_in) as leader_url:
-            app, metrics = _standby(PodApi(), lambda: leader_url, forward_timeout_s=0.3)
+            app, metrics = _standby(BindApi(), lambda: leader_url, forward_timeout_s=0.3)
             async with _serving(app) as url:
                 _, slow = await _post(f"{url}/slow/bind", BODY)
                 _, broken = await _post(f"{url}/broken/bind", BODY)
@@ -260,10 +216,10 @@ def test_a_leader_that_answers_too_late_or_wrongly_is_an_extender_error() -> Non
 
 def test_a_standby_refuses_a_malformed_bind_itself() -> None:
     async def main() -> None:
-        leader_api = PodApi()
+        leader_api = BindApi()
         leader_app = make_app(_extender(leader_api))
         async with _serving(leader_app) as leader_url:
-            app, metrics = _standby(PodApi(), lambda: leader_url)
+            app, metrics = _standby(BindApi(), lambda: leader_url)
             async with _serving(app) as url:
                 status, reply = await _post(f"{url}/bind", {"PodName": "p"})
         assert status == 400 and "PodNamespace" in reply["error"], reply

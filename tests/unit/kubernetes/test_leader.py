@@ -535,18 +535,19 @@ class BindApi:
         self.writes.append(f"bind {namespace}/{name} {node}")
 
 
-def _bind_setup(leader: list[bool]) -> tuple[Extender, BindApi]:
+def one_card_cache(node: str = "n") -> ClusterCache:
+    """A cache holding one ready node with one A100-80GB and no leases."""
     cache = ClusterCache()
-    node = {
-        "metadata": {
-            "name": "n",
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"},
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    cache.rebuild([node], [], [])
+    labels = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"}
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    cache.rebuild([{"metadata": {"name": node, "labels": labels}, "status": ready}], [], [])
+    return cache
+
+
+def _bind_setup(leader: list[bool]) -> tuple[Extender, BindApi]:
     api = BindApi()
-    return Extender(cache, LeaderOnlyWrites(api, lambda: leader[0]), policy="binpack"), api
+    guarded = LeaderOnlyWrites(api, lambda: leader[0])
+    return Extender(one_card_cache(), guarded, policy="binpack"), api
 
 
 def _bind_args(name: str) -> ExtenderBindingArgs:
