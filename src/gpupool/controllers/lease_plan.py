@@ -3,7 +3,10 @@
 For each GpuLease (phases Reserved → Bound → Active → Released | Expired | Lost | Reclaimed):
 - its pod is gone (no pod with the lease's pod uid) or finished (Succeeded/Failed): Released,
   metered in GiB-hours from the reservation to now; a pod that is being deleted keeps its lease
-  until it is gone, since its container may still use the card;
+  until it is gone, since its container may still use the card. Reclaimed instead (reason
+  Evicted, metered the same) when reclaim recorded its eviction on the lease (`status.reclaim`,
+  written by `reclaim.apply_reclaim` after the Eviction API took the pod): the lease still holds
+  its capacity through the pod's termination and ends only once the pod is gone or finished;
 - its expiry has passed: Expired (metered to the expiry);
 - its pod is bound to a node: Bound; running: Active;
 - ended longer than `retention_s` ago: deleted (garbage collection), after its GiB-hours have
@@ -21,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpupool.controllers.snapshot import PodView, parse_time
+from gpupool.controllers.snapshot import PodView, format_time, parse_time
 from gpupool.domain.units import GiB
 
 LIVE = ("Reserved", "Bound", "Active")
@@ -29,6 +32,24 @@ ENDED = ("Released", "Expired", "Lost", "Reclaimed")
 # Far beyond any bind (the extender refuses a bind it cannot start within seconds, and
 # kube-scheduler gives one up after its httpTimeout), so a bind in flight is never swept.
 RESERVED_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimRecord:
+    """`status.reclaim` of a GpuLease: reclaim evicted its pod (when, which kind, for whom)."""
+
+    at: float
+    reason: str  # QuotaReclaim | RoomReclaim
+    message: str
+
+
+def read_reclaim_record(value: Any) -> ReclaimRecord | None:
+    if not isinstance(value, Mapping):
+        return None
+    at = parse_time(value.get("at"))
+    if at is None:
+        return None
+    return ReclaimRecord(at, str(value.get("reason") or ""), str(value.get("message") or ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +66,7 @@ class LeaseView:
     end: float | None
     expiry: float | None
     memory_bytes: int  # over all its slices
+    reclaim: ReclaimRecord | None = None  # reclaim evicted its pod
 
     @property
     def key(self) -> str:
@@ -73,6 +95,7 @@ def read_lease(obj: Mapping[str, Any]) -> LeaseView:
         end=parse_time(status.get("end")),
         expiry=parse_time(spec.get("expiry")),
         memory_bytes=sum(int(d.get("sizeBytes") or 0) for d in spec.get("devices") or []),
+        reclaim=read_reclaim_record(status.get("reclaim")),
     )
 
 
@@ -99,6 +122,16 @@ class LeasePlan:
     collect: tuple[Collect, ...]
     unsure: tuple[LeaseView, ...]  # pod not in the snapshot: look it up before releasing
     sweep: tuple[LeaseView, ...] = ()  # stale reservations: delete if the pod is still unbound
+
+
+def _ended(lease: LeaseView, reason: str, what: str, now: float) -> Move:
+    """The lease of a pod that is gone or finished: Released, or Reclaimed when reclaim evicted
+    the pod; metered to now either way."""
+    record = lease.reclaim
+    if record is None:
+        return Move(lease, "Released", reason, what, now, lease.gib_hours(now))
+    message = f"{what}; reclaim evicted it at {format_time(record.at)}: {record.message}"
+    return Move(lease, "Reclaimed", "Evicted", message, now, lease.gib_hours(now))
 
 
 def plan_leases(
@@ -130,19 +163,13 @@ def plan_leases(
             continue
         if pod is None:
             if lease.pod_uid in known_gone:
-                moves.append(
-                    Move(lease, "Released", "PodGone",
-                         f"pod {lease.pod_namespace}/{lease.pod_name} ({lease.pod_uid}) is gone",
-                         now, lease.gib_hours(now))
-                )  # fmt: skip
+                what = f"pod {lease.pod_namespace}/{lease.pod_name} ({lease.pod_uid}) is gone"
+                moves.append(_ended(lease, "PodGone", what, now))
             else:
                 unsure.append(lease)
             continue
         if pod.terminal:
-            moves.append(
-                Move(lease, "Released", "PodCompleted", f"pod {pod.key} is {pod.phase}", now,
-                     lease.gib_hours(now))
-            )  # fmt: skip
+            moves.append(_ended(lease, "PodCompleted", f"pod {pod.key} is {pod.phase}", now))
             continue
         if pod.phase == "Running" and lease.phase != "Active":
             moves.append(Move(lease, "Active", "PodRunning", f"pod {pod.key} runs"))

@@ -10,12 +10,21 @@ from gpupool.controllers.snapshot import format_time, read_pod
 T0 = 1_700_000_000.0
 
 
+EVICTED = "evicted to give tenant beta its quota back (notice given at ...)"
+
+
 def lease(
-    phase: str | None = None, *, end: float | None = None, expiry: float | None = None
+    phase: str | None = None,
+    *,
+    end: float | None = None,
+    expiry: float | None = None,
+    reclaim: dict[str, Any] | None = None,
 ) -> Any:
     status: dict[str, Any] = {"start": format_time(T0)}
     if phase:
         status["phase"] = phase
+    if reclaim is not None:
+        status["reclaim"] = reclaim
     if end is not None:
         status["end"] = format_time(end)
     spec: dict[str, Any] = {
@@ -31,15 +40,14 @@ def lease(
                        "status": status})  # fmt: skip
 
 
-def pod(phase: str, node: str | None = "n1") -> Any:
+def pod(phase: str, node: str | None = "n1", *, deleting_since: float | None = None) -> Any:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "uid-p",
+                            "labels": {"gpupool.io/tenant": "alpha"}}  # fmt: skip
+    if deleting_since is not None:
+        meta["deletionTimestamp"] = format_time(deleting_since)
     return read_pod(
-        {
-            "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p",
-                         "labels": {"gpupool.io/tenant": "alpha"}},
-            "spec": {"nodeName": node, "containers": []},
-            "status": {"phase": phase},
-        }
-    )  # fmt: skip
+        {"metadata": meta, "spec": {"nodeName": node, "containers": []}, "status": {"phase": phase}}
+    )
 
 
 def test_a_finished_pod_releases_its_lease_with_gib_hours() -> None:
@@ -104,3 +112,49 @@ def test_only_a_reserved_lease_of_a_live_unbound_pod_is_swept() -> None:
     )  # fmt: skip
     assert deleting.deleting
     assert plan_leases([lease()], {"uid-p": deleting}, late, reserved_timeout_s=120).sweep == ()
+
+
+def _evicted_at(at: float) -> dict[str, Any]:
+    return {"at": format_time(at), "reason": "QuotaReclaim", "message": EVICTED}
+
+
+def test_a_lease_whose_pod_reclaim_evicted_ends_reclaimed_once_the_pod_is_gone() -> None:
+    evicted = lease("Active", reclaim=_evicted_at(T0 + 1700))
+    assert evicted.reclaim is not None and evicted.reclaim.reason == "QuotaReclaim"
+    unsure = plan_leases([evicted], {}, T0 + 1800)
+    assert unsure.moves == () and unsure.unsure == (evicted,)  # looked up first, as any lease
+    plan = plan_leases([evicted], {}, T0 + 1800, known_gone=frozenset({"uid-p"}))
+    (move,) = plan.moves
+    assert (move.phase, move.reason) == ("Reclaimed", "Evicted")
+    assert "pod ns/p (uid-p) is gone" in move.message and EVICTED in move.message
+    assert format_time(T0 + 1700) in move.message
+    assert move.end == T0 + 1800 and move.gib_hours == 6.0  # metered as a release: 12 GiB, 30 min
+
+
+def test_a_lease_whose_pod_reclaim_evicted_ends_reclaimed_when_the_pod_finishes() -> None:
+    evicted = lease("Active", reclaim=_evicted_at(T0 + 1700))
+    (move,) = plan_leases([evicted], {"uid-p": pod("Failed")}, T0 + 3600).moves
+    assert (move.phase, move.reason, move.gib_hours) == ("Reclaimed", "Evicted", 12.0)
+
+
+def test_an_evicted_pod_still_terminating_keeps_its_lease_live() -> None:
+    """Its container may still hold the card's memory through its termination grace period."""
+    evicted = lease("Active", reclaim=_evicted_at(T0 + 1700))
+    terminating = pod("Running", deleting_since=T0 + 1700)
+    assert terminating.deleting
+    plan = plan_leases([evicted], {"uid-p": terminating}, T0 + 1800)
+    assert plan.moves == () and plan.unsure == () and plan.collect == ()
+
+
+def test_without_a_reclaim_record_the_lease_is_released() -> None:
+    for bad in (None, {"reason": "QuotaReclaim"}, {"at": "not a time"}, "evicted"):
+        plain = lease("Active", reclaim=bad)  # type: ignore[arg-type]
+        assert plain.reclaim is None, bad
+        (move,) = plan_leases([plain], {}, T0 + 1800, known_gone=frozenset({"uid-p"})).moves
+        assert (move.phase, move.reason, move.gib_hours) == ("Released", "PodGone", 6.0)
+
+
+def test_a_reclaimed_lease_is_ended_and_collected_like_a_released_one() -> None:
+    ended = lease("Reclaimed", end=T0 + 10, reclaim=_evicted_at(T0 + 5))
+    assert plan_leases([ended], {}, T0 + 100).moves == ()
+    assert len(plan_leases([ended], {}, T0 + 3611, retention_s=3600).collect) == 1
