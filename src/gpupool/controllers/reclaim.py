@@ -15,7 +15,9 @@ wait because borrowers in its cohort hold the pool gets that quota back.
   for}`: the deadline is on the pod, so a restarted controller carries on where it stopped) and
   an event; once `evictAt` has passed it is evicted through the Eviction API, so
   PodDisruptionBudgets are honoured (a 429 is retried every round; the annotation's `blocked`
-  and a Warning event say why);
+  and a Warning event say why). Once evicted, the pod's GpuLease gets `status.reclaim` (when,
+  which kind, for whom): it keeps holding its slices while the pod terminates and ends as
+  Reclaimed, not Released, once the pod is gone (`lease_plan`);
 - when nobody in the victim's cohort waits for reclaim any more (capacity freed some other way),
   its notice is withdrawn.
 Reclaim *for room* (`room_reclaim_plan`): a pod the quota admitted that kube-scheduler marked
@@ -38,6 +40,7 @@ from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json
 from gpupool.adapters.wire import names
 from gpupool.controllers.admission import read_quotas
@@ -407,10 +410,39 @@ def _lease_records(objects: Iterable[Json]) -> list[LeaseRecord]:
     return records
 
 
+def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
+    """The GpuLease's `status.reclaim` for a pod reclaim has evicted (lease_plan reads it)."""
+    reason = "RoomReclaim" if eviction.notice.room is not None else "QuotaReclaim"
+    return {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
+
+
+async def _record_eviction(api: ClusterApi, eviction: EvictPod, stamp: str) -> None:
+    """Mark the evicted pod's GpuLease (named after the pod's uid, in its namespace), so that it
+    ends as Reclaimed rather than Released once the pod is gone; it keeps holding its slices
+    until then. Best effort: without the mark the lease is released as for any pod that goes."""
+    pod = eviction.pod
+    lost = f"its lease will end as Released, not Reclaimed, once {pod.key} is gone"
+    if not pod.uid:
+        log.warning("evicted %s has no uid: %s", pod.key, lost)
+        return
+    status = {"reclaim": reclaim_record(eviction, stamp)}
+    try:
+        recorded = await api.patch_lease_status(pod.namespace, pod.uid, status)
+    except NotLeader:
+        raise
+    except Exception as err:  # the eviction is done: a missing mark costs only the phase's name
+        log.warning("could not mark GpuLease %s/%s as evicted (%s): %s", pod.namespace, pod.uid,
+                    err, lost)  # fmt: skip
+        return
+    if not recorded:
+        log.warning("no GpuLease %s/%s to mark as evicted: %s", pod.namespace, pod.uid, lost)
+
+
 async def apply_reclaim(
     api: ClusterApi, plan: ReclaimRound, raw: Mapping[str, Json], now: float
 ) -> None:
-    """Write one round's plan: notices (annotation + event), evictions, withdrawals."""
+    """Write one round's plan: notices (annotation + event), evictions (each evicted pod's
+    GpuLease gets `status.reclaim`), withdrawals."""
     stamp = format_time(now)
     for item in plan.notices:
         pod = raw[item.pod.key]
@@ -423,6 +455,7 @@ async def apply_reclaim(
         refused = await api.evict_pod(eviction.pod.namespace, eviction.pod.name)
         if refused is None:
             log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
+            await _record_eviction(api, eviction, stamp)
             await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
             continue
         log.info("eviction of %s refused, retrying: %s", eviction.pod.key, refused)

@@ -1,0 +1,138 @@
+"""Reclaim's writes (`apply_reclaim`) against a fake ClusterApi: a pod the Eviction API took gets
+its GpuLease marked (`status.reclaim`, the lease named after the pod's uid), so the lease ends as
+Reclaimed once the pod is gone; a refused eviction marks nothing; a mark that cannot be written
+is logged and the round goes on (the lease is then released as for any pod that goes)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+import pytest
+from test_controller_reclaim_plan import NOW, beta_pods, lease, pod, quotas
+
+from gpupool.adapters.cluster import ClusterApi, Json
+from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.controllers.lease_plan import plan_leases, read_lease
+from gpupool.controllers.reclaim import (
+    EvictPod,
+    ReclaimNotice,
+    ReclaimRound,
+    apply_reclaim,
+    plan_reclaim_round,
+)
+from gpupool.controllers.snapshot import format_time
+
+
+class FakeApi:
+    """The ClusterApi writes apply_reclaim makes, recorded; evictions and lease patches answer
+    as told."""
+
+    def __init__(
+        self, *, refuse: str | None = None, lease_patch: bool | BaseException = True
+    ) -> None:
+        self.refuse = refuse
+        self.lease_patch = lease_patch
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def evict_pod(self, namespace: str, name: str) -> str | None:
+        self.calls.append(("evict", namespace, name))
+        return self.refuse
+
+    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
+        self.calls.append(("lease-status", namespace, name, status))
+        if isinstance(self.lease_patch, BaseException):
+            raise self.lease_patch
+        return self.lease_patch
+
+    async def patch_pod(self, namespace: str, name: str, patch: Any, *, json_patch: bool) -> bool:
+        self.calls.append(("patch-pod", namespace, name))
+        return True
+
+    async def event(self, pod: Json, reason: str, message: str, **kw: Any) -> None:
+        self.calls.append(("event", pod["metadata"]["name"], reason))
+
+    def lease_writes(self) -> list[tuple[Any, ...]]:
+        return [c for c in self.calls if c[0] == "lease-status"]
+
+
+def _due_round() -> tuple[ReclaimRound, dict[str, Json]]:
+    """b4 (borrowed) was noticed for alpha's a1 and its grace period is over: evicted now."""
+    notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1")
+    beta = beta_pods(b4={"notice": notice})
+    plan = plan_reclaim_round(
+        [*beta, pod("a1", "alpha", submitted=50)], [lease(p) for p in beta], quotas(), NOW + 3
+    )
+    assert [e.pod.name for e in plan.evictions] == ["b4"]
+    raw = {p.key: {"metadata": {"name": p.name, "namespace": p.namespace, "uid": p.uid}}
+           for p in beta}  # fmt: skip
+    return plan, raw
+
+
+def _apply(api: FakeApi, plan: ReclaimRound, raw: dict[str, Json]) -> None:
+    asyncio.run(apply_reclaim(cast(ClusterApi, api), plan, raw, NOW + 3))
+
+
+def test_an_evicted_pods_lease_is_marked_after_the_eviction() -> None:
+    plan, raw = _due_round()
+    api = FakeApi()
+    _apply(api, plan, raw)
+    kinds = [c[0] for c in api.calls]
+    assert kinds.index("evict") < kinds.index("lease-status")  # marked once evicted, not before
+    [(_, namespace, name, status)] = api.lease_writes()
+    assert (namespace, name) == ("ns", "uid-b4")  # the lease is named after the pod's uid
+    record = status["reclaim"]
+    assert record["at"] == format_time(NOW + 3) and record["reason"] == "QuotaReclaim"
+    assert "give tenant alpha its quota back" in record["message"]
+    assert ("event", "b4", "Reclaimed") in api.calls
+    # the mark is what lease_plan reads: the lease ends Reclaimed once the pod is gone
+    obj = {"metadata": {"name": "uid-b4", "namespace": "ns"},
+           "spec": {"podRef": {"namespace": "ns", "name": "b4", "uid": "uid-b4"},
+                    "devices": [{"sizeBytes": 2**30}]},
+           "status": {"phase": "Active", "start": format_time(NOW - 3600), **status}}  # fmt: skip
+    gone = plan_leases([read_lease(obj)], {}, NOW + 3, known_gone=frozenset({"uid-b4"}))
+    assert [(m.phase, m.reason) for m in gone.moves] == [("Reclaimed", "Evicted")]
+
+
+def test_a_pod_evicted_for_room_is_marked_so() -> None:
+    plan, raw = _due_round()
+    [eviction] = plan.evictions
+    room = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1", room="n1")
+    plan = ReclaimRound((), (EvictPod(eviction.pod, room, "evicted to make room"),), (), ())
+    api = FakeApi()
+    _apply(api, plan, raw)
+    [(_, _, _, status)] = api.lease_writes()
+    assert status["reclaim"]["reason"] == "RoomReclaim"
+    assert status["reclaim"]["message"] == "evicted to make room"
+
+
+def test_a_refused_eviction_marks_no_lease() -> None:
+    plan, raw = _due_round()
+    api = FakeApi(refuse="Cannot evict pod as it would violate the pod's disruption budget.")
+    _apply(api, plan, raw)
+    assert ("evict", "ns", "b4") in api.calls
+    assert api.lease_writes() == []
+    assert ("event", "b4", "EvictionBlocked") in api.calls
+    assert ("event", "b4", "Reclaimed") not in api.calls
+
+
+@pytest.mark.parametrize("answer", [False, RuntimeError("500 Internal Server Error")])
+def test_a_mark_that_cannot_be_written_is_logged_and_the_round_goes_on(
+    answer: bool | BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    plan, raw = _due_round()
+    api = FakeApi(lease_patch=answer)
+    with caplog.at_level(logging.WARNING, logger="gpupool.controller.reclaim"):
+        _apply(api, plan, raw)
+    assert len(api.lease_writes()) == 1
+    assert ("event", "b4", "Reclaimed") in api.calls
+    assert "will end as Released, not Reclaimed" in caplog.text
+
+
+def test_a_replica_that_is_no_longer_leader_stops_at_the_mark() -> None:
+    plan, raw = _due_round()
+    api = FakeApi(lease_patch=NotLeader("status of GpuLease refused"))
+    with pytest.raises(NotLeader):
+        _apply(api, plan, raw)
+    assert ("event", "b4", "Reclaimed") not in api.calls
