@@ -174,6 +174,24 @@ def _full_cards(s: Stack, grace: int) -> tuple[str, str, str]:
     return alpha, na, nb
 
 
+def _lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
+    """The evicted pod's GpuLease (named after its uid), once ended: Reclaimed (reason Evicted),
+    metered, not Released (PodGone)."""
+
+    def ended() -> dict[str, Any] | None:
+        lease: dict[str, Any] = s.api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")
+        return lease if (lease.get("status") or {}).get("phase") not in LIVE else None
+
+    lease = poll_until(ended, timeout_s=30, interval_s=0.2)
+    assert lease is not None, f"lease {ns}/{uid} never ended\n{s.tail()}"
+    status = lease["status"]
+    assert status["phase"] == "Reclaimed", status
+    condition = next(c for c in status["conditions"] if c["type"] == "Reclaimed")
+    assert condition["reason"] == "Evicted", condition
+    assert status["gibHours"] >= 0 and status["end"] >= status["reclaim"]["at"], status
+    return lease
+
+
 def _waits_for_room(s: Stack, na: str) -> None:
     """a1 is admitted by quota (gate removed, not borrowed) and refused by kube-scheduler."""
     api = s.api
@@ -196,6 +214,7 @@ def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(roo
     api = room.api
     alpha, na, nb = _full_cards(room, GRACE_S)
     before = {n: (_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b4")}
+    victim = (_get(api, nb, "b3") or {})["metadata"]["uid"]
     _waits_for_room(room, na)
 
     notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
@@ -208,6 +227,9 @@ def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(roo
     a1 = poll_until(lambda: _running(api, na, "a1"), timeout_s=60)
     assert a1 is not None, f"{_get(api, na, 'a1')}\n{room.tail()}"
     assert a1["spec"]["nodeName"] == NODE_X
+    ended = _lease_ends_reclaimed(room, nb, victim)
+    assert ended["status"]["reclaim"]["reason"] == "RoomReclaim", ended["status"]
+    assert f"room on node {NODE_X} for pod {na}/a1" in ended["status"]["reclaim"]["message"]
 
     events = _events(api, nb, "b3")
     reasons = [e["reason"] for e in events]
