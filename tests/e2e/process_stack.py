@@ -23,6 +23,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpupool.adapters.kubernetes.crds import load_crds
 from gpupool.devcluster import rbac
@@ -35,6 +36,8 @@ from gpupool.devcluster.scheduler_config import ExtenderConfig
 
 GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+GROUP = "/apis/gpupool.io/v1alpha1"
+LIVE = (None, "Reserved", "Bound", "Active")  # lease phases that hold a card's memory
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
@@ -173,3 +176,21 @@ def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
         for handle in logs.values():
             handle.close()
         cluster.down()
+
+
+def lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
+    """The evicted pod's GpuLease (named after its uid), once ended: Reclaimed (reason Evicted),
+    metered, not Released (PodGone)."""
+
+    def ended() -> dict[str, Any] | None:
+        lease: dict[str, Any] = s.api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")
+        return lease if (lease.get("status") or {}).get("phase") not in LIVE else None
+
+    lease = poll_until(ended, timeout_s=30, interval_s=0.2)
+    assert lease is not None, f"lease {ns}/{uid} never ended\n{s.tail()}"
+    status = lease["status"]
+    assert status["phase"] == "Reclaimed", status
+    condition = next(c for c in status["conditions"] if c["type"] == "Reclaimed")
+    assert condition["reason"] == "Evicted", condition
+    assert status["gibHours"] >= 0 and status["end"] >= status["reclaim"]["at"], status
+    return lease

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_stack import Stack, process_stack
+from process_stack import GROUP, Stack, lease_ends_reclaimed, process_stack
 
 from gpupool.controllers.snapshot import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -27,7 +27,6 @@ from gpupool.domain.units import GiB
 
 pytestmark = pytest.mark.e2e
 
-GROUP = "/apis/gpupool.io/v1alpha1"
 NOTICE = "gpupool.io/reclaim-notice"
 GRACE_S = 3
 
@@ -116,25 +115,6 @@ def _run_one(s: Stack, ns: str, name: str, labels: dict[str, str] | None = None)
     )
 
 
-def _lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
-    """The evicted pod's GpuLease (named after its uid), once ended: Reclaimed (reason Evicted),
-    metered, not Released (PodGone)."""
-
-    def ended() -> dict[str, Any] | None:
-        lease: dict[str, Any] = s.api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")
-        phase = (lease.get("status") or {}).get("phase")
-        return lease if phase not in (None, "Reserved", "Bound", "Active") else None
-
-    lease = poll_until(ended, timeout_s=30, interval_s=0.2)
-    assert lease is not None, f"lease {ns}/{uid} never ended\n{s.tail()}"
-    status = lease["status"]
-    assert status["phase"] == "Reclaimed", status
-    condition = next(c for c in status["conditions"] if c["type"] == "Reclaimed")
-    assert condition["reason"] == "Evicted", condition
-    assert status["gibHours"] >= 0 and status["end"] >= status["reclaim"]["at"], status
-    return lease
-
-
 def _borrower_fills_the_pool(
     s: Stack, protected: dict[str, str] | None = None, grace_s: int = GRACE_S
 ) -> tuple[str, str, str]:
@@ -182,7 +162,7 @@ def test_borrowed_pod_is_noticed_evicted_after_grace_and_the_lender_runs(stack: 
     assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), (
         f"{_get(api, na, 'a1')}\n{stack.tail()}"
     )
-    ended = _lease_ends_reclaimed(stack, nb, victim)
+    ended = lease_ends_reclaimed(stack, nb, victim)
     assert ended["status"]["reclaim"]["reason"] == "QuotaReclaim", ended["status"]
     assert f"give tenant {alpha} its quota back" in ended["status"]["reclaim"]["message"]
     reasons = [e["reason"] for e in _events(api, nb, "b4")]

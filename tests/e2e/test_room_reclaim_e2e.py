@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_stack import Stack, process_stack
+from process_stack import GROUP, LIVE, Stack, lease_ends_reclaimed, process_stack
 
 from gpupool.controllers.snapshot import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -33,11 +33,9 @@ from gpupool.domain.units import GiB
 
 pytestmark = pytest.mark.e2e
 
-GROUP = "/apis/gpupool.io/v1alpha1"
 NOTICE = "gpupool.io/reclaim-notice"
 NODE_X, NODE_Y = "gpu-node-0", "gpu-node-1"
 GRACE_S = 3
-LIVE = (None, "Reserved", "Bound", "Active")  # lease phases that hold a card's memory
 
 
 @pytest.fixture(scope="module")
@@ -174,24 +172,6 @@ def _full_cards(s: Stack, grace: int) -> tuple[str, str, str]:
     return alpha, na, nb
 
 
-def _lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
-    """The evicted pod's GpuLease (named after its uid), once ended: Reclaimed (reason Evicted),
-    metered, not Released (PodGone)."""
-
-    def ended() -> dict[str, Any] | None:
-        lease: dict[str, Any] = s.api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")
-        return lease if (lease.get("status") or {}).get("phase") not in LIVE else None
-
-    lease = poll_until(ended, timeout_s=30, interval_s=0.2)
-    assert lease is not None, f"lease {ns}/{uid} never ended\n{s.tail()}"
-    status = lease["status"]
-    assert status["phase"] == "Reclaimed", status
-    condition = next(c for c in status["conditions"] if c["type"] == "Reclaimed")
-    assert condition["reason"] == "Evicted", condition
-    assert status["gibHours"] >= 0 and status["end"] >= status["reclaim"]["at"], status
-    return lease
-
-
 def _waits_for_room(s: Stack, na: str) -> None:
     """a1 is admitted by quota (gate removed, not borrowed) and refused by kube-scheduler."""
     api = s.api
@@ -227,7 +207,7 @@ def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(roo
     a1 = poll_until(lambda: _running(api, na, "a1"), timeout_s=60)
     assert a1 is not None, f"{_get(api, na, 'a1')}\n{room.tail()}"
     assert a1["spec"]["nodeName"] == NODE_X
-    ended = _lease_ends_reclaimed(room, nb, victim)
+    ended = lease_ends_reclaimed(room, nb, victim)
     assert ended["status"]["reclaim"]["reason"] == "RoomReclaim", ended["status"]
     assert f"room on node {NODE_X} for pod {na}/a1" in ended["status"]["reclaim"]["message"]
 
