@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.adapters.kubernetes.lease import LeaseRecord, RoomHold
 from gpupool.adapters.kubernetes.node import node_condition, node_from_json
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
@@ -90,6 +90,7 @@ class ClusterCache:
     _applied: dict[str, Decision] = field(default_factory=dict)
     _unfit: dict[str, str] = field(default_factory=dict)  # lease key → why it does not fit
     _bad_nodes: dict[str, str] = field(default_factory=dict)  # node → why it cannot be read
+    room_holds: dict[str, RoomHold] = field(default_factory=dict)  # lease key → its room hold
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -113,6 +114,17 @@ class ClusterCache:
         there (ended, its node or card unknown, or it does not fit its cards)."""
         self.snapshot()
         return self._applied.get(key)
+
+    def placed(self, key: str) -> bool:
+        """Lease `key` exists and holds capacity (its pod is bound or being bound)."""
+        lease = self.leases.get(key)
+        return lease is not None and lease.holds_capacity
+
+    def _index_hold(self, lease: LeaseRecord) -> None:
+        if lease.room_hold is None:
+            self.room_holds.pop(lease.key, None)
+        else:
+            self.room_holds[lease.key] = lease.room_hold
 
     def leases_on(self, node: str) -> list[LeaseRecord]:
         return [x for x in self.leases.values() if x.node == node and x.holds_capacity]
@@ -205,6 +217,7 @@ class ClusterCache:
     def set_lease(self, lease: LeaseRecord) -> None:
         old = self.leases.get(lease.key)
         self.generation += 1
+        self._index_hold(lease)
         if old is not None and (old.slices, old.node, old.holds_capacity) == (
             lease.slices,
             lease.node,
@@ -221,6 +234,7 @@ class ClusterCache:
         if key in self.leases:
             self.generation += 1
             self._unapply(key)
+            self.room_holds.pop(key, None)
             node = self.leases.pop(key).node
             if self._snap is not None and node in self._snap.index:
                 self._apply_condition(node)
@@ -266,6 +280,7 @@ class ClusterCache:
                 )
             )
         self.nodes, self.gpunodes, self.leases = new_nodes, new_gpunodes, new_leases
+        self.room_holds = {k: x.room_hold for k, x in new_leases.items() if x.room_hold}
         self._domain.clear()
         self._conditions.clear()
         self._bad_nodes.clear()

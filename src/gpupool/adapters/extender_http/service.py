@@ -15,6 +15,10 @@ Bind, in order (each bind holds one lock, so one extender never interleaves two)
 The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitted` annotation
 (written by the admission queue with the gate's removal), so reclaim can find borrowed leases.
 
+Room holds: a node where reclaim made room for a pod (a GpuLease's `status.reclaim` with `room`
+and `holdUntil`, `room_hold`) is refused to every other pod, failed and unresolvable, until that
+pod is bound or the hold ends.
+
 Requeue: kube-scheduler parks a pod that filter refused on every node until a cluster event it
 watches (a pod, a node) may change that; leases and GpuNodes are not such events. A lease the
 controller releases after the pod's last attempt would leave the pod waiting for the queue's
@@ -39,6 +43,7 @@ import msgspec
 import numpy as np
 
 from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.room_hold import held_against
 from gpupool.adapters.extender_http.wire import (
     MAX_EXTENDER_PRIORITY,
     ExtenderArgs,
@@ -287,8 +292,10 @@ class Extender:
         bind_wait_s: float = BIND_WAIT_S,
         ledger_max_age_s: float = LEDGER_MAX_AGE_S,
         serial_bind: bool = False,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.cache = cache
+        self.clock = clock  # wall clock: room holds end at a time written on the API server
         self.api = api
         self.policy = policy
         self.workload = workload or default_workload()
@@ -387,12 +394,23 @@ class Extender:
                 unresolvable[name] = explain(snap, plan.request, plan.feas, i)
             else:
                 failed[name] = explain(snap, plan.request, plan.feas, i)
+        if passing and self.cache.room_holds:
+            held = self._held_against(args.pod)
+            if held:
+                unresolvable.update((n, held[n]) for n in passing if n in held)
+                passing = [n for n in passing if n not in held]
         self._note_refused(args.pod, names, refused=not passing)
         return ExtenderFilterResult(
             node_names=tuple(passing) if passing else None,
             failed_nodes=failed,
             failed_and_unresolvable=unresolvable,
         )
+
+    def _held_against(self, pod: Mapping[str, Any]) -> dict[str, str]:
+        """Nodes room is being made on for some other pod (`room_hold`), with the refusal."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        holds = self.cache.room_holds.values()
+        return held_against(holds, uid, self.clock(), self.cache.placed)
 
     # ---- requeue -----------------------------------------------------------------------------
     def _note_refused(
@@ -422,6 +440,9 @@ class Extender:
             except GpupoolError:
                 del self._refused[uid]
                 continue
+            if self.cache.room_holds:
+                held = self._held_against(pod)
+                names = tuple(n for n in names if n not in held)
             rows = self._rows(snap, names)
             rows = rows[rows >= 0]
             if bool((plan.feas.reason[rows] == Reason.FITS).any()):

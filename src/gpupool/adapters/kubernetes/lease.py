@@ -3,10 +3,15 @@
 A GpuLease is one pod's hold on slices of GPUs: named after the pod's uid, in the pod's
 namespace, labelled with its node. The extender creates it at bind (phase Reserved); the
 controller drives its status. Phases Released, Expired, Lost and Reclaimed hold no capacity.
+
+A lease whose pod reclaim evicted *for room* carries the hold on its node (`status.reclaim`:
+`room`, `for`, `forUid`, `holdUntil`; `RoomHold`): the extender refuses that node to every other
+pod while the hold stands (`extender_http.room_hold`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +35,48 @@ class PodRef:
 
 
 @dataclass(frozen=True, slots=True)
+class RoomHold:
+    """Node `node` is held for pod `pod` (namespace/name, uid `uid`) until `until` (epoch s):
+    reclaim evicted this lease's pod to make room there for it (`status.reclaim` with `room`)."""
+
+    node: str
+    pod: str
+    uid: str
+    until: float
+
+    @property
+    def lease_key(self) -> str:
+        """The key of the GpuLease the held-for pod gets once bound (named after its uid)."""
+        return f"{self.pod.partition('/')[0]}/{self.uid}"
+
+
+def _epoch(text: object) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
+
+
+def read_room_hold(reclaim: object) -> RoomHold | None:
+    """The hold a lease's `status.reclaim` carries; None when it carries none (a quota reclaim,
+    a record without `holdUntil`: never written, or ended by the controller) or is unreadable."""
+    if not isinstance(reclaim, Mapping) or reclaim.get("reason") != "RoomReclaim":
+        return None
+    node, pod, uid = reclaim.get("room"), reclaim.get("for"), reclaim.get("forUid")
+    until = _epoch(reclaim.get("holdUntil"))
+    if not (isinstance(node, str) and node and isinstance(pod, str) and "/" in pod):
+        return None
+    if not isinstance(uid, str) or not uid or until is None:
+        return None
+    return RoomHold(node=node, pod=pod, uid=uid, until=until)
+
+
+@dataclass(frozen=True, slots=True)
 class LeaseRecord:
     name: str
     namespace: str
@@ -47,6 +94,7 @@ class LeaseRecord:
     phase: str | None = None  # None: just created, not yet seen by the controller (= Reserved)
     resource_version: str | None = None
     device_ids: tuple[str, ...] = ()  # status.deviceIds: the kubelet's devices, set by the agent
+    room_hold: RoomHold | None = None  # status.reclaim: its node held for the pod reclaim freed
 
     @property
     def key(self) -> str:
@@ -138,6 +186,7 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
             phase=status.get("phase"),
             resource_version=meta.get("resourceVersion"),
             device_ids=tuple(str(x) for x in ids),
+            room_hold=read_room_hold(status.get("reclaim")),
         )
     except (TypeError, ValueError, AttributeError) as err:
         if isinstance(err, InvalidObject):
