@@ -26,6 +26,13 @@ the fewest of them make it fit (the extender's snapshot and the replay's what-if
 carry `room` (the node) besides `for` (the pod); they follow the same grace period and Eviction
 API path, hold that node against other room claims, and are withdrawn once the pod is gone,
 placed (anywhere) or finished. Quota and room notices both count as pending for either kind.
+Once a victim for room is evicted, its GpuLease's `status.reclaim` also carries the *room hold*
+(`room`, `for`, `forUid`, `holdUntil` = the eviction time + `ROOM_HOLD_S`): the extender refuses
+that node to every other pod until the waiting pod holds a lease or `holdUntil` passes
+(`extender_http.room_hold`), so the freed room is not taken by a pod kube-scheduler tries first.
+Each round ends (removes `holdUntil` from) every standing hold whose pod is gone, placed, finished
+or gated again; a standing hold of a pod that still waits keeps the node out of other room claims
+and the pod from claiming room again.
 `ReclaimReconciler.reconcile` reads the API server, calls the plan and applies it; nothing is
 kept between rounds. The admission queue then admits the waiting pod once its victims are gone.
 """
@@ -41,7 +48,7 @@ from typing import Any
 from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json
+from gpupool.adapters.kubernetes.lease import LeaseRecord, RoomHold, lease_from_json, read_room_hold
 from gpupool.adapters.wire import names
 from gpupool.controllers.admission import read_quotas
 from gpupool.controllers.admission_plan import plan_admission
@@ -59,6 +66,11 @@ from gpupool.quota.spec import TenantQuota
 log = logging.getLogger("gpupool.controller.reclaim")
 
 LIVE_LEASE_PHASES = ("Reserved", "Bound", "Active")
+# How long, from the eviction, the node a victim for room leaves is held for the pod room was
+# made for (`holdUntil`): time for the victim to terminate, its lease to be released and
+# kube-scheduler to retry the pod. A hold that outlives its use (the pod is never retried, the
+# victim takes longer to stop) ends then at the latest, so no node is blocked for ever.
+ROOM_HOLD_S = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +159,8 @@ class EvictPod:
     pod: PodView
     notice: ReclaimNotice
     message: str
+    claimant_uid: str = ""  # for room: the uid of the pod room is made for (the hold's `forUid`)
+    hold_until: float | None = None  # for room: the hold's end, if the eviction goes through
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,11 +178,21 @@ class Stuck:
 
 
 @dataclass(frozen=True, slots=True)
+class EndHold:
+    """A room hold on a GpuLease (`lease_key`) whose pod no longer waits: remove `holdUntil`."""
+
+    lease_key: str
+    hold: RoomHold
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReclaimRound:
     notices: tuple[NoticePod, ...]
     evictions: tuple[EvictPod, ...]
     withdrawals: tuple[WithdrawNotice, ...]
     stuck: tuple[Stuck, ...]
+    ended_holds: tuple[EndHold, ...] = ()
 
 
 def _marked(pod: PodView, lease: LeaseMark | None) -> PodView:
@@ -208,12 +232,13 @@ def plan_reclaim_round(
     *,
     mode: FifoMode = FifoMode.BEST_EFFORT,
     placement: Placement | None = None,
+    holds: Mapping[str, RoomHold] | None = None,
 ) -> ReclaimRound:
     """This round's notices, evictions and withdrawals (pure; see the module docstring).
 
     `placement`: where capacity is (nodes, GpuNodes, GpuLeases; `build_placement`); without it
     no new reclaim for room is planned (notices for room already given are still carried out or
-    withdrawn)."""
+    withdrawn). `holds`: the room holds on GpuLeases (lease key -> hold; `read_room_hold`)."""
     quota_list = list(quotas)
     by_uid = {le.pod_uid: le for le in leases if le.live}
     views = [_marked(p, by_uid.get(p.uid)) for p in pods]
@@ -277,6 +302,20 @@ def plan_reclaim_round(
             held[notice.claimant_pod] = notice.room
         else:
             room_gone[lease_id] = _room_gone_why(claimant)
+    pod_by_uid = {p.uid: p for p in views if p.uid}
+    ended_holds: list[EndHold] = []
+    for lease_key, hold in sorted((holds or {}).items()):
+        if hold.until <= now:
+            continue  # over: the extender no longer reads it
+        claimant = pod_by_uid.get(hold.uid)
+        if _room_claimant_waits(claimant):
+            assert claimant is not None
+            held.setdefault(claimant.key, hold.node)
+        else:
+            why = _room_gone_why(claimant)
+            ended_holds.append(
+                EndHold(lease_key, hold, f"room on node {hold.node} for pod {hold.pod}: {why}")
+            )
 
     if placement is not None:
         room = plan_room_reclaim(views, ledger, placement, now, pending=pending, held=held)
@@ -322,6 +361,7 @@ def plan_reclaim_round(
             )
             continue
         if notice.evict_at <= now and not pod.deleting:
+            claimant = by_key.get(notice.claimant_pod) if notice.room is not None else None
             why = (
                 f"to make room on node {notice.room} for pod {notice.claimant_pod} of tenant "
                 f"{notice.claimant}"
@@ -334,9 +374,13 @@ def plan_reclaim_round(
                     notice,
                     f"evicted {why} (notice given at {format_time(notice.at)}, grace period over "
                     f"at {format_time(notice.evict_at)})",
+                    claimant_uid=claimant.uid if claimant is not None else "",
+                    hold_until=now + ROOM_HOLD_S if claimant is not None else None,
                 )
             )
-    return ReclaimRound(tuple(new), tuple(evictions), tuple(withdrawals), tuple(stuck))
+    return ReclaimRound(
+        tuple(new), tuple(evictions), tuple(withdrawals), tuple(stuck), tuple(ended_holds)
+    )
 
 
 def _escape(key: str) -> str:
@@ -395,9 +439,23 @@ class ReclaimReconciler:
             placement = build_placement(nodes, gpunodes, _lease_records(lease_objects), holders)
         now = self.clock()
         raw = {v.key: p for v, p in zip(views, pods, strict=True)}
-        plan = plan_reclaim_round(views, leases, quotas, now, mode=self.mode, placement=placement)
+        holds = _room_holds(lease_objects)
+        plan = plan_reclaim_round(
+            views, leases, quotas, now, mode=self.mode, placement=placement, holds=holds
+        )
         await apply_reclaim(self.api, plan, raw, now)
         return plan
+
+
+def _room_holds(objects: Iterable[Json]) -> dict[str, RoomHold]:
+    """Lease key -> the room hold its `status.reclaim` carries."""
+    out = {}
+    for obj in objects:
+        hold = read_room_hold((obj.get("status") or {}).get("reclaim"))
+        if hold is not None:
+            meta = obj.get("metadata") or {}
+            out[f"{meta.get('namespace')}/{meta.get('name')}"] = hold
+    return out
 
 
 def _lease_records(objects: Iterable[Json]) -> list[LeaseRecord]:
@@ -412,8 +470,17 @@ def _lease_records(objects: Iterable[Json]) -> list[LeaseRecord]:
 
 def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
     """The GpuLease's `status.reclaim` for a pod reclaim has evicted (lease_plan reads it)."""
-    reason = "RoomReclaim" if eviction.notice.room is not None else "QuotaReclaim"
-    return {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
+    notice = eviction.notice
+    reason = "RoomReclaim" if notice.room is not None else "QuotaReclaim"
+    record: Json = {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
+    if notice.room is not None and eviction.claimant_uid and eviction.hold_until is not None:
+        record |= {
+            "room": notice.room,
+            "for": notice.claimant_pod,
+            "forUid": eviction.claimant_uid,
+            "holdUntil": format_time(eviction.hold_until),
+        }
+    return record
 
 
 async def _record_eviction(api: ClusterApi, eviction: EvictPod, stamp: str) -> None:
@@ -442,7 +509,7 @@ async def apply_reclaim(
     api: ClusterApi, plan: ReclaimRound, raw: Mapping[str, Json], now: float
 ) -> None:
     """Write one round's plan: notices (annotation + event), evictions (each evicted pod's
-    GpuLease gets `status.reclaim`), withdrawals."""
+    GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds."""
     stamp = format_time(now)
     for item in plan.notices:
         pod = raw[item.pod.key]
@@ -482,3 +549,7 @@ async def apply_reclaim(
         ):
             log.info("reclaim notice on %s withdrawn", withdrawal.pod.key)
             await api.event(pod, "ReclaimWithdrawn", withdrawal.message, now_rfc3339=stamp)
+    for end in plan.ended_holds:
+        namespace, _, name = end.lease_key.partition("/")
+        if await api.patch_lease_status(namespace, name, {"reclaim": {"holdUntil": None}}):
+            log.info("room hold on GpuLease %s ended: %s", end.lease_key, end.message)
