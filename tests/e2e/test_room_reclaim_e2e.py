@@ -12,7 +12,10 @@ nominal quota and the cohort's pool has room), kube-scheduler finds no card (Uns
 b3's eviction makes room for 48Gi on one card (b4's would leave 36Gi), so b3 gets the notice,
 is evicted after beta's grace period, and a1 runs on gpu-node-0; b4 (which a quota reclaim would
 have taken first, being the newest) and b1, b2 are untouched. A second test deletes the waiting
-pod before the deadline: the notice is withdrawn and b3 keeps running.
+pod before the deadline: the notice is withdrawn and b3 keeps running. A third has beta submit q
+(40Gi, a higher priority, so kube-scheduler tries it before a1) right after the notice: q fits
+only where b3 was, and the room hold that b3's eviction leaves on its GpuLease keeps it off
+gpu-node-0 until a1 is bound there.
 """
 
 from __future__ import annotations
@@ -99,7 +102,9 @@ def _namespace(s: Stack, tenant: str) -> str:
     return name
 
 
-def _pod(name: str, memory: str, node: str | None = None) -> dict[str, Any]:
+def _pod(
+    name: str, memory: str, node: str | None = None, priority_class: str | None = None
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 0,
         "containers": [
@@ -112,6 +117,8 @@ def _pod(name: str, memory: str, node: str | None = None) -> dict[str, Any]:
     }
     if node is not None:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
@@ -242,3 +249,70 @@ def test_the_notice_is_withdrawn_when_the_waiting_pod_goes(room: Stack) -> None:
     assert b3 is not None and b3["metadata"]["uid"] == b3_uid
     withdrawn = [e for e in _events(api, nb, "b3") if e["reason"] == "ReclaimWithdrawn"]
     assert withdrawn and "the pod is gone" in withdrawn[0]["message"], withdrawn
+
+
+def _priority_class(api: KubeApi) -> str:
+    """A higher priority that never preempts: kube-scheduler tries its pods first, evicts none."""
+    name = f"first-{secrets.token_hex(3)}"
+    api.create(
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 1000,
+            "preemptionPolicy": "Never",
+        },
+    )
+    return name
+
+
+def _reclaim_of(api: KubeApi, ns: str, uid: str) -> dict[str, Any]:
+    lease = api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")
+    return dict((lease.get("status") or {}).get("reclaim") or {})
+
+
+def test_the_room_made_is_held_for_the_pod_it_was_made_for(room: Stack) -> None:
+    api = room.api
+    _, na, nb = _full_cards(room, GRACE_S)
+    victim = (_get(api, nb, "b3") or {})["metadata"]["uid"]
+    _waits_for_room(room, na)
+    a1_uid = (_get(api, na, "a1") or {})["metadata"]["uid"]
+    notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
+    assert notice is not None and notice["room"] == NODE_X, room.tail()
+
+    # q: beta's (borrowed), 40Gi: fits only on gpu-node-0 once b3 is gone; tried before a1
+    api.create(
+        f"/api/v1/namespaces/{nb}/pods", _pod("q", "40Gi", priority_class=_priority_class(api))
+    )
+    q_nodes: set[str] = set()
+    holds: set[str] = set()
+
+    def a1_bound() -> str | None:
+        holds.add(_reclaim_of(api, nb, victim).get("holdUntil") or "")
+        q = _get(api, nb, "q")
+        q_node = (q or {}).get("spec", {}).get("nodeName")
+        if q_node:
+            q_nodes.add(q_node)
+        a1 = _get(api, na, "a1")
+        node = (a1 or {}).get("spec", {}).get("nodeName")
+        return str(node) if node else None
+
+    placed = poll_until(a1_bound, timeout_s=90, interval_s=0.1)
+    assert NODE_X not in q_nodes, f"q took the room made for a1\n{room.tail()}"
+    assert placed == NODE_X, f"{_get(api, na, 'a1')}\n{_get(api, nb, 'q')}\n{room.tail()}"
+    q = _get(api, nb, "q")
+    assert q is not None and not q["spec"].get("schedulingGates"), q  # admitted, so it was tried
+    assert not q["spec"].get("nodeName"), q  # no room anywhere now: it waits
+    assert _unschedulable(api, nb, "q") is not None, q
+
+    # the hold on b3's lease was written at the eviction, and removed once a1 was placed
+    record = _reclaim_of(api, nb, victim)
+    assert record["reason"] == "RoomReclaim", record
+    [until] = [parse_time(h) for h in holds if h]  # one holdUntil, seen while a1 waited
+    evicted = parse_time(record["at"])
+    assert until is not None and evicted is not None and abs(until - evicted - 300) < 0.01, record
+    assert (record["room"], record["for"], record["forUid"]) == (NODE_X, f"{na}/a1", a1_uid)
+    assert poll_until(lambda: "holdUntil" not in _reclaim_of(api, nb, victim), timeout_s=30), (
+        f"{_reclaim_of(api, nb, victim)}\n{room.tail()}"
+    )
