@@ -29,6 +29,7 @@ from gpupool.adapters.kubernetes.crds import load_crds
 from gpupool.devcluster import rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
@@ -194,3 +195,27 @@ def lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
     assert condition["reason"] == "Evicted", condition
     assert status["gibHours"] >= 0 and status["end"] >= status["reclaim"]["at"], status
     return lease
+
+
+def pod_get(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    try:
+        pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    return pod
+
+
+def pod_running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
+    pod = pod_get(api, ns, name)
+    return pod if pod and pod["status"].get("phase") == "Running" else None
+
+
+def pod_annotations(pod: dict[str, Any]) -> dict[str, str]:
+    return dict(pod["metadata"].get("annotations") or {})
+
+
+def pod_events(api: KubeApi, ns: str, name: str) -> list[dict[str, Any]]:
+    items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name]

@@ -17,11 +17,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_stack import GROUP, Stack, lease_ends_reclaimed, process_stack
+from process_stack import (
+    GROUP,
+    Stack,
+    lease_ends_reclaimed,
+    pod_annotations,
+    pod_events,
+    pod_get,
+    pod_running,
+    process_stack,
+)
 
 from gpupool.controllers.snapshot import parse_time
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.polling import poll_until
 from gpupool.domain.units import GiB
 
@@ -84,34 +92,10 @@ def _pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     }
 
 
-def _get(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-    except ApiError as err:
-        if err.status == 404:
-            return None
-        raise
-    return pod
-
-
-def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    pod = _get(api, ns, name)
-    return pod if pod and pod["status"].get("phase") == "Running" else None
-
-
-def _annotations(pod: dict[str, Any]) -> dict[str, str]:
-    return dict(pod["metadata"].get("annotations") or {})
-
-
-def _events(api: KubeApi, ns: str, name: str) -> list[dict[str, Any]]:
-    items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
-    return [e for e in items if e["involvedObject"]["name"] == name]
-
-
 def _run_one(s: Stack, ns: str, name: str, labels: dict[str, str] | None = None) -> None:
     s.api.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, labels))
-    assert poll_until(lambda: _running(s.api, ns, name), timeout_s=60), (
-        f"{ns}/{name} not Running: {_get(s.api, ns, name)}\n{s.tail()}"
+    assert poll_until(lambda: pod_running(s.api, ns, name), timeout_s=60), (
+        f"{ns}/{name} not Running: {pod_get(s.api, ns, name)}\n{s.tail()}"
     )
 
 
@@ -129,9 +113,9 @@ def _borrower_fills_the_pool(
     for name in ("b1", "b2", "b3", "b4"):
         _run_one(s, nb, name, protected if name == "b4" else None)
     for name, borrowed in (("b1", 0), ("b2", 0), ("b3", 12 * GiB), ("b4", 12 * GiB)):
-        pod = _get(s.api, nb, name)
+        pod = pod_get(s.api, nb, name)
         assert pod is not None
-        assert json.loads(_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
+        assert json.loads(pod_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
         uid = pod["metadata"]["uid"]
         lease = s.api.get(f"{GROUP}/namespaces/{nb}/gpuleases/{uid}")
         assert lease["spec"]["borrowed"] == borrowed, (name, lease["spec"])
@@ -141,15 +125,15 @@ def _borrower_fills_the_pool(
 def test_borrowed_pod_is_noticed_evicted_after_grace_and_the_lender_runs(stack: Stack) -> None:
     api = stack.api
     alpha, na, nb = _borrower_fills_the_pool(stack)
-    before = {n: (_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b3")}
-    victim = (_get(api, nb, "b4") or {})["metadata"]["uid"]
+    before = {n: (pod_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b3")}
+    victim = (pod_get(api, nb, "b4") or {})["metadata"]["uid"]
     api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1"))
 
     def noticed() -> dict[str, Any] | None:
-        pod = _get(api, nb, "b4")
+        pod = pod_get(api, nb, "b4")
         if pod is None:
             return {"gone-before-seen": True}
-        text = _annotations(pod).get(NOTICE)
+        text = pod_annotations(pod).get(NOTICE)
         return json.loads(text) if text else None
 
     notice = poll_until(noticed, timeout_s=30, interval_s=0.1)
@@ -158,31 +142,31 @@ def test_borrowed_pod_is_noticed_evicted_after_grace_and_the_lender_runs(stack: 
         assert notice["claimant"] == alpha and notice["for"] == f"{na}/a1"
         assert notice["evictAt"] > notice["at"]
 
-    assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
-    assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), (
-        f"{_get(api, na, 'a1')}\n{stack.tail()}"
+    assert poll_until(lambda: pod_get(api, nb, "b4") is None, timeout_s=60), stack.tail()
+    assert poll_until(lambda: pod_running(api, na, "a1"), timeout_s=60), (
+        f"{pod_get(api, na, 'a1')}\n{stack.tail()}"
     )
     ended = lease_ends_reclaimed(stack, nb, victim)
     assert ended["status"]["reclaim"]["reason"] == "QuotaReclaim", ended["status"]
     assert f"give tenant {alpha} its quota back" in ended["status"]["reclaim"]["message"]
-    reasons = [e["reason"] for e in _events(api, nb, "b4")]
+    reasons = [e["reason"] for e in pod_events(api, nb, "b4")]
     assert "ReclaimNotice" in reasons and "Reclaimed" in reasons, reasons
-    notice_event = next(e for e in _events(api, nb, "b4") if e["reason"] == "ReclaimNotice")
+    notice_event = next(e for e in pod_events(api, nb, "b4") if e["reason"] == "ReclaimNotice")
     assert f"grace period {GRACE_S}s" in notice_event["message"]
     if "gone-before-seen" not in notice:
         # the eviction is stamped no earlier than the deadline (event times are whole seconds)
-        evicted = next(e for e in _events(api, nb, "b4") if e["reason"] == "Reclaimed")
+        evicted = next(e for e in pod_events(api, nb, "b4") if e["reason"] == "Reclaimed")
         stamped, due = parse_time(evicted["lastTimestamp"]), parse_time(notice["evictAt"])
         assert stamped is not None and due is not None and stamped >= int(due), (evicted, notice)
     # beta's other pods (b1, b2 within its guaranteed quota, b3 not needed) are untouched
     for name, uid in before.items():
-        pod = _running(api, nb, name)
+        pod = pod_running(api, nb, name)
         assert pod is not None and pod["metadata"]["uid"] == uid, name
-        assert NOTICE not in _annotations(pod), name
-        assert not any(e["reason"] == "ReclaimNotice" for e in _events(api, nb, name)), name
-    a1 = _get(api, na, "a1")
+        assert NOTICE not in pod_annotations(pod), name
+        assert not any(e["reason"] == "ReclaimNotice" for e in pod_events(api, nb, name)), name
+    a1 = pod_get(api, na, "a1")
     assert a1 is not None
-    assert json.loads(_annotations(a1)["gpupool.io/admitted"])["borrowed"] == 0
+    assert json.loads(pod_annotations(a1)["gpupool.io/admitted"])["borrowed"] == 0
 
 
 def test_a_pod_disruption_budget_holds_the_eviction_back(stack: Stack) -> None:
@@ -204,24 +188,24 @@ def test_a_pod_disruption_budget_holds_the_eviction_back(stack: Stack) -> None:
     api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1"))
 
     def blocked() -> str | None:
-        pod = _get(api, nb, "b4")
+        pod = pod_get(api, nb, "b4")
         assert pod is not None, "b4 was evicted despite its PodDisruptionBudget"
-        notice = json.loads(_annotations(pod).get(NOTICE) or "{}")
+        notice = json.loads(pod_annotations(pod).get(NOTICE) or "{}")
         return notice.get("blocked") or None
 
     why = poll_until(blocked, timeout_s=60, interval_s=0.2)
     assert why is not None, stack.tail()
-    events = [e for e in _events(api, nb, "b4") if e["reason"] == "EvictionBlocked"]
+    events = [e for e in pod_events(api, nb, "b4") if e["reason"] == "EvictionBlocked"]
     assert events and "PodDisruptionBudget" in events[0]["message"], events
-    assert _running(api, nb, "b4") is not None
-    a1 = _get(api, na, "a1")
+    assert pod_running(api, nb, "b4") is not None
+    a1 = pod_get(api, na, "a1")
     assert a1 is not None and {"name": "gpupool.io/quota"} in a1["spec"]["schedulingGates"]
 
     api.delete(f"/apis/policy/v1/namespaces/{nb}/poddisruptionbudgets/keep-b4")
-    assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
-    assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), stack.tail()
+    assert poll_until(lambda: pod_get(api, nb, "b4") is None, timeout_s=60), stack.tail()
+    assert poll_until(lambda: pod_running(api, na, "a1"), timeout_s=60), stack.tail()
     for name in ("b1", "b2", "b3"):
-        assert _running(api, nb, name) is not None, name
+        assert pod_running(api, nb, name) is not None, name
 
 
 def test_a_restarted_controller_evicts_at_the_deadline_on_the_pod(stack: Stack) -> None:
@@ -232,8 +216,8 @@ def test_a_restarted_controller_evicts_at_the_deadline_on_the_pod(stack: Stack) 
     api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1"))
 
     def noticed() -> dict[str, Any] | None:
-        pod = _get(api, nb, "b4")
-        text = _annotations(pod).get(NOTICE) if pod else None
+        pod = pod_get(api, nb, "b4")
+        text = pod_annotations(pod).get(NOTICE) if pod else None
         return json.loads(text) if text else None
 
     notice = poll_until(noticed, timeout_s=30, interval_s=0.1)
@@ -243,12 +227,12 @@ def test_a_restarted_controller_evicts_at_the_deadline_on_the_pod(stack: Stack) 
         due = parse_time(notice["evictAt"])
         assert due is not None
         poll_until(lambda: time.time() > due + 1 or None, timeout_s=30)
-        assert _running(api, nb, "b4") is not None, "nothing may evict while no controller runs"
+        assert pod_running(api, nb, "b4") is not None, "nothing may evict while no controller runs"
     finally:
         stack.controller.start()
-    assert poll_until(lambda: _get(api, nb, "b4") is None, timeout_s=60), stack.tail()
-    assert poll_until(lambda: _running(api, na, "a1"), timeout_s=60), stack.tail()
-    reasons = [e["reason"] for e in _events(api, nb, "b4")]
+    assert poll_until(lambda: pod_get(api, nb, "b4") is None, timeout_s=60), stack.tail()
+    assert poll_until(lambda: pod_running(api, na, "a1"), timeout_s=60), stack.tail()
+    reasons = [e["reason"] for e in pod_events(api, nb, "b4")]
     assert reasons.count("ReclaimNotice") == 1 and "Reclaimed" in reasons, reasons
     for name in ("b1", "b2", "b3"):
-        assert _running(api, nb, name) is not None, name
+        assert pod_running(api, nb, name) is not None, name

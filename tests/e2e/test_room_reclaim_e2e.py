@@ -26,7 +26,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_stack import GROUP, LIVE, Stack, lease_ends_reclaimed, process_stack
+from process_stack import (
+    GROUP,
+    LIVE,
+    Stack,
+    lease_ends_reclaimed,
+    pod_annotations,
+    pod_events,
+    pod_get,
+    pod_running,
+    process_stack,
+)
 
 from gpupool.controllers.snapshot import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -122,32 +132,8 @@ def _pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-def _get(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-    except ApiError as err:
-        if err.status == 404:
-            return None
-        raise
-    return pod
-
-
-def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    pod = _get(api, ns, name)
-    return pod if pod and pod["status"].get("phase") == "Running" else None
-
-
-def _annotations(pod: dict[str, Any]) -> dict[str, str]:
-    return dict(pod["metadata"].get("annotations") or {})
-
-
-def _events(api: KubeApi, ns: str, name: str) -> list[dict[str, Any]]:
-    items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
-    return [e for e in items if e["involvedObject"]["name"] == name]
-
-
 def _unschedulable(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    pod = _get(api, ns, name)
+    pod = pod_get(api, ns, name)
     for cond in (pod or {}).get("status", {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
             return dict(cond)
@@ -167,13 +153,13 @@ def _full_cards(s: Stack, grace: int) -> tuple[str, str, str]:
               ("b4", "36Gi", NODE_Y))  # fmt: skip
     for name, memory, node in layout:
         s.api.create(f"/api/v1/namespaces/{nb}/pods", _pod(name, memory, node))
-        assert poll_until(lambda n=name: _running(s.api, nb, n), timeout_s=60), (
-            f"{nb}/{name} not Running: {_get(s.api, nb, name)}\n{s.tail()}"
+        assert poll_until(lambda n=name: pod_running(s.api, nb, n), timeout_s=60), (
+            f"{nb}/{name} not Running: {pod_get(s.api, nb, name)}\n{s.tail()}"
         )
     for name, borrowed in (("b1", 0), ("b2", 0), ("b3", 48 * GiB), ("b4", 36 * GiB)):
-        pod = _get(s.api, nb, name)
+        pod = pod_get(s.api, nb, name)
         assert pod is not None
-        assert json.loads(_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
+        assert json.loads(pod_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
         lease = s.api.get(f"{GROUP}/namespaces/{nb}/gpuleases/{pod['metadata']['uid']}")
         assert lease["spec"]["borrowed"] == borrowed, (name, lease["spec"])
     return alpha, na, nb
@@ -184,24 +170,24 @@ def _waits_for_room(s: Stack, na: str) -> None:
     api = s.api
     api.create(f"/api/v1/namespaces/{na}/pods", _pod("a1", "48Gi"))
     assert poll_until(lambda: _unschedulable(api, na, "a1"), timeout_s=30), (
-        f"{_get(api, na, 'a1')}\n{s.tail()}"
+        f"{pod_get(api, na, 'a1')}\n{s.tail()}"
     )
-    a1 = _get(api, na, "a1")
+    a1 = pod_get(api, na, "a1")
     assert a1 is not None and not a1["spec"].get("schedulingGates"), a1
-    assert json.loads(_annotations(a1)["gpupool.io/admitted"])["borrowed"] == 0
+    assert json.loads(pod_annotations(a1)["gpupool.io/admitted"])["borrowed"] == 0
 
 
 def _notice_on(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    pod = _get(api, ns, name)
-    text = _annotations(pod).get(NOTICE) if pod else None
+    pod = pod_get(api, ns, name)
+    text = pod_annotations(pod).get(NOTICE) if pod else None
     return json.loads(text) if text else None
 
 
 def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(room: Stack) -> None:
     api = room.api
     alpha, na, nb = _full_cards(room, GRACE_S)
-    before = {n: (_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b4")}
-    victim = (_get(api, nb, "b3") or {})["metadata"]["uid"]
+    before = {n: (pod_get(api, nb, n) or {})["metadata"]["uid"] for n in ("b1", "b2", "b4")}
+    victim = (pod_get(api, nb, "b3") or {})["metadata"]["uid"]
     _waits_for_room(room, na)
 
     notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
@@ -210,15 +196,15 @@ def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(roo
     assert notice["room"] == NODE_X, notice
     assert notice["evictAt"] > notice["at"]
 
-    assert poll_until(lambda: _get(api, nb, "b3") is None, timeout_s=60), room.tail()
-    a1 = poll_until(lambda: _running(api, na, "a1"), timeout_s=60)
-    assert a1 is not None, f"{_get(api, na, 'a1')}\n{room.tail()}"
+    assert poll_until(lambda: pod_get(api, nb, "b3") is None, timeout_s=60), room.tail()
+    a1 = poll_until(lambda: pod_running(api, na, "a1"), timeout_s=60)
+    assert a1 is not None, f"{pod_get(api, na, 'a1')}\n{room.tail()}"
     assert a1["spec"]["nodeName"] == NODE_X
     ended = lease_ends_reclaimed(room, nb, victim)
     assert ended["status"]["reclaim"]["reason"] == "RoomReclaim", ended["status"]
     assert f"room on node {NODE_X} for pod {na}/a1" in ended["status"]["reclaim"]["message"]
 
-    events = _events(api, nb, "b3")
+    events = pod_events(api, nb, "b3")
     reasons = [e["reason"] for e in events]
     assert reasons.count("ReclaimNotice") == 1 and "Reclaimed" in reasons, reasons
     noticed = next(e for e in events if e["reason"] == "ReclaimNotice")
@@ -229,25 +215,25 @@ def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(roo
     assert stamped is not None and due is not None and stamped >= int(due), (evicted, notice)
     # b1, b2 (within beta's quota) and b4 (borrowed, but no room for a1 on its node) untouched
     for name, uid in before.items():
-        pod = _running(api, nb, name)
+        pod = pod_running(api, nb, name)
         assert pod is not None and pod["metadata"]["uid"] == uid, name
-        assert NOTICE not in _annotations(pod), name
-        assert not any(e["reason"] == "ReclaimNotice" for e in _events(api, nb, name)), name
+        assert NOTICE not in pod_annotations(pod), name
+        assert not any(e["reason"] == "ReclaimNotice" for e in pod_events(api, nb, name)), name
 
 
 def test_the_notice_is_withdrawn_when_the_waiting_pod_goes(room: Stack) -> None:
     api = room.api
     _, na, nb = _full_cards(room, grace=60)
-    b3_uid = (_get(api, nb, "b3") or {})["metadata"]["uid"]
+    b3_uid = (pod_get(api, nb, "b3") or {})["metadata"]["uid"]
     _waits_for_room(room, na)
     notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
     assert notice is not None and notice["room"] == NODE_X, room.tail()
 
     api.delete(f"/api/v1/namespaces/{na}/pods/a1")
     assert poll_until(lambda: _notice_on(api, nb, "b3") is None, timeout_s=30), room.tail()
-    b3 = _running(api, nb, "b3")
+    b3 = pod_running(api, nb, "b3")
     assert b3 is not None and b3["metadata"]["uid"] == b3_uid
-    withdrawn = [e for e in _events(api, nb, "b3") if e["reason"] == "ReclaimWithdrawn"]
+    withdrawn = [e for e in pod_events(api, nb, "b3") if e["reason"] == "ReclaimWithdrawn"]
     assert withdrawn and "the pod is gone" in withdrawn[0]["message"], withdrawn
 
 
@@ -275,9 +261,9 @@ def _reclaim_of(api: KubeApi, ns: str, uid: str) -> dict[str, Any]:
 def test_the_room_made_is_held_for_the_pod_it_was_made_for(room: Stack) -> None:
     api = room.api
     _, na, nb = _full_cards(room, GRACE_S)
-    victim = (_get(api, nb, "b3") or {})["metadata"]["uid"]
+    victim = (pod_get(api, nb, "b3") or {})["metadata"]["uid"]
     _waits_for_room(room, na)
-    a1_uid = (_get(api, na, "a1") or {})["metadata"]["uid"]
+    a1_uid = (pod_get(api, na, "a1") or {})["metadata"]["uid"]
     notice = poll_until(lambda: _notice_on(api, nb, "b3"), timeout_s=30, interval_s=0.1)
     assert notice is not None and notice["room"] == NODE_X, room.tail()
 
@@ -290,18 +276,18 @@ def test_the_room_made_is_held_for_the_pod_it_was_made_for(room: Stack) -> None:
 
     def a1_bound() -> str | None:
         holds.add(_reclaim_of(api, nb, victim).get("holdUntil") or "")
-        q = _get(api, nb, "q")
+        q = pod_get(api, nb, "q")
         q_node = (q or {}).get("spec", {}).get("nodeName")
         if q_node:
             q_nodes.add(q_node)
-        a1 = _get(api, na, "a1")
+        a1 = pod_get(api, na, "a1")
         node = (a1 or {}).get("spec", {}).get("nodeName")
         return str(node) if node else None
 
     placed = poll_until(a1_bound, timeout_s=90, interval_s=0.1)
     assert NODE_X not in q_nodes, f"q took the room made for a1\n{room.tail()}"
-    assert placed == NODE_X, f"{_get(api, na, 'a1')}\n{_get(api, nb, 'q')}\n{room.tail()}"
-    q = _get(api, nb, "q")
+    assert placed == NODE_X, f"{pod_get(api, na, 'a1')}\n{pod_get(api, nb, 'q')}\n{room.tail()}"
+    q = pod_get(api, nb, "q")
     assert q is not None and not q["spec"].get("schedulingGates"), q  # admitted, so it was tried
     assert not q["spec"].get("nodeName"), q  # no room anywhere now: it waits
     assert _unschedulable(api, nb, "q") is not None, q
