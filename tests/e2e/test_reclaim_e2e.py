@@ -28,7 +28,7 @@ from process_stack import (
     process_stack,
 )
 
-from gpupool.controllers.snapshot import parse_time
+from gpupool.adapters.wire.times import parse_time
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.polling import poll_until
 from gpupool.domain.units import GiB

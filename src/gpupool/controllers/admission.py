@@ -20,6 +20,7 @@ from typing import Any
 from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.quotas import read_quota
+from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.admission_plan import (
     AdmissionPlan,
     AdmitPod,
@@ -27,7 +28,7 @@ from gpupool.controllers.admission_plan import (
     TenantStatus,
     plan_admission,
 )
-from gpupool.controllers.snapshot import Admitted, format_time, read_pod
+from gpupool.controllers.snapshot import Admitted, read_pod
 from gpupool.domain.errors import GpupoolError
 from gpupool.quota.metering import Meter
 from gpupool.quota.queue import FifoMode

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpupool.controllers.snapshot import PodView, format_time, parse_time
+from gpupool.adapters.wire.times import format_time, parse_time
+from gpupool.controllers.snapshot import PodView
 from gpupool.domain.units import GiB
 
 LIVE = ("Reserved", "Bound", "Active")

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 
 from gpupool.adapters.cluster import ClusterApi, Json
+from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.lease_plan import (
     RESERVED_TIMEOUT_S,
     LeasePlan,
@@ -17,7 +18,7 @@ from gpupool.controllers.lease_plan import (
     plan_leases,
     read_lease,
 )
-from gpupool.controllers.snapshot import PodView, format_time, read_pod
+from gpupool.controllers.snapshot import PodView, read_pod
 
 log = logging.getLogger("gpupool.controller.leases")
 

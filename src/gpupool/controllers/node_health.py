@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 
 from gpupool.adapters.cluster import ClusterApi
+from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.lease_plan import read_lease
 from gpupool.controllers.node_health_plan import (
     LOST_S,
@@ -15,7 +16,6 @@ from gpupool.controllers.node_health_plan import (
     plan_node_health,
     read_gpu_node,
 )
-from gpupool.controllers.snapshot import format_time
 
 log = logging.getLogger("gpupool.controller.nodes")
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.wire.times import parse_time
 from gpupool.controllers.lease_plan import LIVE, LeaseView
-from gpupool.controllers.snapshot import parse_time
 
 SUSPECT_S = 90.0
 LOST_S = 180.0

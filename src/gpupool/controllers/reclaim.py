@@ -50,6 +50,7 @@ from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import LeaseRecord, RoomHold, lease_from_json, read_room_hold
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.admission import read_quotas
 from gpupool.controllers.admission_plan import plan_admission
 from gpupool.controllers.room_reclaim_plan import (
@@ -58,7 +59,7 @@ from gpupool.controllers.room_reclaim_plan import (
     plan_room_reclaim,
     waits_for_room,
 )
-from gpupool.controllers.snapshot import PodView, format_time, parse_time, read_pod
+from gpupool.controllers.snapshot import PodView, read_pod
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.reclaim import NoReclaim, plan_reclaim
 from gpupool.quota.spec import TenantQuota

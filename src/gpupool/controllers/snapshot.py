@@ -7,7 +7,6 @@ from the API server's state, so a restarted controller converges to the same pla
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,30 +14,12 @@ from typing import Any
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.pods import read_pod_gpu
+from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.node_match import NodeConstraints
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-def parse_time(text: object) -> float | None:
-    """Epoch seconds of an RFC 3339 time (`2026-01-02T03:04:05.123456Z`); None if absent/bad."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()
-
-
-def format_time(epoch: float) -> str:
-    """RFC 3339 with microseconds, UTC."""
-    moment = dt.datetime.fromtimestamp(epoch, dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)

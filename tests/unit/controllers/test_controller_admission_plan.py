@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.admission import admit_patch, quota_status
 from gpupool.controllers.admission_plan import plan_admission
-from gpupool.controllers.snapshot import Admitted, PodView, format_time, parse_time, read_pod
+from gpupool.controllers.snapshot import Admitted, PodView, read_pod
 from gpupool.domain.units import GiB
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota

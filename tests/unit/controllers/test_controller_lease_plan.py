@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.lease_plan import plan_leases, read_lease
-from gpupool.controllers.snapshot import format_time, read_pod
+from gpupool.controllers.snapshot import read_pod
 
 T0 = 1_700_000_000.0
 

@@ -14,6 +14,7 @@ from test_controller_reclaim_plan import NOW, beta_pods, lease, pod, quotas
 
 from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.lease_plan import plan_leases, read_lease
 from gpupool.controllers.reclaim import (
     EvictPod,
@@ -22,7 +23,6 @@ from gpupool.controllers.reclaim import (
     apply_reclaim,
     plan_reclaim_round,
 )
-from gpupool.controllers.snapshot import format_time
 
 
 class FakeApi:

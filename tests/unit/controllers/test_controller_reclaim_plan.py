@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from gpupool.adapters.wire.admitted import AdmittedMark, read_admitted
+from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.reclaim import (
     LeaseMark,
     ReclaimNotice,
@@ -19,7 +20,7 @@ from gpupool.controllers.reclaim import (
     read_lease_mark,
     withdraw_patch,
 )
-from gpupool.controllers.snapshot import PodView, format_time, parse_time, read_pod
+from gpupool.controllers.snapshot import PodView, read_pod
 from gpupool.domain.units import GiB
 from gpupool.quota.spec import TenantQuota
 

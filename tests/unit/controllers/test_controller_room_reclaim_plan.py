@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.adapters.wire.times import parse_time
 from gpupool.controllers.reclaim import (
     LeaseMark,
     ReclaimNotice,
@@ -24,7 +25,7 @@ from gpupool.controllers.room_reclaim_plan import (
     plan_room_reclaim,
     waits_for_room,
 )
-from gpupool.controllers.snapshot import PodView, parse_time, read_pod
+from gpupool.controllers.snapshot import PodView, read_pod
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.quota.spec import TenantQuota

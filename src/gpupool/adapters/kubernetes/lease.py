@@ -11,13 +11,13 @@ pod while the hold stands (`extender_http.room_hold`).
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.kubernetes import API_VERSION, LABEL_NODE, LABEL_TENANT
 from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.wire.times import parse_time
 from gpupool.domain.allocations import Slice, extents_from_json
 from gpupool.domain.units import format_bytes
 from gpupool.ports import PodLease
@@ -50,25 +50,13 @@ class RoomHold:
         return f"{self.pod.partition('/')[0]}/{self.uid}"
 
 
-def _epoch(text: object) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return moment.timestamp()
-
-
 def read_room_hold(reclaim: object) -> RoomHold | None:
     """The hold a lease's `status.reclaim` carries; None when it carries none (a quota reclaim,
     a record without `holdUntil`: never written, or ended by the controller) or is unreadable."""
     if not isinstance(reclaim, Mapping) or reclaim.get("reason") != "RoomReclaim":
         return None
     node, pod, uid = reclaim.get("room"), reclaim.get("for"), reclaim.get("forUid")
-    until = _epoch(reclaim.get("holdUntil"))
+    until = parse_time(reclaim.get("holdUntil"))
     if not (isinstance(node, str) and node and isinstance(pod, str) and "/" in pod):
         return None
     if not isinstance(uid, str) or not uid or until is None:
