@@ -12,8 +12,14 @@ from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.leader import LeaderElector
-from gpupool.cli.daemon import add_leader_args, configure_logging, run_loop, stop_on_signals
+from gpupool.cli.daemon import (
+    add_leader_args,
+    configure_logging,
+    elector_from_args,
+    leader_args_problem,
+    run_loop,
+    stop_on_signals,
+)
 from gpupool.controllers.admission import AdmissionReconciler
 from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases import LeaseReconciler
@@ -90,12 +96,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.leader_elect and not args.leader_renew_deadline_seconds < args.leader_lease_seconds:
-        print(
-            "gpupool controller: error: --leader-renew-deadline-seconds must be below "
-            "--leader-lease-seconds",
-            file=sys.stderr,
-        )
+    problem = leader_args_problem(args)
+    if problem is not None:
+        print(f"gpupool controller: error: {problem}", file=sys.stderr)
         return 2
     configure_logging(args.log_level)
 
@@ -103,20 +106,7 @@ def run(args: argparse.Namespace) -> int:
         stop = stop_on_signals()
         client = async_client(args.kubeconfig, field_manager="gpupool-controller")
         elected = asyncio.Event()  # wakes the loops at once when this replica becomes leader
-        elector = (
-            LeaderElector(
-                client,
-                args.leader_namespace,
-                args.leader_name,
-                args.identity,
-                lease_s=args.leader_lease_seconds,
-                renew_deadline_s=args.leader_renew_deadline_seconds,
-                retry_s=args.leader_retry_seconds,
-                on_elected=elected.set,
-            )
-            if args.leader_elect
-            else None
-        )
+        elector = elector_from_args(client, args, on_elected=elected.set)
         # Every write asks the elector first: a round that outlives the term writes nothing more.
         # Events name the replica that wrote them (reportingInstance: its --identity).
         api = ClusterApi(

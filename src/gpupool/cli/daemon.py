@@ -11,10 +11,13 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import uvloop
+from lightkube import AsyncClient
+
+from gpupool.adapters.kubernetes.leader import LeaderElector
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -62,3 +65,33 @@ def add_leader_args(parser: argparse.ArgumentParser, *, name: str, does: str) ->
         help=f"a leader that could not renew for this long stops ({does} no more; under the lease)",
     )
     parser.add_argument("--leader-retry-seconds", type=float, default=2.0)
+
+
+def leader_args_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the leader-election flags, or None."""
+    if args.leader_elect and not args.leader_renew_deadline_seconds < args.leader_lease_seconds:
+        return "--leader-renew-deadline-seconds must be below --leader-lease-seconds"
+    return None
+
+
+def elector_from_args(
+    client: AsyncClient,
+    args: argparse.Namespace,
+    *,
+    on_elected: Callable[[], None],
+    advertise_url: str | None = None,
+) -> LeaderElector | None:
+    """The coordination-Lease elector the flags ask for; None without --leader-elect."""
+    if not args.leader_elect:
+        return None
+    return LeaderElector(
+        client,
+        args.leader_namespace,
+        args.leader_name,
+        args.identity,
+        lease_s=args.leader_lease_seconds,
+        renew_deadline_s=args.leader_renew_deadline_seconds,
+        retry_s=args.leader_retry_seconds,
+        on_elected=on_elected,
+        advertise_url=advertise_url,
+    )

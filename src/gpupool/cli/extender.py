@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import sys
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -27,8 +28,14 @@ from gpupool.adapters.extender_http.service import (
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster, UnsupportedCredentials
-from gpupool.adapters.kubernetes.leader import LeaderElector
-from gpupool.cli.daemon import add_leader_args, configure_logging, run_loop, stop_on_signals
+from gpupool.cli.daemon import (
+    add_leader_args,
+    configure_logging,
+    elector_from_args,
+    leader_args_problem,
+    run_loop,
+    stop_on_signals,
+)
 from gpupool.placement.policies import POLICIES
 
 log = logging.getLogger("gpupool.extender")
@@ -118,20 +125,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         bind_wait_s=args.bind_wait_seconds,
         serial_bind=args.serial_bind,
     )
-    elector = (
-        LeaderElector(
-            client,
-            args.leader_namespace,
-            args.leader_name,
-            args.identity,
-            lease_s=args.leader_lease_seconds,
-            renew_deadline_s=args.leader_renew_deadline_seconds,
-            retry_s=args.leader_retry_seconds,
-            on_elected=extender.forget_ledgers,  # what another leader bound is not known here
-            advertise_url=args.advertise_url,
-        )
-        if args.leader_elect
-        else None
+    # On election, forget the bind ledgers: what another leader bound is not known here.
+    elector = elector_from_args(
+        client, args, on_elected=extender.forget_ledgers, advertise_url=args.advertise_url
     )
     leading: Callable[[], bool] = elector.is_leader if elector else (lambda: True)
     if elector is not None and extender.api is not None:  # a bind outliving the term writes nothing
@@ -181,6 +177,10 @@ def fast_poster(kubeconfig: Path | None) -> FastPoster | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = leader_args_problem(args)
+    if problem is not None:
+        print(f"gpupool extender: error: {problem}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
 
     async def main() -> None:
