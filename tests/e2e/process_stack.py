@@ -29,7 +29,6 @@ from gpupool.adapters.kubernetes.crds import load_crds
 from gpupool.devcluster import rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterSpec, DevCluster
-from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
@@ -198,12 +197,7 @@ def lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
 
 
 def pod_get(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
-    try:
-        pod: dict[str, Any] = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
-    except ApiError as err:
-        if err.status == 404:
-            return None
-        raise
+    pod: dict[str, Any] | None = api.find(f"/api/v1/namespaces/{ns}/pods/{name}")
     return pod
 
 

@@ -26,7 +26,6 @@ import pytest
 
 from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.polling import poll_until
 
 if TYPE_CHECKING:
@@ -75,12 +74,7 @@ def _start(cluster: E2ECluster, identity: str, leader_ns: str, log_dir: Path) ->
 
 
 def _lease(api: KubeApi, ns: str) -> dict[str, Any] | None:
-    try:
-        lease: dict[str, Any] = api.get(f"{COORDINATION}/namespaces/{ns}/leases/{LEASE_NAME}")
-    except ApiError as err:
-        if err.status == 404:
-            return None
-        raise
+    lease: dict[str, Any] | None = api.find(f"{COORDINATION}/namespaces/{ns}/leases/{LEASE_NAME}")
     return lease
 
 

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.heartbeat import PAUSE_ANNOTATION, PAUSED
 from gpupool.devcluster.polling import poll_until
 from gpupool.domain.units import GiB
@@ -73,12 +72,7 @@ def _pod_spec(memory: str, avoid_node: str | None = None) -> dict[str, Any]:
 
 
 def _get(api: KubeApi, path: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = api.get(path)
-    except ApiError as err:
-        if err.status == 404:
-            return None
-        raise
+    found: dict[str, Any] | None = api.find(path)
     return found
 
 

@@ -115,11 +115,14 @@ class KubeApi:
         metadata = {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
         return self.request("PUT", path, {**obj, "metadata": metadata})
 
-    def exists(self, path: str) -> bool:
+    def find(self, path: str) -> Any:
+        """The object at `path`, or None when there is none (404)."""
         try:
-            self.get(path)
+            return self.get(path)
         except ApiError as err:
             if err.status == 404:
-                return False
+                return None
             raise
-        return True
+
+    def exists(self, path: str) -> bool:
+        return self.find(path) is not None
