@@ -83,12 +83,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"dev cluster component logs kept in {path}")
 
 
-@pytest.fixture(scope="session")
-def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster]:
-    """A real control plane with E2E_NODES fake GPU nodes, up for the whole session."""
-    cluster = DevCluster(tmp_path_factory.mktemp("dev-cluster"))
+def _session_cluster(root: Path, gpupool: GpupoolSpec | None, tag: str) -> Iterator[E2ECluster]:
+    """E2E_NODES fake GPU nodes (and gpupool on top when `gpupool` is given), up until the
+    session ends; component logs kept under `tag` on a failed start or a failed e2e test."""
+    cluster = DevCluster(root)
     gpus = parse_gpu_spec(E2E_GPUS)
-    spec = ClusterSpec(nodes=tuple(node_specs(E2E_NODES, gpus)))
+    spec = ClusterSpec(nodes=tuple(node_specs(E2E_NODES, gpus)), gpupool=gpupool)
     try:
         state = cluster.up(spec, die_with_parent=True)
     except DevClusterError:
@@ -100,9 +100,15 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster
     finally:
         cluster.down()
         if _failed_e2e:
-            _keep_logs(cluster, "failed")
+            _keep_logs(cluster, tag)
         left = [f"{p.name} (pid {p.pid})" for p in state.processes if is_running(p)]
         assert not left, f"dev cluster processes still running after down: {left}"
+
+
+@pytest.fixture(scope="session")
+def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster]:
+    """A real control plane with E2E_NODES fake GPU nodes, up for the whole session."""
+    yield from _session_cluster(tmp_path_factory.mktemp("dev-cluster"), None, "failed")
 
 
 @pytest.fixture(scope="session")
@@ -110,23 +116,8 @@ def gpupool_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2EClu
     """`gpupool dev-cluster up` as a user gets it: the control plane and E2E_NODES fake GPU nodes
     with the CRDs, extender, webhook (every namespace but kube-system), controller and GpuNode
     heartbeats as processes (settings in FULL_STACK). Up for the whole session."""
-    cluster = DevCluster(tmp_path_factory.mktemp("gpupool-cluster"))
-    gpus = parse_gpu_spec(E2E_GPUS)
-    spec = ClusterSpec(nodes=tuple(node_specs(E2E_NODES, gpus)), gpupool=FULL_STACK)
-    try:
-        state = cluster.up(spec, die_with_parent=True)
-    except DevClusterError:
-        _keep_logs(cluster, "startup")
-        raise
-    try:
-        binaries = Binaries.locate(Path(state.bin_dir))
-        yield E2ECluster(cluster, state, cluster.api(), binaries, gpus)
-    finally:
-        cluster.down()
-        if _failed_e2e:
-            _keep_logs(cluster, "failed-gpupool")
-        left = [f"{p.name} (pid {p.pid})" for p in state.processes if is_running(p)]
-        assert not left, f"dev cluster processes still running after down: {left}"
+    root = tmp_path_factory.mktemp("gpupool-cluster")
+    yield from _session_cluster(root, FULL_STACK, "failed-gpupool")
 
 
 def _namespace_name(test_name: str) -> str:
