@@ -19,6 +19,7 @@ from typing import Any
 
 from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.admitted import Admitted
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.admission_plan import (
@@ -28,7 +29,7 @@ from gpupool.controllers.admission_plan import (
     TenantStatus,
     plan_admission,
 )
-from gpupool.controllers.snapshot import Admitted, read_pod
+from gpupool.controllers.snapshot import read_pod
 from gpupool.domain.errors import GpupoolError
 from gpupool.quota.metering import Meter
 from gpupool.quota.queue import FifoMode

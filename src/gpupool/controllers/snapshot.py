@@ -13,50 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.admitted import Admitted
 from gpupool.adapters.wire.pods import read_pod_gpu
-from gpupool.adapters.wire.times import format_time, parse_time
+from gpupool.adapters.wire.times import parse_time
 from gpupool.controllers.node_match import NodeConstraints
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-@dataclass(frozen=True, slots=True)
-class Admitted:
-    """What the controller wrote when it removed the gate (annotation gpupool.io/admitted)."""
-
-    at: float
-    borrowed: int = 0
-    preemptible: bool = False
-    resource: str | None = None  # the tenant quota's resource at admission ("gpu", "gpu-memory")
-    amount: int | None = None  # the pod's amount in that resource
-
-    def to_annotation(self, reason: str) -> str:
-        record: dict[str, object] = {
-            "at": format_time(self.at),
-            "borrowed": self.borrowed,
-            "preemptible": self.preemptible,
-            "reason": reason,
-        }
-        if self.resource is not None and self.amount is not None:
-            record |= {"resource": self.resource, "amount": self.amount}
-        return json.dumps(record, separators=(",", ":"))
-
-    @classmethod
-    def from_annotation(cls, text: str | None) -> Admitted | None:
-        if not text:
-            return None
-        try:
-            data = json.loads(text)
-            at = parse_time(data.get("at"))
-            return cls(
-                at=at if at is not None else 0.0,
-                borrowed=int(data.get("borrowed", 0)),
-                preemptible=bool(data.get("preemptible", False)),
-            )
-        except (ValueError, TypeError, AttributeError):
-            return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpupool.adapters.wire.admitted import Admitted
 from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.admission import admit_patch, quota_status
 from gpupool.controllers.admission_plan import plan_admission
-from gpupool.controllers.snapshot import Admitted, PodView, read_pod
+from gpupool.controllers.snapshot import PodView, read_pod
 from gpupool.domain.units import GiB
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
@@ -171,7 +172,7 @@ def test_unreadable_gated_pod_waits_with_its_problem() -> None:
 
 
 def test_gpu_unit_quota_records_amount_and_borrowed_in_milli_gpu() -> None:
-    from gpupool.adapters.wire.admitted import AdmittedMark, read_admitted
+    from gpupool.adapters.wire.admitted import read_admitted
     from gpupool.quota.resource import Resource
 
     def whole_gpu_pod(name: str, second: int) -> dict[str, Any]:
@@ -192,7 +193,7 @@ def test_gpu_unit_quota_records_amount_and_borrowed_in_milli_gpu() -> None:
     # What the extender's bind reads back from the admit patch: both amounts in milli-GPU.
     patch = admit_patch(raws[1], plan.admit[1], 1.0)
     (record,) = [p["value"] for p in patch if p["path"].endswith("gpupool.io~1admitted")]
-    assert read_admitted({"gpupool.io/admitted": record}) == AdmittedMark(1000, False, "gpu", 1000)
+    assert read_admitted({"gpupool.io/admitted": record}) == Admitted(1.0, 1000, False, "gpu", 1000)
 
 
 def test_admitted_record_without_or_with_a_bad_resource_means_bytes() -> None:

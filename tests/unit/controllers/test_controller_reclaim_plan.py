@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpupool.adapters.wire.admitted import AdmittedMark, read_admitted
+from gpupool.adapters.wire.admitted import Admitted, read_admitted
 from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.reclaim import (
     LeaseMark,
@@ -239,6 +239,7 @@ def test_lease_mark_and_admitted_annotation_are_read() -> None:
     }
     assert read_lease_mark(obj) == LeaseMark("u", 5, True, live=False)
     assert read_lease_mark({"spec": {"podRef": {"uid": "u"}}}).live
-    assert read_admitted({"gpupool.io/admitted": admitted(1, 12)}) == AdmittedMark(12 * GiB)
-    assert read_admitted({"gpupool.io/admitted": "{bad"}) == AdmittedMark()
-    assert read_admitted(None) == AdmittedMark()
+    read = read_admitted({"gpupool.io/admitted": admitted(1, 12)})
+    assert read == Admitted(parse_time(at(1)) or -1.0, 12 * GiB)
+    assert read_admitted({"gpupool.io/admitted": "{bad"}) == Admitted(0.0)
+    assert read_admitted(None) == Admitted(0.0)
