@@ -16,11 +16,11 @@ from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.lease_plan import plan_leases, read_lease
-from gpupool.controllers.reclaim import (
+from gpupool.controllers.reclaim import apply_reclaim
+from gpupool.controllers.reclaim_plan import (
     EvictPod,
     ReclaimNotice,
     ReclaimRound,
-    apply_reclaim,
     plan_reclaim_round,
 )
 

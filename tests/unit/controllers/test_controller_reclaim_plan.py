@@ -12,13 +12,12 @@ from typing import Any
 
 from gpupool.adapters.wire.admitted import Admitted, read_admitted
 from gpupool.adapters.wire.times import format_time, parse_time
-from gpupool.controllers.reclaim import (
+from gpupool.controllers.reclaim import notice_patch, withdraw_patch
+from gpupool.controllers.reclaim_plan import (
     LeaseMark,
     ReclaimNotice,
-    notice_patch,
     plan_reclaim_round,
     read_lease_mark,
-    withdraw_patch,
 )
 from gpupool.controllers.snapshot import PodView, read_pod
 from gpupool.domain.units import GiB

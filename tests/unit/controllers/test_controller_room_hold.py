@@ -23,14 +23,8 @@ from test_controller_room_reclaim_plan import (
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubernetes.lease import RoomHold, read_room_hold
 from gpupool.adapters.wire.times import format_time
-from gpupool.controllers.reclaim import (
-    ROOM_HOLD_S,
-    EndHold,
-    ReclaimNotice,
-    ReclaimRound,
-    apply_reclaim,
-    reclaim_record,
-)
+from gpupool.controllers.reclaim import apply_reclaim, reclaim_record
+from gpupool.controllers.reclaim_plan import ROOM_HOLD_S, EndHold, ReclaimNotice, ReclaimRound
 
 HOLD = RoomHold(node="n2", pod="ns/a1", uid="uid-a1", until=NOW + 100)
 

@@ -14,11 +14,7 @@ from typing import Any
 
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.adapters.wire.times import parse_time
-from gpupool.controllers.reclaim import (
-    LeaseMark,
-    ReclaimNotice,
-    plan_reclaim_round,
-)
+from gpupool.controllers.reclaim_plan import LeaseMark, ReclaimNotice, plan_reclaim_round
 from gpupool.controllers.room_reclaim_plan import (
     Placement,
     build_placement,
