@@ -26,6 +26,7 @@ NATIVE = ROOT / "native"
 BUILD = NATIVE / "build"
 LIB = BUILD / "libgpupool.so"
 FAKE = BUILD / "fake"
+FAKE_NO_CTX = BUILD / "fake-no-ctx-device"  # the fake driver without cuCtxGetDevice
 DRIVE = BUILD / "tests" / "gp_drive"
 PROBE = BUILD / "tests" / "gp_probe"
 
@@ -33,6 +34,7 @@ MI = 1 << 20
 GI = 1 << 30
 CUDA_ERROR_OUT_OF_MEMORY = 2
 CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_INVALID_CONTEXT = 201
 FAKE_TOTAL = 4 * GI
 TIMEOUT = 60
 
@@ -441,6 +443,99 @@ def test_without_configuration_the_limiter_stays_out_of_the_way(limiter: Limiter
     assert run.rcs("alloc") == [0]
     assert run.first("info")["total"] == FAKE_TOTAL
     assert run.first("nvml")["total"] == FAKE_TOTAL
+
+
+# ---- when the limiter cannot tell the current device ----------------------------------------
+# Without cuCtxGetDevice (or when it fails) the limiter does not know which card an allocation is
+# for. One line in the limits leaves no doubt: cap against it. Several: refuse, never let it
+# through uncapped.
+
+NO_CTX_DEVICE = {"LD_LIBRARY_PATH": f"{FAKE_NO_CTX}:{FAKE}"}
+CTX_DEVICE_FAILS = {"FAKE_CUDA_CTX_GET_DEVICE_ERROR": str(CUDA_ERROR_INVALID_CONTEXT)}
+UNKNOWN_DEVICE = [NO_CTX_DEVICE, CTX_DEVICE_FAILS]
+UNKNOWN_IDS = ["no cuCtxGetDevice", "cuCtxGetDevice fails"]
+
+
+def limits_file(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "limits"
+    path.write_text(text)
+    return {"GPUPOOL_LIMITS_FILE": str(path), "FAKE_CUDA_DEVICES": "2"}
+
+
+def test_the_fake_without_cuctxgetdevice_really_lacks_it(limiter: Limiter) -> None:
+    # Guards the tests below against a vacuous pass: the no-ctx build is the one loaded, and it
+    # neither exports cuCtxGetDevice nor hands it out through cuGetProcAddress.
+    probe = subprocess.run(
+        ["nm", "-D", "--defined-only", str(FAKE_NO_CTX / "libcuda.so.1")],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "cuMemAlloc_v2" in probe.stdout
+    assert "cuCtxGetDevice" not in probe.stdout
+
+
+@pytest.mark.parametrize("unknown", UNKNOWN_DEVICE, ids=UNKNOWN_IDS)
+def test_one_card_limit_is_enforced_when_the_device_is_unknown(
+    limiter: Limiter, unknown: dict[str, str]
+) -> None:
+    run = limiter.run("alloc", "40Mi", "alloc", "40Mi", "info", extra=unknown)
+    assert run.rcs("alloc") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert run.first("info")["total"] == 64 * MI
+    assert run.first("info")["free"] == 24 * MI
+
+
+@pytest.mark.parametrize("unknown", UNKNOWN_DEVICE, ids=UNKNOWN_IDS)
+def test_one_card_limits_file_by_uuid_is_enforced_when_the_device_is_unknown(
+    limiter: Limiter, tmp_path: Path, unknown: dict[str, str]
+) -> None:
+    # The only line names the second card; the current context is on it (ctx 1), but the limiter
+    # cannot ask. It must still cap against that one line rather than refuse or pass.
+    env = limits_file(tmp_path, "GPU-fa4ec0de-0000-0000-0000-000000000001 64Mi\n") | unknown
+    run = limiter.run("ctx", "1", "alloc", "48Mi", "alloc", "32Mi", "managed", "32Mi", extra=env)
+    assert run.rcs("alloc") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert run.rcs("managed") == [CUDA_ERROR_OUT_OF_MEMORY]
+
+
+@pytest.mark.parametrize(
+    ("unknown", "refused_with"),
+    [(NO_CTX_DEVICE, CUDA_ERROR_OUT_OF_MEMORY), (CTX_DEVICE_FAILS, CUDA_ERROR_INVALID_CONTEXT)],
+    ids=UNKNOWN_IDS,
+)
+def test_several_card_limits_fail_closed_when_the_device_is_unknown(
+    limiter: Limiter, tmp_path: Path, unknown: dict[str, str], refused_with: int
+) -> None:
+    env = limits_file(tmp_path, "0 100Mi\n1 200Mi\n") | unknown
+    run = limiter.run(
+        "alloc", "1Mi", "async", "1Mi", "pool", "1Mi", "managed", "1Mi", "info", extra=env
+    )
+    assert run.rcs("alloc") + run.rcs("async") + run.rcs("managed") == [refused_with] * 3
+    # A pool names no device either: the limiter charges pools to the current device.
+    assert run.rcs("pool") == [refused_with]
+    assert run.first("info")["free"] == 0  # nothing can be allocated, and it says so
+    # ... and says why, once, not once per refused call.
+    assert run.stderr.count("cannot tell which device") == 1, run.stderr
+
+
+def test_device_located_vmm_memory_is_capped_even_when_the_context_device_is_unknown(
+    limiter: Limiter, tmp_path: Path
+) -> None:
+    # cuMemCreate names its device itself: no need to ask for the current one.
+    env = limits_file(tmp_path, "0 64Mi\n1 200Mi\n") | NO_CTX_DEVICE
+    run = limiter.run("create", "48Mi", "create", "32Mi", extra=env)
+    assert run.rcs("create") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+
+
+def test_a_bad_limits_file_fails_closed_without_cuctxgetdevice(
+    limiter: Limiter, tmp_path: Path
+) -> None:
+    env = limits_file(tmp_path, "0 12Gx\n") | NO_CTX_DEVICE
+    assert limiter.run("alloc", "1Mi", extra=env).rcs() == [CUDA_ERROR_OUT_OF_MEMORY]
+
+
+def test_without_configuration_and_without_cuctxgetdevice_everything_passes(
+    limiter: Limiter,
+) -> None:
+    run = limiter.run("alloc", "1Gi", extra={"GPUPOOL_MEMORY_LIMIT": "", **NO_CTX_DEVICE})
+    assert run.rcs() == [0]
 
 
 def test_rtld_next_still_finds_the_next_library() -> None:

@@ -7,6 +7,11 @@
  * FAKE_CUDA_TOTAL_MEM bytes each (default 4 GiB); cuMemGetInfo reports total minus this
  * process's allocations. Frees of unknown pointers fail with CUDA_ERROR_INVALID_VALUE, as the
  * real driver does. Device d has the uuid GPU-fa4ec0de-0000-0000-0000-0000000000dd (dd = d in hex).
+ *
+ * Two ways to keep the limiter from learning the current device, as some drivers and shims do:
+ *   - FAKE_CUDA_CTX_GET_DEVICE_ERROR=<code>: cuCtxGetDevice fails with that CUresult;
+ *   - built with -DFAKE_NO_CTX_GET_DEVICE (build/fake-no-ctx-device/libcuda.so.1): the driver has
+ *     no cuCtxGetDevice at all, neither as a symbol nor through cuGetProcAddress.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -142,11 +147,15 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
     return CUDA_SUCCESS;
 }
 
+#ifndef FAKE_NO_CTX_GET_DEVICE
 EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+    const char *err = getenv("FAKE_CUDA_CTX_GET_DEVICE_ERROR");
+    if (err != NULL && err[0] != '\0') return (CUresult)atoi(err);
     *d = current_dev;
     return CUDA_SUCCESS;
 }
+#endif
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
     if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
@@ -287,7 +296,9 @@ static const entry_t table[] = {
     E(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0),
     E(cuCtxCreate_v2, "cuCtxCreate", 3020, 0),
     E(cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0),
+#ifndef FAKE_NO_CTX_GET_DEVICE
     E(cuCtxGetDevice, "cuCtxGetDevice", 2000, 0),
+#endif
     E(cuMemGetInfo, "cuMemGetInfo", 2000, 0),
     E(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0),
     E(cuMemAlloc, "cuMemAlloc", 2000, 0),
