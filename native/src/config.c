@@ -13,13 +13,15 @@
  * A configuration that is present but unusable does not fall back to "unlimited": the limiter fails
  * closed (device memory allocations are refused) and says why on stderr.
  */
+#include "config.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gp_internal.h"
+#include "log.h"
 
 int gp_parse_quantity(const char *s, uint64_t *out) {
     if (s == NULL || out == NULL) return -1;

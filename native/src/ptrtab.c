@@ -6,11 +6,13 @@
  *
  * Open addressing with linear probing and backward-shift deletion; grows at half load.
  */
+#include "ptrtab.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gp_internal.h"
+#include "log.h"
 
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static gp_alloc_t *tab;

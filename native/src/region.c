@@ -22,6 +22,8 @@
  * would exceed the limit, when usage is reported, and after a lock holder died; a process that
  * exits normally removes its own entry from a destructor.
  */
+#include "region.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -34,7 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gp_internal.h"
+#include "log.h"
 
 #define GP_REGION_MAGIC 0x31306c6f6f707067ULL /* "gppool01" */
 #define GP_REGION_VERSION 1u
@@ -259,7 +261,7 @@ static gp_region_t *map_file(const char *path) {
     return r != NULL ? r : map_private(why);
 }
 
-void gp_region_init(const gp_config_t *cfg) {
+void gp_region_init(const uint64_t *limits, int n) {
     proc_fs_ok = access("/proc/self/stat", R_OK) == 0;
     const char *path = getenv("GPUPOOL_SHARED_FILE");
     if (path == NULL || path[0] == '\0') path = GP_DEFAULT_SHARED_FILE;
@@ -268,7 +270,7 @@ void gp_region_init(const gp_config_t *cfg) {
         gp_log(GP_ERROR, "cannot map any accounting memory");
         return;
     }
-    for (int i = 0; i < cfg->nrows && i < GP_MAX_ROWS; i++) R->limit[i] = cfg->rows[i].limit;
+    for (int i = 0; i < n && i < GP_MAX_ROWS; i++) R->limit[i] = limits[i];
 }
 
 int gp_region_reserve(int row, uint64_t bytes, uint64_t limit) {
