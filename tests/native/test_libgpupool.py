@@ -9,6 +9,7 @@ under LD_PRELOAD=libgpupool.so with its own shared accounting file and asserts o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -560,3 +561,39 @@ def test_global_lookups_do_not_make_an_absent_driver_look_present(preload: bool)
         "default_cuMemAlloc_v2=0",
         "default_nvmlDeviceGetMemoryInfo=0",
     ]
+
+
+# ---- the source's shape ---------------------------------------------------------------------
+
+SRC = NATIVE / "src"
+# The units every other one may use, and which themselves use no other unit of the limiter.
+LEAVES = {"log", "config", "region", "ptrtab"}
+
+
+def project_includes(path: Path) -> set[str]:
+    return set(re.findall(r'^#include "([^"]+)\.h"', path.read_text(), flags=re.MULTILINE))
+
+
+def test_the_sources_include_graph_has_no_cycle() -> None:
+    graph = {p.name: {f"{h}.h" for h in project_includes(p)} for p in SRC.glob("*.[ch]")}
+    done: set[str] = set()
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        assert node not in path, f"include cycle: {' -> '.join((*path, node))}"
+        if node in done:
+            return
+        for nxt in graph.get(node, ()):
+            visit(nxt, (*path, node))
+        done.add(node)
+
+    for node in graph:
+        visit(node, ())
+
+
+@pytest.mark.parametrize("unit", sorted(LEAVES))
+def test_the_leaf_units_need_only_their_own_header_and_the_log(unit: str) -> None:
+    # gp_log used to live in hooks.c, so config, region and ptrtab depended on the hooks that
+    # depend on them. Now they see only their own header, log.h and gp_base.h.
+    allowed = {unit, "log", "gp_base"}
+    assert project_includes(SRC / f"{unit}.c") <= allowed
+    assert project_includes(SRC / f"{unit}.h") <= {"gp_base"}
