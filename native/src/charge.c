@@ -43,9 +43,10 @@ CUresult gp_charge_settle(gp_charge_t *c, uint64_t actual) {
 
 void gp_charge_end(const gp_charge_t *c, CUresult r, uint8_t kind, uint64_t key) {
     if (!c->charged) return;
-    if (r == CUDA_SUCCESS)
-        gp_ptrtab_insert(kind, key, c->bytes, c->row);
-    else
+    if (r == CUDA_SUCCESS) {
+        gp_alloc_t a = {.key = key, .size = c->bytes, .row = c->row, .refs = 1, .kind = kind};
+        gp_ptrtab_insert(&a);
+    } else
         gp_region_release(c->row, c->bytes);
 }
 
@@ -58,5 +59,5 @@ void gp_uncharge_end(int had, const gp_alloc_t *e, CUresult r) {
     if (r == CUDA_SUCCESS)
         gp_region_release(e->row, e->size);
     else
-        gp_ptrtab_insert(e->kind, e->key, e->size, e->row);
+        gp_ptrtab_insert(e);
 }

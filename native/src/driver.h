@@ -28,6 +28,9 @@
     X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, GP_LIB_CUDA, 1)                   \
     X(cuMemCreate, "cuMemCreate", 10020, 0, GP_LIB_CUDA, 1)                              \
     X(cuMemRelease, "cuMemRelease", 10020, 0, GP_LIB_CUDA, 1)                            \
+    X(cuMemMap, "cuMemMap", 10020, 0, GP_LIB_CUDA, 1)                                    \
+    X(cuMemUnmap, "cuMemUnmap", 10020, 0, GP_LIB_CUDA, 1)                                \
+    X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, 0, GP_LIB_CUDA, 1) \
     X(cuMemGetInfo, "cuMemGetInfo", 0, 0, GP_LIB_CUDA, 1)                                \
     X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, GP_LIB_CUDA, 1)                          \
     X(cuDeviceTotalMem, "cuDeviceTotalMem", 0, 0, GP_LIB_CUDA, 1)                        \

@@ -1,5 +1,5 @@
 /* hooks.h - every driver and NVML entry point libgpupool exports in front of the real one.
- * Defined in hooks_alloc.c (allocations and frees), hooks_info.c (what the program is told about
+ * Defined in hooks_alloc.c (allocations and frees), hooks_vmm.c (VMM handle lifetime), hooks_info.c (what the program is told about
  * memory) and interpose.c (cuGetProcAddress); driver.c lists them in the hook table. */
 #ifndef GP_HOOKS_H
 #define GP_HOOKS_H
@@ -28,7 +28,13 @@ GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 GP_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr);
 GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+
+/* ---- VMM handles: released and unmapped (hooks_vmm.c) -------------------------------------- */
 GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);
+GP_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags);
+GP_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size);
+GP_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr);
 
 /* ---- what the program is told (hooks_info.c) ----------------------------------------------- */
 GP_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes);

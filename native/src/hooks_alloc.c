@@ -1,5 +1,6 @@
 /*
- * hooks_alloc.c - every entry point that allocates or frees device memory.
+ * hooks_alloc.c - every entry point that allocates or frees device memory (the lifetime of VMM
+ * handles after cuMemCreate is in hooks_vmm.c).
  *
  * All of them follow one protocol (charge.c): find where the memory goes, reserve it, call the
  * driver, then remember the pointer or give the reservation back; a free forgets the pointer,
@@ -79,7 +80,7 @@ CHARGED_ALLOC(cuMemAllocFromPoolAsync_ptsz,
               (dptr, bytesize, pool, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 
 /* VMM (PyTorch's expandable segments): physical memory is charged when created, whatever is
- * mapped where, and credited at cuMemRelease. */
+ * mapped where, and credited once it is both released and unmapped (hooks_vmm.c). */
 CHARGED_ALLOC(cuMemCreate,
               (CUmemGenericAllocationHandle * handle, size_t size,
                const CUmemAllocationProp *prop, unsigned long long flags),
@@ -119,4 +120,3 @@ UNCHARGED_FREE(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), (dptr, hStr
                dptr)
 UNCHARGED_FREE(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream),
                GP_KIND_PTR, dptr)
-UNCHARGED_FREE(cuMemRelease, (CUmemGenericAllocationHandle handle), (handle), GP_KIND_VMM, handle)

@@ -1,10 +1,12 @@
 /*
- * ptrtab.c - this process's live allocations: device pointer or VMM handle -> (size, device row).
- * A free looks its pointer up here; a pointer we did not see allocated (made before the limiter
- * was active, or by a path we do not count) is passed to the driver and changes no counter, so a
- * stray or double free can never push usage below zero.
+ * ptrtab.c - this process's live allocations: device pointer or VMM handle -> (size, device row),
+ * and mapped address -> VMM handle. A free looks its pointer up here; a pointer we did not see
+ * allocated (made before the limiter was active, or by a path we do not count) is passed to the
+ * driver and changes no counter, so a stray or double free can never push usage below zero.
  *
- * Open addressing with linear probing and backward-shift deletion; grows at half load.
+ * Open addressing with linear probing and backward-shift deletion; grows at half load. The range
+ * and containment queries scan the whole table: they serve cuMemUnmap and
+ * cuMemRetainAllocationHandle, which programs call rarely, never per kernel.
  */
 #include "ptrtab.h"
 
@@ -28,14 +30,11 @@ static size_t hash(uint8_t kind, uint64_t key) {
     return (size_t)h;
 }
 
-static void put(gp_alloc_t *t, size_t c, const gp_alloc_t *a) {
-    size_t i = hash(a->kind, a->key) & (c - 1);
-    while (t[i].live) {
-        if (t[i].kind == a->kind && t[i].key == a->key) break; /* replace: driver reused the key */
-        i = (i + 1) & (c - 1);
-    }
-    t[i] = *a;
-    t[i].live = 1;
+/* The slot holding (kind, key), or the free slot where it would go. Needs cap > 0. */
+static size_t probe(const gp_alloc_t *t, size_t c, uint8_t kind, uint64_t key) {
+    size_t i = hash(kind, key) & (c - 1);
+    while (t[i].live && !(t[i].kind == kind && t[i].key == key)) i = (i + 1) & (c - 1);
+    return i;
 }
 
 static int grow(void) {
@@ -43,46 +42,24 @@ static int grow(void) {
     gp_alloc_t *nt = calloc(ncap, sizeof *nt);
     if (nt == NULL) return -1;
     for (size_t i = 0; i < cap; i++)
-        if (tab[i].live) put(nt, ncap, &tab[i]);
+        if (tab[i].live) nt[probe(nt, ncap, tab[i].kind, tab[i].key)] = tab[i];
     free(tab);
     tab = nt;
     cap = ncap;
     return 0;
 }
 
-void gp_ptrtab_insert(uint8_t kind, uint64_t key, uint64_t size, int32_t row) {
-    gp_alloc_t a = {.key = key, .size = size, .row = row, .kind = kind, .live = 1};
-    pthread_mutex_lock(&tab_lock);
-    if ((count + 1) * 2 > cap && grow() != 0) {
-        /* Out of host memory: we cannot remember this allocation, so its free will not be
-         * credited back. Usage stays over-counted, never under-counted. */
-        pthread_mutex_unlock(&tab_lock);
-        gp_log(GP_WARN, "out of host memory tracking an allocation of %llu bytes",
-               (unsigned long long)size);
-        return;
-    }
-    size_t before = count;
-    size_t i = hash(kind, key) & (cap - 1);
-    while (tab[i].live && !(tab[i].kind == kind && tab[i].key == key)) i = (i + 1) & (cap - 1);
-    if (!tab[i].live) count = before + 1;
-    tab[i] = a;
-    pthread_mutex_unlock(&tab_lock);
+/* Index of the live entry (kind, key), or -1. Under tab_lock. */
+static long find_locked(uint8_t kind, uint64_t key) {
+    if (cap == 0) return -1;
+    size_t i = probe(tab, cap, kind, key);
+    return tab[i].live ? (long)i : -1;
 }
 
-int gp_ptrtab_remove(uint8_t kind, uint64_t key, gp_alloc_t *out) {
-    int rc = -1;
-    pthread_mutex_lock(&tab_lock);
-    if (cap == 0) goto done;
-    size_t i = hash(kind, key) & (cap - 1);
-    while (tab[i].live) {
-        if (tab[i].kind == kind && tab[i].key == key) break;
-        i = (i + 1) & (cap - 1);
-    }
-    if (!tab[i].live) goto done;
-    *out = tab[i];
-    rc = 0;
+/* Removes the entry at i; backward-shift deletion keeps probe chains intact without tombstones.
+ * Under tab_lock. */
+static void delete_at(size_t i) {
     count--;
-    /* backward-shift deletion keeps probe chains intact without tombstones */
     size_t hole = i, j = i;
     for (;;) {
         j = (j + 1) & (cap - 1);
@@ -96,7 +73,95 @@ int gp_ptrtab_remove(uint8_t kind, uint64_t key, gp_alloc_t *out) {
         }
     }
     memset(&tab[hole], 0, sizeof tab[hole]);
-done:
+}
+
+void gp_ptrtab_insert(const gp_alloc_t *a) {
+    pthread_mutex_lock(&tab_lock);
+    if ((count + 1) * 2 > cap && grow() != 0) {
+        /* Out of host memory: we cannot remember this allocation, so its free will not be
+         * credited back. Usage stays over-counted, never under-counted. */
+        pthread_mutex_unlock(&tab_lock);
+        gp_log(GP_WARN, "out of host memory tracking an allocation of %llu bytes",
+               (unsigned long long)a->size);
+        return;
+    }
+    size_t i = probe(tab, cap, a->kind, a->key);
+    if (!tab[i].live) count++; /* else the driver reused the key: replace */
+    tab[i] = *a;
+    tab[i].live = 1;
+    if (tab[i].refs == 0) tab[i].refs = 1;
+    pthread_mutex_unlock(&tab_lock);
+}
+
+int gp_ptrtab_remove(uint8_t kind, uint64_t key, gp_alloc_t *out) {
+    pthread_mutex_lock(&tab_lock);
+    long i = find_locked(kind, key);
+    if (i >= 0) {
+        *out = tab[i];
+        delete_at((size_t)i);
+    }
+    pthread_mutex_unlock(&tab_lock);
+    return i >= 0 ? 0 : -1;
+}
+
+int gp_ptrtab_ref(uint8_t kind, uint64_t key) {
+    pthread_mutex_lock(&tab_lock);
+    long i = find_locked(kind, key);
+    if (i >= 0) tab[i].refs++;
+    pthread_mutex_unlock(&tab_lock);
+    return i >= 0 ? 0 : -1;
+}
+
+int gp_ptrtab_unref(uint8_t kind, uint64_t key, gp_alloc_t *out) {
+    int rc = -1;
+    pthread_mutex_lock(&tab_lock);
+    long i = find_locked(kind, key);
+    if (i >= 0) {
+        rc = 0;
+        if (--tab[i].refs == 0) {
+            *out = tab[i];
+            delete_at((size_t)i);
+            rc = 1;
+        }
+    }
+    pthread_mutex_unlock(&tab_lock);
+    return rc;
+}
+
+size_t gp_ptrtab_take_range(uint8_t kind, uint64_t lo, uint64_t hi, gp_alloc_t **out) {
+    size_t n = 0, room = 0;
+    gp_alloc_t *got = NULL;
+    pthread_mutex_lock(&tab_lock);
+    for (size_t i = 0; i < cap;) {
+        if (!(tab[i].live && tab[i].kind == kind && tab[i].key >= lo && tab[i].key < hi)) {
+            i++;
+            continue;
+        }
+        if (n == room) {
+            size_t nroom = room ? room * 2 : 8;
+            gp_alloc_t *ng = realloc(got, nroom * sizeof *ng);
+            if (ng == NULL) break; /* keep the rest: their memory stays counted, never less */
+            got = ng;
+            room = nroom;
+        }
+        got[n++] = tab[i];
+        delete_at(i); /* may shift a later entry into i: look at i again */
+    }
+    pthread_mutex_unlock(&tab_lock);
+    *out = got;
+    return n;
+}
+
+int gp_ptrtab_find_containing(uint8_t kind, uint64_t addr, gp_alloc_t *out) {
+    int rc = -1;
+    pthread_mutex_lock(&tab_lock);
+    for (size_t i = 0; i < cap && rc != 0; i++) {
+        if (tab[i].live && tab[i].kind == kind && tab[i].key <= addr &&
+            addr - tab[i].key < tab[i].size) {
+            *out = tab[i];
+            rc = 0;
+        }
+    }
     pthread_mutex_unlock(&tab_lock);
     return rc;
 }

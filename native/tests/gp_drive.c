@@ -35,6 +35,11 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *, CUdevice);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemAddressFree(CUdeviceptr, size_t);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *, void *);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemFree(CUdeviceptr_v1);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
@@ -54,9 +59,10 @@ typedef nvmlReturn_t (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*nvml_mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 
-enum { K_V2 = 1, K_V1 = 2, K_VMM = 3 };
+enum { K_V2 = 1, K_V1 = 2, K_VMM = 3, K_MAP = 4 };
 static struct {
-    uint64_t key;
+    uint64_t key; /* pointer, VMM handle, or mapped address */
+    uint64_t size; /* VMM handles and mappings */
     int kind;
 } objs[4096];
 static int nobjs;
@@ -168,7 +174,32 @@ int main(int argc, char **argv) {
             prop.location.type = strcmp(op, "create") == 0 ? CU_MEM_LOCATION_TYPE_DEVICE : 2;
             prop.location.id = 0;
             CUmemGenericAllocationHandle h = 0;
-            r = cuMemCreate(&h, size_arg(argv[++i]), &prop, 0);
+            unsigned long long size = size_arg(argv[++i]);
+            r = cuMemCreate(&h, size, &prop, 0);
+            record(op, r, h, K_VMM);
+            objs[nobjs - 1].size = size;
+        } else if ((strcmp(op, "map") == 0 && need(i, 1, argc, op)) ||
+                   (strcmp(op, "map_pair") == 0 && need(i, 2, argc, op))) {
+            /* reserve address space for one handle (or two, back to back) and map it there */
+            int a = atoi(argv[++i]);
+            int b = strcmp(op, "map_pair") == 0 ? atoi(argv[++i]) : -1;
+            uint64_t size = objs[a].size + (b >= 0 ? objs[b].size : 0);
+            CUdeviceptr va = 0;
+            r = cuMemAddressReserve(&va, size, 0, 0, 0);
+            if (r == CUDA_SUCCESS) r = cuMemMap(va, objs[a].size, 0, objs[a].key, 0);
+            if (r == CUDA_SUCCESS && b >= 0)
+                r = cuMemMap(va + objs[a].size, objs[b].size, 0, objs[b].key, 0);
+            record(op, r, va, K_MAP);
+            objs[nobjs - 1].size = size;
+        } else if (strcmp(op, "unmap") == 0 && need(i, 1, argc, op)) {
+            int id = atoi(argv[++i]);
+            r = cuMemUnmap(objs[id].key, objs[id].size);
+            if (r == CUDA_SUCCESS) cuMemAddressFree(objs[id].key, objs[id].size);
+            printf("unmap rc=%d\n", r);
+        } else if (strcmp(op, "retain") == 0 && need(i, 1, argc, op)) {
+            /* the handle behind a mapping: one more reference, to be released with free <id> */
+            CUmemGenericAllocationHandle h = 0;
+            r = cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)objs[atoi(argv[++i])].key);
             record(op, r, h, K_VMM);
         } else if (strcmp(op, "pitch") == 0 && need(i, 2, argc, op)) {
             size_t pitch = 0;

@@ -194,6 +194,49 @@ def test_cumemcreate_is_counted_until_cumemrelease(limiter: Limiter) -> None:
     assert infos[1]["free"] == 64 * MI
 
 
+def test_vmm_memory_released_while_mapped_stays_charged_until_unmapped(limiter: Limiter) -> None:
+    # The CUDA samples' idiom: create, map, release at once ("freed when unmapped"). The driver
+    # keeps the 48Mi while mapped, so must the limiter, or mapping would escape the cap.
+    run = limiter.run(
+        "create", "48Mi", "map", "0", "free", "0", "create", "32Mi", "info",
+        "unmap", "1", "info", "create", "32Mi",
+    )  # fmt: skip
+    assert run.rcs("map") + run.rcs("free") + run.rcs("unmap") == [0, 0, 0]
+    assert run.rcs("create") == [0, CUDA_ERROR_OUT_OF_MEMORY, 0]
+    infos = [s["free"] for s in run.steps if s["op"] == "info"]
+    assert infos == [16 * MI, 64 * MI]
+
+
+def test_a_retained_vmm_handle_keeps_its_memory_until_the_last_release(limiter: Limiter) -> None:
+    # cuMemRetainAllocationHandle hands out one more reference to the same handle value.
+    run = limiter.run(
+        "create", "48Mi", "map", "0", "retain", "1", "free", "0", "unmap", "1",
+        "create", "32Mi", "free", "2", "create", "32Mi",
+    )  # fmt: skip
+    assert run.rcs("retain") == [0]
+    assert run.rcs("free") == [0, 0]
+    assert run.rcs("create") == [0, CUDA_ERROR_OUT_OF_MEMORY, 0]
+
+
+def test_one_unmap_over_several_mappings_lets_go_of_each(limiter: Limiter) -> None:
+    run = limiter.run(
+        "create", "24Mi", "create", "24Mi", "map_pair", "0", "1", "free", "0", "free", "1",
+        "info", "unmap", "2", "info",
+    )  # fmt: skip
+    assert run.rcs("map_pair") == [0]
+    assert [s["free"] for s in run.steps if s["op"] == "info"] == [16 * MI, 64 * MI]
+
+
+def test_a_vmm_handle_still_mapped_is_charged_once_however_often_it_is_mapped(
+    limiter: Limiter,
+) -> None:
+    run = limiter.run(
+        "create", "32Mi", "map", "0", "map", "0", "free", "0", "info", "unmap", "1", "info",
+        "unmap", "2", "info",
+    )  # fmt: skip
+    assert [s["free"] for s in run.steps if s["op"] == "info"] == [32 * MI, 32 * MI, 64 * MI]
+
+
 def test_host_located_vmm_memory_is_not_device_memory(limiter: Limiter) -> None:
     run = limiter.run("create_host", "100Mi", "alloc", "64Mi")
     assert run.rcs() == [0, 0]

@@ -29,6 +29,8 @@ typedef struct {
     size_t size;
     int dev;
     int kind; /* 0 free, 1 pointer, 2 VMM handle */
+    int refs; /* VMM: the handle's references (create, retain) not yet released */
+    int maps; /* VMM: live mappings; the memory goes when both are zero, as in the driver */
 } fake_alloc_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,7 +60,7 @@ static CUresult do_alloc(unsigned long long *out, size_t size, int dev, int kind
             if (allocs[i].kind != 0) continue;
             void *host = malloc(size); /* lazily committed by the kernel: large sizes are cheap */
             if (host == NULL) break;
-            allocs[i] = (fake_alloc_t){host, size, dev, kind};
+            allocs[i] = (fake_alloc_t){host, size, dev, kind, 1, 0};
             used[dev] += size;
             *out = (uint64_t)(i + 1) << 16;
             r = CUDA_SUCCESS;
@@ -258,7 +260,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
         pthread_mutex_lock(&lock);
         for (int i = 0; i < MAX_ALLOCS; i++) {
             if (allocs[i].kind != 0) continue;
-            allocs[i] = (fake_alloc_t){host, 0, 0, 2};
+            allocs[i] = (fake_alloc_t){host, 0, 0, 2, 1, 0};
             *h = (uint64_t)(i + 1) << 16;
             pthread_mutex_unlock(&lock);
             return CUDA_SUCCESS;
@@ -270,7 +272,109 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
     return do_alloc(h, n, dev, 2);
 }
 
-EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) { return do_free(h, 2); }
+/* --- VMM mappings: a released handle's memory lives until its last mapping is unmapped ------ */
+#define MAX_MAPS 1024
+static struct {
+    uint64_t va;
+    size_t size;
+    int slot; /* allocs[] index of the handle; -1: free entry */
+} maps[MAX_MAPS];
+static uint64_t next_va = 1ULL << 40;
+
+static int vmm_slot(uint64_t h) {
+    uint64_t i = (h >> 16) - 1;
+    if (h == 0 || (h & 0xffff) != 0 || i >= MAX_ALLOCS || allocs[i].kind != 2) return -1;
+    return (int)i;
+}
+
+static void vmm_free_if_done(int i) {
+    if (allocs[i].refs > 0 || allocs[i].maps > 0) return;
+    free(allocs[i].host);
+    used[allocs[i].dev] -= allocs[i].size;
+    memset(&allocs[i], 0, sizeof allocs[i]);
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+    pthread_mutex_lock(&lock);
+    int i = vmm_slot(h);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (i >= 0 && allocs[i].refs > 0) {
+        allocs[i].refs--;
+        vmm_free_if_done(i);
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                    CUdeviceptr addr, unsigned long long flags) {
+    (void)alignment, (void)addr, (void)flags;
+    if (ptr == NULL || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    *ptr = next_va;
+    next_va += (size + 0xffff) & ~(uint64_t)0xffff;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    (void)ptr, (void)size;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle h, unsigned long long flags) {
+    (void)flags;
+    pthread_mutex_lock(&lock);
+    int i = vmm_slot(h);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (i >= 0 && allocs[i].refs > 0 && offset == 0 && size <= allocs[i].size) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        for (int m = 0; m < MAX_MAPS; m++) {
+            if (maps[m].size != 0) continue;
+            maps[m].va = ptr;
+            maps[m].size = size;
+            maps[m].slot = i;
+            allocs[i].maps++;
+            r = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Unmaps every mapping inside [ptr, ptr + size): a range may span several. */
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (int m = 0; m < MAX_MAPS; m++) {
+        if (maps[m].size == 0 || maps[m].va < ptr || maps[m].va >= ptr + size) continue;
+        int i = maps[m].slot;
+        memset(&maps[m], 0, sizeof maps[m]);
+        allocs[i].maps--;
+        vmm_free_if_done(i);
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    for (int m = 0; m < MAX_MAPS; m++) {
+        if (maps[m].size == 0 || a < maps[m].va || a - maps[m].va >= maps[m].size) continue;
+        allocs[maps[m].slot].refs++;
+        *h = (uint64_t)(maps[m].slot + 1) << 16; /* the same handle value, as the driver does */
+        r = CUDA_SUCCESS;
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
 
 /* --- cuGetProcAddress: the newest variant not newer than the asked version ---------------- */
 typedef struct {
@@ -317,6 +421,11 @@ static const entry_t table[] = {
     E(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0),
     E(cuMemCreate, "cuMemCreate", 10020, 0),
     E(cuMemRelease, "cuMemRelease", 10020, 0),
+    E(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0),
+    E(cuMemAddressFree, "cuMemAddressFree", 10020, 0),
+    E(cuMemMap, "cuMemMap", 10020, 0),
+    E(cuMemUnmap, "cuMemUnmap", 10020, 0),
+    E(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, 0),
     E(cuGetProcAddress, "cuGetProcAddress", 11030, 0),
     E(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0),
 };
