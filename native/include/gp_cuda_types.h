@@ -45,6 +45,19 @@ typedef struct {
     } allocFlags;
 } CUmemAllocationProp;
 
+/* cuMemPoolCreate's properties. Only `location` is read by the limiter; its offset has not moved
+ * since CUDA 11.2. The tail (maxSize 12.2, usage 12.x, reserved) keeps the size at the headers'
+ * 88 bytes, so a test program that fills one in passes the driver a whole struct. */
+typedef struct {
+    int allocType;   /* CUmemAllocationType */
+    int handleTypes; /* CUmemAllocationHandleType */
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
@@ -54,6 +67,7 @@ typedef struct {
 #define CUDA_ERROR_UNKNOWN 999
 
 #define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_LOCATION_TYPE_HOST 2
 #define CU_MEM_ALLOCATION_TYPE_PINNED 1
 
 #define CU_GET_PROC_ADDRESS_DEFAULT 0ULL

@@ -33,7 +33,8 @@ CUresult gp_charge_settle(gp_charge_t *c, uint64_t actual) {
     if (!c->charged || actual == c->bytes) return CUDA_SUCCESS;
     if (actual > c->bytes) {
         uint64_t limit = gp_limits()->rows[c->row].limit;
-        if (gp_region_reserve(c->row, actual - c->bytes, limit) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (gp_region_reserve(c->row, actual - c->bytes, limit) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         gp_region_release(c->row, c->bytes - actual);
     }

@@ -6,7 +6,7 @@
 #include "gp_base.h"
 #include "gp_cuda_types.h"
 
-#define GP_ROW_UNLIMITED (-1) /* no configuration (or memory that is not on a device): do not count */
+#define GP_ROW_UNLIMITED (-1) /* no configuration, or memory not on a device: do not count */
 #define GP_ROW_DENY (-2)      /* configured, but this memory may not be given: refuse it */
 
 /* Where device memory goes: a row of the limits, GP_ROW_UNLIMITED, or GP_ROW_DENY with the

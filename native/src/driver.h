@@ -28,6 +28,10 @@
     X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, GP_LIB_CUDA, 1)                   \
     X(cuMemCreate, "cuMemCreate", 10020, 0, GP_LIB_CUDA, 1)                              \
     X(cuMemRelease, "cuMemRelease", 10020, 0, GP_LIB_CUDA, 1)                            \
+    X(cuMemPoolCreate, "cuMemPoolCreate", 11020, 0, GP_LIB_CUDA, 1)                      \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, GP_LIB_CUDA, 1)                    \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0, GP_LIB_CUDA, 1)  \
+    X(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020, 0, GP_LIB_CUDA, 1)                \
     X(cuMemMap, "cuMemMap", 10020, 0, GP_LIB_CUDA, 1)                                    \
     X(cuMemUnmap, "cuMemUnmap", 10020, 0, GP_LIB_CUDA, 1)                                \
     X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, 0, GP_LIB_CUDA, 1) \

@@ -14,7 +14,9 @@
 
 /* Usage counters saturate instead of wrapping: a stray or double free must never turn into
  * "17 TB used" (HAMi #1181), and a huge request must never wrap into a small one. */
-static inline uint64_t gp_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static inline uint64_t gp_sat_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 static inline uint64_t gp_sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 static inline uint64_t gp_sat_mul(uint64_t a, uint64_t b) {
     if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;

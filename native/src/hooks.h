@@ -1,5 +1,6 @@
 /* hooks.h - every driver and NVML entry point libgpupool exports in front of the real one.
- * Defined in hooks_alloc.c (allocations and frees), hooks_vmm.c (VMM handle lifetime), hooks_info.c (what the program is told about
+ * Defined in hooks_alloc.c (allocations and frees), hooks_vmm.c (VMM handle lifetime),
+ * hooks_pools.c (which device a pool is on), hooks_info.c (what the program is told about
  * memory) and interpose.c (cuGetProcAddress); driver.c lists them in the hook table. */
 #ifndef GP_HOOKS_H
 #define GP_HOOKS_H
@@ -28,6 +29,12 @@ GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 GP_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr);
 GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 GP_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+
+/* ---- memory pools: which device each is on (hooks_pools.c) --------------------------------- */
+GP_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
+GP_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool);
+GP_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev);
+GP_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev);
 
 /* ---- VMM handles: released and unmapped (hooks_vmm.c) -------------------------------------- */
 GP_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle);

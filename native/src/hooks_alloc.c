@@ -18,6 +18,7 @@
 #include "charge.h"
 #include "devices.h"
 #include "driver.h"
+#include "pools.h"
 #include "ptrtab.h"
 #include "slice.h"
 
@@ -66,18 +67,22 @@ CHARGED_ALLOC(cuMemAlloc, (CUdeviceptr_v1 * dptr, unsigned int bytesize), (dptr,
 CHARGED_ALLOC(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
               (dptr, bytesize, flags), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 
-/* Stream-ordered allocations are charged to the current context's device (the usual case: the
- * stream belongs to the current context), from any pool. Frees are credited when enqueued. */
+/* Stream-ordered allocations: from a pool, to the pool's device when the program got the pool
+ * through an entry point we watch (pools.c), else to the current context's device, as
+ * cuMemAllocAsync is (the usual case: the stream belongs to the current context). Frees are
+ * credited when enqueued. */
 CHARGED_ALLOC(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
               (dptr, bytesize, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 CHARGED_ALLOC(cuMemAllocAsync_ptsz, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
               (dptr, bytesize, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 CHARGED_ALLOC(cuMemAllocFromPoolAsync,
               (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-              (dptr, bytesize, pool, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
+              (dptr, bytesize, pool, hStream), gp_target_pool(pool), bytesize, GP_KIND_PTR,
+              *dptr)
 CHARGED_ALLOC(cuMemAllocFromPoolAsync_ptsz,
               (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-              (dptr, bytesize, pool, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
+              (dptr, bytesize, pool, hStream), gp_target_pool(pool), bytesize, GP_KIND_PTR,
+              *dptr)
 
 /* VMM (PyTorch's expandable segments): physical memory is charged when created, whatever is
  * mapped where, and credited once it is both released and unmapped (hooks_vmm.c). */

@@ -32,6 +32,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *, CUdevice);
+CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
@@ -165,6 +166,28 @@ int main(int argc, char **argv) {
             CUmemoryPool pool;
             cuDeviceGetDefaultMemPool(&pool, 0);
             r = cuMemAllocFromPoolAsync(&p, size_arg(argv[++i]), pool, NULL);
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "pool_dev") == 0 && need(i, 2, argc, op)) {
+            /* from device <dev>'s default pool, whatever the current context */
+            CUmemoryPool pool;
+            r = cuDeviceGetDefaultMemPool(&pool, atoi(argv[i + 1]));
+            if (r == CUDA_SUCCESS)
+                r = cuMemAllocFromPoolAsync(&p, size_arg(argv[i + 2]), pool, NULL);
+            i += 2;
+            record(op, r, p, K_V2);
+        } else if (strcmp(op, "pool_new") == 0 && need(i, 2, argc, op)) {
+            /* from a new pool on device <dev>, or on the host ("host") */
+            CUmemPoolProps props;
+            memset(&props, 0, sizeof props);
+            props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+            int host = strcmp(argv[i + 1], "host") == 0;
+            props.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+            props.location.id = host ? 0 : atoi(argv[i + 1]);
+            CUmemoryPool pool;
+            r = cuMemPoolCreate(&pool, &props);
+            if (r == CUDA_SUCCESS)
+                r = cuMemAllocFromPoolAsync(&p, size_arg(argv[i + 2]), pool, NULL);
+            i += 2;
             record(op, r, p, K_V2);
         } else if ((strcmp(op, "create") == 0 || strcmp(op, "create_host") == 0) &&
                    need(i, 1, argc, op)) {

@@ -552,11 +552,38 @@ def test_several_card_limits_fail_closed_when_the_device_is_unknown(
         "alloc", "1Mi", "async", "1Mi", "pool", "1Mi", "managed", "1Mi", "info", extra=env
     )
     assert run.rcs("alloc") + run.rcs("async") + run.rcs("managed") == [refused_with] * 3
-    # A pool names no device either: the limiter charges pools to the current device.
-    assert run.rcs("pool") == [refused_with]
+    # A pool the program got from cuDeviceGetDefaultMemPool(0) is known to be on device 0.
+    assert run.rcs("pool") == [0]
     assert run.first("info")["free"] == 0  # nothing can be allocated, and it says so
     # ... and says why, once, not once per refused call.
     assert run.stderr.count("cannot tell which device") == 1, run.stderr
+
+
+def test_pool_allocations_are_charged_to_the_pools_device(
+    limiter: Limiter, tmp_path: Path
+) -> None:
+    # The current context is on device 0 (64Mi); device 1's pools take device 1's 200Mi.
+    env = limits_file(tmp_path, "0 64Mi\n1 200Mi\n")
+    run = limiter.run(
+        "pool_dev", "1", "100Mi", "pool_new", "1", "80Mi", "pool_new", "0", "48Mi",
+        "pool_dev", "0", "32Mi", "pool_new", "1", "32Mi", "nvml", "1", extra=env,
+    )  # fmt: skip
+    assert run.rcs("pool_dev") == [0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert run.rcs("pool_new") == [0, 0, CUDA_ERROR_OUT_OF_MEMORY]
+    assert run.first("nvml")["used"] == 180 * MI
+
+
+def test_a_host_memory_pool_is_not_charged_to_the_card(limiter: Limiter) -> None:
+    run = limiter.run("pool_new", "host", "100Mi", "alloc", "64Mi")
+    assert run.rcs() == [0, 0]
+
+
+def test_pools_name_their_device_when_the_context_device_is_unknown(
+    limiter: Limiter, tmp_path: Path
+) -> None:
+    env = limits_file(tmp_path, "0 64Mi\n1 200Mi\n") | NO_CTX_DEVICE
+    run = limiter.run("pool_dev", "1", "150Mi", "pool_new", "1", "51Mi", "alloc", "1Mi", extra=env)
+    assert run.rcs() == [0, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OUT_OF_MEMORY]
 
 
 def test_device_located_vmm_memory_is_capped_even_when_the_context_device_is_unknown(

@@ -227,15 +227,60 @@ EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) {
     return cuMemAllocAsync(p, n, s);
 }
 
+/* Memory pools: device d's default pool is 0x2000 + d; created pools are 0x3000 + i, on a device
+ * or on the host (whose memory is the host's, not the device's). */
+#define MAX_POOLS 16
+#define POOL_HOST (-1)
+static struct {
+    int live;
+    int dev; /* or POOL_HOST */
+} pools[MAX_POOLS];
+
 EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice d) {
     if (d < 0 || d >= ndevices()) return CUDA_ERROR_INVALID_VALUE;
     *pool = (CUmemoryPool)(uintptr_t)(0x2000 + d);
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice d) {
+    return cuDeviceGetDefaultMemPool(pool, d);
+}
+
+EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    if (pool == NULL || props == NULL) return CUDA_ERROR_INVALID_VALUE;
+    int dev = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props->location.id : POOL_HOST;
+    if (dev != POOL_HOST && (dev < 0 || dev >= ndevices())) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < MAX_POOLS; i++) {
+        if (pools[i].live) continue;
+        pools[i].live = 1;
+        pools[i].dev = dev;
+        *pool = (CUmemoryPool)(uintptr_t)(0x3000 + i);
+        r = CUDA_SUCCESS;
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    uintptr_t i = (uintptr_t)pool - 0x3000;
+    if (i >= MAX_POOLS || !pools[i].live) return CUDA_ERROR_INVALID_VALUE;
+    pools[i].live = 0;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
     (void)s;
-    return do_alloc(p, n, (int)((uintptr_t)pool - 0x2000), 1);
+    uintptr_t v = (uintptr_t)pool;
+    if (v >= 0x3000 && v - 0x3000 < MAX_POOLS && pools[v - 0x3000].live) {
+        int dev = pools[v - 0x3000].dev;
+        if (dev != POOL_HOST) return do_alloc(p, n, dev, 1);
+        /* host memory: a 1-byte stand-in, so the device's own count barely moves */
+        return do_alloc(p, 1, 0, 1);
+    }
+    return do_alloc(p, n, (int)(v - 0x2000), 1);
 }
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool pool,
                                              CUstream s) {
@@ -419,6 +464,9 @@ static const entry_t table[] = {
     E(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0),
     E(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1),
     E(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0),
+    E(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020, 0),
+    E(cuMemPoolCreate, "cuMemPoolCreate", 11020, 0),
+    E(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0),
     E(cuMemCreate, "cuMemCreate", 10020, 0),
     E(cuMemRelease, "cuMemRelease", 10020, 0),
     E(cuMemAddressReserve, "cuMemAddressReserve", 10020, 0),
