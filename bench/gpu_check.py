@@ -5,7 +5,11 @@
 1. Driver level, against the real libcuda / libnvidia-ml: the same `gp_drive` program the
    fake-driver tests use (native/build/tests/gp_drive), so the ABI assumptions of native/include
    are checked against NVIDIA's driver: each allocation path capped at the slice,
-   cuMemGetInfo / NVML report it, a SIGKILLed process's memory comes back.
+   cuMemGetInfo / NVML report it, a SIGKILLed process's memory comes back, VMM memory released
+   while mapped stays charged until cuMemUnmap (also through cuMemRetainAllocationHandle), and
+   allocations from device 0's default pool are charged to it. (The limiter's answer when it
+   cannot tell the current device needs a driver without a working cuCtxGetDevice: the fake
+   driver's tests cover it, a real driver cannot.)
 2. PyTorch under the limiter: torch.cuda.mem_get_info() shows the slice; allocating past it raises
    torch.cuda.OutOfMemoryError and the process keeps working; with the default caching
    allocator, the cudaMallocAsync backend and expandable segments (cuMemCreate).
@@ -259,6 +263,40 @@ def driver_checks(checks: Checks, tmp: Path) -> dict[str, Any]:
     checks.add("driver: every free succeeded", all(rc == 0 for rc in frees), frees)
     checks.add(
         "driver: all memory back at the end", info[-1].get("free") == GI, info[-1] if info else None
+    )
+
+    # VMM: a handle released while mapped keeps its 768Mi until unmapped, as the driver does;
+    # a retained handle keeps it until its own release. Sizes are multiples of the 2Mi granularity.
+    vmm = drive(
+        env,
+        *["create", "768Mi", "map", "0", "free", "0", "create", "512Mi", "info", "unmap", "1"],
+        *["info", "create", "768Mi", "map", "3", "retain", "4", "free", "3", "unmap", "4"],
+        *["create", "512Mi", "free", "5", "create", "512Mi", "free", "7", "info"],
+    )
+    vmm_creates = [s.get("rc") for s in vmm if s["op"] == "create"]
+    vmm_infos = [s.get("free") for s in vmm if s["op"] == "info"]
+    vmm_other = [s.get("rc") for s in vmm if s["op"] in ("map", "unmap", "retain", "free")]
+    checks.add(
+        "driver: VMM memory released while mapped stays charged until unmapped",
+        vmm_creates[:2] == [0, 2] and vmm_infos[:2] == [GI - 768 * MI, GI],
+        vmm,
+    )
+    checks.add(
+        "driver: a retained VMM handle keeps its memory until its last release",
+        vmm_creates[2:] == [0, 2, 0] and vmm_infos[2:] == [GI],
+        vmm,
+    )
+    checks.add(
+        "driver: every map, unmap, retain and release succeeded",
+        bool(vmm_other) and all(rc == 0 for rc in vmm_other),
+        vmm_other,
+    )
+    pool = drive(env, "pool_dev", "0", "768Mi", "pool_dev", "0", "512Mi", "freeasync", "0", "info")
+    checks.add(
+        "driver: device 0's default pool is charged to device 0 and credited back",
+        [s.get("rc") for s in pool if s["op"] == "pool_dev"] == [0, 2]
+        and pool[-1].get("free") == GI,
+        pool,
     )
 
     # SIGKILL: a process holding 768Mi is killed; its share comes back.

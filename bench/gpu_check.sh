@@ -2,12 +2,15 @@
 # One-go real-GPU check of libgpupool, prepared for a lent GPU machine (an H200 in this project).
 # Builds the limiter, then runs bench/gpu_check.py, which prints one JSON object:
 #   - the fake-driver test program gp_drive against the real libcuda/NVML (every allocation path
-#     capped, cuMemGetInfo/cuDeviceTotalMem/NVML report the slice, SIGKILL reclaim, a control run),
+#     capped, cuMemGetInfo/cuDeviceTotalMem/NVML report the slice, VMM memory charged until it is
+#     released and unmapped, a default pool charged to its device, SIGKILL reclaim, a control run),
 #   - PyTorch under the limiter: torch.cuda.mem_get_info shows the slice, allocating past it
 #     raises torch.cuda.OutOfMemoryError (caching allocator, cudaMallocAsync, expandable segments),
 #   - the limiter's overhead, with and without LD_PRELOAD: allocation-heavy loop, bf16 matmul loop,
 #     raw cuMemAlloc/cuMemFree pairs.
 # Skips cleanly (status "skipped", exit 0) without a GPU, and skips the PyTorch parts without torch.
+# tests/native/test_gpu_check_dry_run.py runs the driver part against the fake driver, so the
+# steps this script asks of gp_drive stay the ones gp_drive knows.
 #
 #   bench/gpu_check.sh [--slice 8Gi] [--reps 3] [--skip-bench]
 #   PYTHON=/path/to/python-with-torch bench/gpu_check.sh

@@ -8,7 +8,9 @@
 #include "charge.h"
 
 #include "config.h"
+#include "devices.h"
 #include "log.h"
+#include "ptrtab.h"
 #include "region.h"
 #include "slice.h"
 

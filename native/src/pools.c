@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 
+#include "devices.h"
 #include "log.h"
 
 #define MAX_POOLS 256

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 
+#include "ptrtab.h"
 #include "region.h"
 
 /* Drops one reference to an entry of ours; credits its bytes when it was the last. */

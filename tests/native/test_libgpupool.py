@@ -559,9 +559,7 @@ def test_several_card_limits_fail_closed_when_the_device_is_unknown(
     assert run.stderr.count("cannot tell which device") == 1, run.stderr
 
 
-def test_pool_allocations_are_charged_to_the_pools_device(
-    limiter: Limiter, tmp_path: Path
-) -> None:
+def test_pool_allocations_are_charged_to_the_pools_device(limiter: Limiter, tmp_path: Path) -> None:
     # The current context is on device 0 (64Mi); device 1's pools take device 1's 200Mi.
     env = limits_file(tmp_path, "0 64Mi\n1 200Mi\n")
     run = limiter.run(
