@@ -270,6 +270,13 @@ int main(int argc, char **argv) {
             if (r == CUDA_SUCCESS) r = ((alloc_fn)fn)(&p, size_arg(argv[i + 1]));
             i++;
             record(op, r, p, K_V2);
+        } else if (strcmp(op, "gpa_hooked") == 0 && need(i, 2, argc, op)) {
+            /* does cuGetProcAddress_v2(<base>) hand out the same function as a global lookup of
+             * <symbol>, i.e. (under the limiter) its hook? */
+            void *fn = NULL;
+            const char *base = argv[++i], *symbol = argv[++i];
+            r = cuGetProcAddress_v2(base, &fn, 12040, 0, NULL);
+            printf("gpa_hooked rc=%d same=%d\n", r, fn != NULL && fn == dlsym(RTLD_DEFAULT, symbol));
         } else if (strcmp(op, "gpa_info") == 0) {
             void *fn = NULL;
             size_t f = 0, t = 0;

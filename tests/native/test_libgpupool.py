@@ -187,6 +187,44 @@ def test_every_allocation_path_is_counted_and_capped(limiter: Limiter, fill: lis
     assert run.rcs() == [0, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OUT_OF_MEMORY, 0, 0]
 
 
+# Every hooked function the CUDA runtime (and PyTorch's DriverAPI) may fetch through
+# cuGetProcAddress, by the name it asks for and the variant it gets at CUDA 12.4.
+FETCHED = [
+    ("cuMemAlloc", "cuMemAlloc_v2"),
+    ("cuMemAllocPitch", "cuMemAllocPitch_v2"),
+    ("cuMemAllocManaged", "cuMemAllocManaged"),
+    ("cuMemAllocAsync", "cuMemAllocAsync"),
+    ("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync"),
+    ("cuMemFree", "cuMemFree_v2"),
+    ("cuMemFreeAsync", "cuMemFreeAsync"),
+    ("cuMemCreate", "cuMemCreate"),
+    ("cuMemRelease", "cuMemRelease"),
+    ("cuMemMap", "cuMemMap"),
+    ("cuMemUnmap", "cuMemUnmap"),
+    ("cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle"),
+    ("cuMemPoolCreate", "cuMemPoolCreate"),
+    ("cuMemPoolDestroy", "cuMemPoolDestroy"),
+    ("cuDeviceGetDefaultMemPool", "cuDeviceGetDefaultMemPool"),
+    ("cuDeviceGetMemPool", "cuDeviceGetMemPool"),
+    ("cuMemGetInfo", "cuMemGetInfo_v2"),
+    ("cuDeviceTotalMem", "cuDeviceTotalMem_v2"),
+]
+
+
+@pytest.mark.parametrize(("base", "symbol"), FETCHED, ids=[b for b, _ in FETCHED])
+def test_cugetprocaddress_hands_out_the_hook(limiter: Limiter, base: str, symbol: str) -> None:
+    assert limiter.run("gpa_hooked", base, symbol).first("gpa_hooked") == {
+        "op": "gpa_hooked", "rc": 0, "same": 1,
+    }  # fmt: skip
+
+
+def test_an_inert_limiter_hands_out_the_drivers_own_function(limiter: Limiter) -> None:
+    # The control for the test above: without a configuration nothing is substituted, and the
+    # same comparison sees the driver's function, not the limiter's export of the name.
+    run = limiter.run("gpa_hooked", "cuMemMap", "cuMemMap", extra={"GPUPOOL_MEMORY_LIMIT": ""})
+    assert run.first("gpa_hooked") == {"op": "gpa_hooked", "rc": 0, "same": 0}
+
+
 def test_cumemcreate_is_counted_until_cumemrelease(limiter: Limiter) -> None:
     run = limiter.run("create", "40Mi", "info", "free", "0", "info")
     infos = [s for s in run.steps if s["op"] == "info"]
