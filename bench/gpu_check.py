@@ -6,10 +6,10 @@
    fake-driver tests use (native/build/tests/gp_drive), so the ABI assumptions of native/include
    are checked against NVIDIA's driver: each allocation path capped at the slice,
    cuMemGetInfo / NVML report it, a SIGKILLed process's memory comes back, VMM memory released
-   while mapped stays charged until cuMemUnmap (also through cuMemRetainAllocationHandle), and
-   allocations from device 0's default pool are charged to it. (The limiter's answer when it
-   cannot tell the current device needs a driver without a working cuCtxGetDevice: the fake
-   driver's tests cover it, a real driver cannot.)
+   while mapped stays charged until cuMemUnmap (also through cuMemRetainAllocationHandle),
+   allocations from device 0's default pool are charged to it, and a CUDA array is charged. (The
+   limiter's answer when it cannot tell the current device needs a driver without a working
+   cuCtxGetDevice: the fake driver's tests cover it, a real driver cannot.)
 2. PyTorch under the limiter: torch.cuda.mem_get_info() shows the slice; allocating past it raises
    torch.cuda.OutOfMemoryError and the process keeps working; with the default caching
    allocator, the cudaMallocAsync backend and expandable segments (cuMemCreate).
@@ -290,6 +290,14 @@ def driver_checks(checks: Checks, tmp: Path) -> dict[str, Any]:
         "driver: every map, unmap, retain and release succeeded",
         bool(vmm_other) and all(rc == 0 for rc in vmm_other),
         vmm_other,
+    )
+    # A CUDA array of 768Mi of floats is charged at least that; the driver's padding is not.
+    arr = drive(env, "array", "16384", "12288", "0x20", "1", "alloc", "512Mi", "free", "0", "info")
+    checks.add(
+        "driver: a CUDA array is charged its elements and credited at cuArrayDestroy",
+        [s.get("rc") for s in arr if s["op"] in ("array", "alloc", "free")] == [0, 2, 0]
+        and arr[-1].get("free") == GI,
+        arr,
     )
     pool = drive(env, "pool_dev", "0", "768Mi", "pool_dev", "0", "512Mi", "freeasync", "0", "info")
     checks.add(

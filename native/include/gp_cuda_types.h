@@ -45,6 +45,57 @@ typedef struct {
     } allocFlags;
 } CUmemAllocationProp;
 
+/* CUDA arrays. The v2 descriptors (CUDA >= 3.2) have size_t extents; the v1 ones, passed to the
+ * unsuffixed entry points, have 32-bit extents and otherwise the same fields in the same order. */
+typedef struct CUarray_st *CUarray;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+
+typedef struct {
+    size_t Width;
+    size_t Height;
+    int Format; /* CUarray_format */
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+typedef struct {
+    unsigned int Width;
+    unsigned int Height;
+    int Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct {
+    size_t Width;
+    size_t Height;
+    size_t Depth;
+    int Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+typedef struct {
+    unsigned int Width;
+    unsigned int Height;
+    unsigned int Depth;
+    int Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+#define CU_AD_FORMAT_UNSIGNED_INT8 0x01
+#define CU_AD_FORMAT_UNSIGNED_INT16 0x02
+#define CU_AD_FORMAT_UNSIGNED_INT32 0x03
+#define CU_AD_FORMAT_SIGNED_INT8 0x08
+#define CU_AD_FORMAT_SIGNED_INT16 0x09
+#define CU_AD_FORMAT_SIGNED_INT32 0x0a
+#define CU_AD_FORMAT_HALF 0x10
+#define CU_AD_FORMAT_FLOAT 0x20
+
+#define CUDA_ARRAY3D_LAYERED 0x01
+#define CUDA_ARRAY3D_CUBEMAP 0x04
+#define CUDA_ARRAY3D_SPARSE 0x40
+#define CUDA_ARRAY3D_DEFERRED_MAPPING 0x80
+
 /* cuMemPoolCreate's properties. Only `location` is read by the limiter; its offset has not moved
  * since CUDA 11.2. The tail (maxSize 12.2, usage 12.x, reserved) keeps the size at the headers'
  * 88 bytes, so a test program that fills one in passes the driver a whole struct. */

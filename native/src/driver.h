@@ -22,6 +22,13 @@
     X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 1, GP_LIB_CUDA, 1)                 \
     X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0, GP_LIB_CUDA, 1)      \
     X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, GP_LIB_CUDA, 1) \
+    X(cuArrayCreate, "cuArrayCreate", 0, 0, GP_LIB_CUDA, 1)                              \
+    X(cuArrayCreate_v2, "cuArrayCreate", 3020, 0, GP_LIB_CUDA, 1)                        \
+    X(cuArray3DCreate, "cuArray3DCreate", 0, 0, GP_LIB_CUDA, 1)                          \
+    X(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0, GP_LIB_CUDA, 1)                    \
+    X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, 0, GP_LIB_CUDA, 1)         \
+    X(cuArrayDestroy, "cuArrayDestroy", 0, 0, GP_LIB_CUDA, 1)                            \
+    X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, 0, GP_LIB_CUDA, 1)       \
     X(cuMemFree, "cuMemFree", 0, 0, GP_LIB_CUDA, 1)                                      \
     X(cuMemFree_v2, "cuMemFree", 3020, 0, GP_LIB_CUDA, 1)                                \
     X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, GP_LIB_CUDA, 1)                        \

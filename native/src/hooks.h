@@ -25,6 +25,17 @@ GP_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
                                                 CUmemoryPool pool, CUstream hStream);
 GP_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags);
+GP_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray);
+GP_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *pAllocateArray);
+GP_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle,
+                                      const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray);
+GP_EXPORT CUresult cuArray3DCreate(CUarray *pHandle,
+                                   const CUDA_ARRAY3D_DESCRIPTOR_v1 *pAllocateArray);
+GP_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                          const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+                                          unsigned int numMipmapLevels);
+GP_EXPORT CUresult cuArrayDestroy(CUarray hArray);
+GP_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray);
 GP_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr);
 GP_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr);
 GP_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);

@@ -15,6 +15,7 @@
  */
 #include "hooks.h"
 
+#include "arrays.h"
 #include "charge.h"
 #include "devices.h"
 #include "driver.h"
@@ -91,6 +92,38 @@ CHARGED_ALLOC(cuMemCreate,
                const CUmemAllocationProp *prop, unsigned long long flags),
               (handle, size, prop, flags), vmm_target(prop), size, GP_KIND_VMM, *handle)
 
+/* CUDA arrays (textures, surfaces) on the current device, charged what their elements need at
+ * least (arrays.c: the driver does not say what it really takes). The v1 entry points take
+ * descriptors with 32-bit extents: the same body over their own type, and their own driver
+ * variant. */
+#define ARRAY_BYTES_2D(desc) \
+    ((desc) == NULL ? 0      \
+                    : gp_array_bytes((desc)->Width, (desc)->Height, 1, (desc)->Format, \
+                                     (desc)->NumChannels, 0, 1))
+#define ARRAY_BYTES_3D(desc, levels)                                                      \
+    ((desc) == NULL ? 0                                                                  \
+                    : gp_array_bytes((desc)->Width, (desc)->Height, (desc)->Depth,       \
+                                     (desc)->Format, (desc)->NumChannels, (desc)->Flags, \
+                                     levels))
+#define ARRAY_2D(sym, desc_t)                                                                \
+    CHARGED_ALLOC(sym, (CUarray * pHandle, const desc_t *pAllocateArray),                    \
+                  (pHandle, pAllocateArray), gp_target_current(),                            \
+                  ARRAY_BYTES_2D(pAllocateArray), GP_KIND_ARRAY, (uintptr_t)*pHandle)
+#define ARRAY_3D(sym, desc_t)                                                                \
+    CHARGED_ALLOC(sym, (CUarray * pHandle, const desc_t *pAllocateArray),                    \
+                  (pHandle, pAllocateArray), gp_target_current(),                            \
+                  ARRAY_BYTES_3D(pAllocateArray, 1), GP_KIND_ARRAY, (uintptr_t)*pHandle)
+ARRAY_2D(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR)
+ARRAY_2D(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1)
+ARRAY_3D(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR)
+ARRAY_3D(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1)
+CHARGED_ALLOC(cuMipmappedArrayCreate,
+              (CUmipmappedArray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+               unsigned int numMipmapLevels),
+              (pHandle, pMipmappedArrayDesc, numMipmapLevels), gp_target_current(),
+              ARRAY_BYTES_3D(pMipmappedArrayDesc, numMipmapLevels), GP_KIND_ARRAY,
+              (uintptr_t)*pHandle)
+
 /* Pitched allocations: the pitch is known only afterwards, so width * height is charged first
  * and settled to pitch * height once the driver has answered; if the padding does not fit, the
  * allocation is freed again and refused. One body for v1 and v2 (see the top of the file for why
@@ -119,6 +152,9 @@ PITCHED_ALLOC(cuMemAllocPitch, CUdeviceptr_v1, unsigned int, cuMemFree)
 
 /* ---- frees ---------------------------------------------------------------------------------- */
 
+UNCHARGED_FREE(cuArrayDestroy, (CUarray hArray), (hArray), GP_KIND_ARRAY, (uintptr_t)hArray)
+UNCHARGED_FREE(cuMipmappedArrayDestroy, (CUmipmappedArray hMipmappedArray), (hMipmappedArray),
+               GP_KIND_ARRAY, (uintptr_t)hMipmappedArray)
 UNCHARGED_FREE(cuMemFree_v2, (CUdeviceptr dptr), (dptr), GP_KIND_PTR, dptr)
 UNCHARGED_FREE(cuMemFree, (CUdeviceptr_v1 dptr), (dptr), GP_KIND_PTR, dptr)
 UNCHARGED_FREE(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream), GP_KIND_PTR,

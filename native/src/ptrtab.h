@@ -9,6 +9,7 @@ enum {
     GP_KIND_PTR = 1, /* key: a device pointer */
     GP_KIND_VMM = 2, /* key: a cuMemCreate handle; refs: the handle itself + its live mappings */
     GP_KIND_MAP = 3, /* key: the address a handle is mapped at (cuMemMap); handle: which one */
+    GP_KIND_ARRAY = 4, /* key: a CUarray or CUmipmappedArray */
 };
 
 typedef struct {

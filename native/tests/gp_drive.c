@@ -33,6 +33,12 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *, CUdevice);
 CUresult cuMemPoolCreate(CUmemoryPool *, const CUmemPoolProps *);
+CUresult cuArrayCreate_v2(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+CUresult cuArrayCreate(CUarray *, const CUDA_ARRAY_DESCRIPTOR_v1 *);
+CUresult cuArray3DCreate_v2(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+CUresult cuArrayDestroy(CUarray);
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray);
 CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                      unsigned long long);
 CUresult cuMemRelease(CUmemGenericAllocationHandle);
@@ -60,7 +66,7 @@ typedef nvmlReturn_t (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
 typedef nvmlReturn_t (*nvml_mem2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 
-enum { K_V2 = 1, K_V1 = 2, K_VMM = 3, K_MAP = 4 };
+enum { K_V2 = 1, K_V1 = 2, K_VMM = 3, K_MAP = 4, K_ARRAY = 5, K_MIPMAP = 6 };
 static struct {
     uint64_t key; /* pointer, VMM handle, or mapped address */
     uint64_t size; /* VMM handles and mappings */
@@ -201,6 +207,40 @@ int main(int argc, char **argv) {
             r = cuMemCreate(&h, size, &prop, 0);
             record(op, r, h, K_VMM);
             objs[nobjs - 1].size = size;
+        } else if ((strcmp(op, "array") == 0 || strcmp(op, "array_v1") == 0) &&
+                   need(i, 4, argc, op)) {
+            /* array <width> <height> <format> <channels>: a 2D CUDA array */
+            unsigned long long w = size_arg(argv[i + 1]), h = size_arg(argv[i + 2]);
+            int format = (int)strtol(argv[i + 3], NULL, 0);
+            unsigned ch = (unsigned)atoi(argv[i + 4]);
+            CUarray a = NULL;
+            if (strcmp(op, "array") == 0) {
+                CUDA_ARRAY_DESCRIPTOR d = {w, h, format, ch};
+                r = cuArrayCreate_v2(&a, &d);
+            } else {
+                CUDA_ARRAY_DESCRIPTOR_v1 d = {(unsigned)w, (unsigned)h, format, ch};
+                r = cuArrayCreate(&a, &d);
+            }
+            i += 4;
+            record(op, r, (uint64_t)(uintptr_t)a, K_ARRAY);
+        } else if ((strcmp(op, "array3d") == 0 || strcmp(op, "mipmap") == 0) &&
+                   need(i, 4, argc, op)) {
+            /* array3d <width> <height> <depth> <flags>, mipmap <width> <height> <depth> <levels>:
+             * one-channel float */
+            CUDA_ARRAY3D_DESCRIPTOR d = {size_arg(argv[i + 1]), size_arg(argv[i + 2]),
+                                         size_arg(argv[i + 3]), CU_AD_FORMAT_FLOAT, 1, 0};
+            unsigned last = (unsigned)strtoul(argv[i + 4], NULL, 0);
+            i += 4;
+            if (strcmp(op, "array3d") == 0) {
+                d.Flags = last;
+                CUarray a = NULL;
+                r = cuArray3DCreate_v2(&a, &d);
+                record(op, r, (uint64_t)(uintptr_t)a, K_ARRAY);
+            } else {
+                CUmipmappedArray m = NULL;
+                r = cuMipmappedArrayCreate(&m, &d, last);
+                record(op, r, (uint64_t)(uintptr_t)m, K_MIPMAP);
+            }
         } else if ((strcmp(op, "map") == 0 && need(i, 1, argc, op)) ||
                    (strcmp(op, "map_pair") == 0 && need(i, 2, argc, op))) {
             /* reserve address space for one handle (or two, back to back) and map it there */
@@ -271,12 +311,15 @@ int main(int argc, char **argv) {
             i++;
             record(op, r, p, K_V2);
         } else if (strcmp(op, "gpa_hooked") == 0 && need(i, 2, argc, op)) {
-            /* does cuGetProcAddress_v2(<base>) hand out the same function as a global lookup of
-             * <symbol>, i.e. (under the limiter) its hook? */
+            /* does cuGetProcAddress_v2(<base>) hand out libgpupool's function named <symbol>? */
             void *fn = NULL;
             const char *base = argv[++i], *symbol = argv[++i];
             r = cuGetProcAddress_v2(base, &fn, 12040, 0, NULL);
-            printf("gpa_hooked rc=%d same=%d\n", r, fn != NULL && fn == dlsym(RTLD_DEFAULT, symbol));
+            Dl_info where;
+            int limiter = fn != NULL && dladdr(fn, &where) != 0 && where.dli_fname != NULL &&
+                          strstr(where.dli_fname, "libgpupool") != NULL && where.dli_sname != NULL &&
+                          strcmp(where.dli_sname, symbol) == 0;
+            printf("gpa_hooked rc=%d limiter=%d\n", r, limiter);
         } else if (strcmp(op, "gpa_info") == 0) {
             void *fn = NULL;
             size_t f = 0, t = 0;
@@ -286,6 +329,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(op, "free") == 0 && need(i, 1, argc, op)) {
             int id = atoi(argv[++i]);
             if (objs[id].kind == K_VMM) r = cuMemRelease(objs[id].key);
+            else if (objs[id].kind == K_ARRAY) r = cuArrayDestroy((CUarray)(uintptr_t)objs[id].key);
+            else if (objs[id].kind == K_MIPMAP)
+                r = cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)objs[id].key);
             else if (objs[id].kind == K_V1) r = cuMemFree((CUdeviceptr_v1)objs[id].key);
             else r = cuMemFree_v2(objs[id].key);
             printf("free rc=%d\n", r);

@@ -28,7 +28,7 @@ typedef struct {
     void *host;
     size_t size;
     int dev;
-    int kind; /* 0 free, 1 pointer, 2 VMM handle */
+    int kind; /* 0 free, 1 pointer, 2 VMM handle, 3 array */
     int refs; /* VMM: the handle's references (create, retain) not yet released */
     int maps; /* VMM: live mappings; the memory goes when both are zero, as in the driver */
 } fake_alloc_t;
@@ -317,6 +317,57 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
     return do_alloc(h, n, dev, 2);
 }
 
+/* --- CUDA arrays: host memory of width x height x depth x channels x 4 bytes (whatever the
+ * format), times two for a mipmap; handles are allocation keys, like pointers -------------- */
+static CUresult fake_array(unsigned long long *h, size_t w, size_t hh, size_t d, unsigned ch,
+                           unsigned scale) {
+    size_t n = (w ? w : 1) * (hh ? hh : 1) * (d ? d : 1) * (ch ? ch : 1) * 4 * scale;
+    return do_alloc(h, n, current_dev, 3);
+}
+
+EXPORT CUresult cuArrayCreate_v2(CUarray *a, const CUDA_ARRAY_DESCRIPTOR *desc) {
+    if (a == NULL || desc == NULL) return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long h;
+    CUresult r = fake_array(&h, desc->Width, desc->Height, 1, desc->NumChannels, 1);
+    if (r == CUDA_SUCCESS) *a = (CUarray)(uintptr_t)h;
+    return r;
+}
+
+EXPORT CUresult cuArrayCreate(CUarray *a, const CUDA_ARRAY_DESCRIPTOR_v1 *desc) {
+    if (desc == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY_DESCRIPTOR d2 = {desc->Width, desc->Height, desc->Format, desc->NumChannels};
+    return cuArrayCreate_v2(a, &d2);
+}
+
+EXPORT CUresult cuArray3DCreate_v2(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR *desc) {
+    if (a == NULL || desc == NULL) return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long h;
+    CUresult r = fake_array(&h, desc->Width, desc->Height, desc->Depth, desc->NumChannels, 1);
+    if (r == CUDA_SUCCESS) *a = (CUarray)(uintptr_t)h;
+    return r;
+}
+
+EXPORT CUresult cuArray3DCreate(CUarray *a, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc) {
+    if (desc == NULL) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY3D_DESCRIPTOR d2 = {desc->Width,  desc->Height,      desc->Depth,
+                                  desc->Format, desc->NumChannels, desc->Flags};
+    return cuArray3DCreate_v2(a, &d2);
+}
+
+EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *a, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                       unsigned int levels) {
+    if (a == NULL || desc == NULL || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long h;
+    CUresult r = fake_array(&h, desc->Width, desc->Height, desc->Depth, desc->NumChannels, 2);
+    if (r == CUDA_SUCCESS) *a = (CUmipmappedArray)(uintptr_t)h;
+    return r;
+}
+
+EXPORT CUresult cuArrayDestroy(CUarray a) { return do_free((uint64_t)(uintptr_t)a, 3); }
+EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray a) {
+    return do_free((uint64_t)(uintptr_t)a, 3);
+}
+
 /* --- VMM mappings: a released handle's memory lives until its last mapping is unmapped ------ */
 #define MAX_MAPS 1024
 static struct {
@@ -455,6 +506,13 @@ static const entry_t table[] = {
     E(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0),
     E(cuMemAllocPitch, "cuMemAllocPitch", 2000, 0),
     E(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0),
+    E(cuArrayCreate, "cuArrayCreate", 2000, 0),
+    E(cuArrayCreate_v2, "cuArrayCreate", 3020, 0),
+    E(cuArray3DCreate, "cuArray3DCreate", 2000, 0),
+    E(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0),
+    E(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, 0),
+    E(cuArrayDestroy, "cuArrayDestroy", 2000, 0),
+    E(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, 0),
     E(cuMemFree, "cuMemFree", 2000, 0),
     E(cuMemFree_v2, "cuMemFree", 3020, 0),
     E(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0),
