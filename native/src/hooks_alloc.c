@@ -24,7 +24,8 @@
 #include "slice.h"
 
 /* One allocation through entry point `sym`: charge `bytes` to `target` before the driver is
- * called, and file the driver's answer `key` (a device pointer or VMM handle) under `kind`. */
+ * called, and file the driver's answer `key` (a device pointer, VMM handle or array) under
+ * `kind`. */
 #define CHARGED_ALLOC(sym, PARAMS, ARGS, target, bytes, kind, key)                   \
     CUresult sym PARAMS {                                                            \
         __typeof__(&sym) f = REAL(sym);                                              \

@@ -5,8 +5,8 @@
  * driver and changes no counter, so a stray or double free can never push usage below zero.
  *
  * Open addressing with linear probing and backward-shift deletion; grows at half load. The range
- * and containment queries scan the whole table: they serve cuMemUnmap and
- * cuMemRetainAllocationHandle, which programs call rarely, never per kernel.
+ * query scans the whole table: it serves cuMemUnmap, which programs call rarely (PyTorch when it
+ * shrinks an expandable segment), never per kernel.
  */
 #include "ptrtab.h"
 
@@ -150,20 +150,6 @@ size_t gp_ptrtab_take_range(uint8_t kind, uint64_t lo, uint64_t hi, gp_alloc_t *
     pthread_mutex_unlock(&tab_lock);
     *out = got;
     return n;
-}
-
-int gp_ptrtab_find_containing(uint8_t kind, uint64_t addr, gp_alloc_t *out) {
-    int rc = -1;
-    pthread_mutex_lock(&tab_lock);
-    for (size_t i = 0; i < cap && rc != 0; i++) {
-        if (tab[i].live && tab[i].kind == kind && tab[i].key <= addr &&
-            addr - tab[i].key < tab[i].size) {
-            *out = tab[i];
-            rc = 0;
-        }
-    }
-    pthread_mutex_unlock(&tab_lock);
-    return rc;
 }
 
 void gp_ptrtab_fork_prepare(void) { pthread_mutex_lock(&tab_lock); }

@@ -34,8 +34,6 @@ GP_HIDDEN int gp_ptrtab_unref(uint8_t kind, uint64_t key, gp_alloc_t *out);
 /* Removes every entry of `kind` whose key lies in [lo, hi) and returns them in a malloc'd array
  * (*out, to be freed by the caller; NULL when there are none). Returns how many. */
 GP_HIDDEN size_t gp_ptrtab_take_range(uint8_t kind, uint64_t lo, uint64_t hi, gp_alloc_t **out);
-/* The entry of `kind` whose [key, key + size) holds addr: 0 and *out, or -1. */
-GP_HIDDEN int gp_ptrtab_find_containing(uint8_t kind, uint64_t addr, gp_alloc_t *out);
 
 GP_HIDDEN void gp_ptrtab_fork_prepare(void);
 GP_HIDDEN void gp_ptrtab_fork_parent(void);
