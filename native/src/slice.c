@@ -15,6 +15,9 @@
 static gp_config_t cfg;
 static pthread_once_t limits_once = PTHREAD_ONCE_INIT;
 static pthread_once_t accounting_once = PTHREAD_ONCE_INIT;
+/* Set (release) at the end of each one-time step: every allocation asks for both, and a load
+ * is cheaper than a call into pthread_once. */
+static int limits_read, accounting_mapped;
 
 static void atfork_child(void) {
     gp_ptrtab_fork_child();
@@ -36,10 +39,12 @@ static void read_limits(void) {
         }
     }
     pthread_atfork(gp_ptrtab_fork_prepare, gp_ptrtab_fork_parent, atfork_child);
+    __atomic_store_n(&limits_read, 1, __ATOMIC_RELEASE);
 }
 
 const gp_config_t *gp_limits(void) {
-    pthread_once(&limits_once, read_limits);
+    if (__builtin_expect(!__atomic_load_n(&limits_read, __ATOMIC_ACQUIRE), 0))
+        pthread_once(&limits_once, read_limits);
     return &cfg;
 }
 
@@ -50,9 +55,13 @@ static void map_accounting(void) {
     uint64_t limits[GP_MAX_ROWS];
     for (int i = 0; i < c->nrows; i++) limits[i] = c->rows[i].limit;
     gp_region_init(limits, c->nrows);
+    __atomic_store_n(&accounting_mapped, 1, __ATOMIC_RELEASE);
 }
 
-void gp_accounting_ready(void) { pthread_once(&accounting_once, map_accounting); }
+void gp_accounting_ready(void) {
+    if (__builtin_expect(!__atomic_load_n(&accounting_mapped, __ATOMIC_ACQUIRE), 0))
+        pthread_once(&accounting_once, map_accounting);
+}
 
 __attribute__((destructor)) static void leave_accounting(void) { gp_region_process_exit(); }
 
