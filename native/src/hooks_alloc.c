@@ -60,36 +60,36 @@ static gp_target_t vmm_target(const CUmemAllocationProp *prop) {
 
 /* ---- allocations ---------------------------------------------------------------------------- */
 
-CHARGED_ALLOC(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize),
+CHARGED_ALLOC(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize),
               gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
-CHARGED_ALLOC(cuMemAlloc, (CUdeviceptr_v1 * dptr, unsigned int bytesize), (dptr, bytesize),
+CHARGED_ALLOC(cuMemAlloc, (CUdeviceptr_v1 *dptr, unsigned int bytesize), (dptr, bytesize),
               gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 
 /* Managed memory is charged in full to the current device, though it may migrate. */
-CHARGED_ALLOC(cuMemAllocManaged, (CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
+CHARGED_ALLOC(cuMemAllocManaged, (CUdeviceptr *dptr, size_t bytesize, unsigned int flags),
               (dptr, bytesize, flags), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 
 /* Stream-ordered allocations: from a pool, to the pool's device when the program got the pool
  * through an entry point we watch (pools.c), else to the current context's device, as
  * cuMemAllocAsync is (the usual case: the stream belongs to the current context). Frees are
  * credited when enqueued. */
-CHARGED_ALLOC(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
+CHARGED_ALLOC(cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
               (dptr, bytesize, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
-CHARGED_ALLOC(cuMemAllocAsync_ptsz, (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
+CHARGED_ALLOC(cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
               (dptr, bytesize, hStream), gp_target_current(), bytesize, GP_KIND_PTR, *dptr)
 CHARGED_ALLOC(cuMemAllocFromPoolAsync,
-              (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+              (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
               (dptr, bytesize, pool, hStream), gp_target_pool(pool), bytesize, GP_KIND_PTR,
               *dptr)
 CHARGED_ALLOC(cuMemAllocFromPoolAsync_ptsz,
-              (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+              (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
               (dptr, bytesize, pool, hStream), gp_target_pool(pool), bytesize, GP_KIND_PTR,
               *dptr)
 
 /* VMM (PyTorch's expandable segments): physical memory is charged when created, whatever is
  * mapped where, and credited once it is both released and unmapped (hooks_vmm.c). */
 CHARGED_ALLOC(cuMemCreate,
-              (CUmemGenericAllocationHandle * handle, size_t size,
+              (CUmemGenericAllocationHandle *handle, size_t size,
                const CUmemAllocationProp *prop, unsigned long long flags),
               (handle, size, prop, flags), vmm_target(prop), size, GP_KIND_VMM, *handle)
 
@@ -107,11 +107,11 @@ CHARGED_ALLOC(cuMemCreate,
                                      (desc)->Format, (desc)->NumChannels, (desc)->Flags, \
                                      levels))
 #define ARRAY_2D(sym, desc_t)                                                                \
-    CHARGED_ALLOC(sym, (CUarray * pHandle, const desc_t *pAllocateArray),                    \
+    CHARGED_ALLOC(sym, (CUarray *pHandle, const desc_t *pAllocateArray),                    \
                   (pHandle, pAllocateArray), gp_target_current(),                            \
                   ARRAY_BYTES_2D(pAllocateArray), GP_KIND_ARRAY, (uintptr_t)*pHandle)
 #define ARRAY_3D(sym, desc_t)                                                                \
-    CHARGED_ALLOC(sym, (CUarray * pHandle, const desc_t *pAllocateArray),                    \
+    CHARGED_ALLOC(sym, (CUarray *pHandle, const desc_t *pAllocateArray),                    \
                   (pHandle, pAllocateArray), gp_target_current(),                            \
                   ARRAY_BYTES_3D(pAllocateArray, 1), GP_KIND_ARRAY, (uintptr_t)*pHandle)
 ARRAY_2D(cuArrayCreate_v2, CUDA_ARRAY_DESCRIPTOR)
@@ -119,7 +119,7 @@ ARRAY_2D(cuArrayCreate, CUDA_ARRAY_DESCRIPTOR_v1)
 ARRAY_3D(cuArray3DCreate_v2, CUDA_ARRAY3D_DESCRIPTOR)
 ARRAY_3D(cuArray3DCreate, CUDA_ARRAY3D_DESCRIPTOR_v1)
 CHARGED_ALLOC(cuMipmappedArrayCreate,
-              (CUmipmappedArray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+              (CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
                unsigned int numMipmapLevels),
               (pHandle, pMipmappedArrayDesc, numMipmapLevels), gp_target_current(),
               ARRAY_BYTES_3D(pMipmappedArrayDesc, numMipmapLevels), GP_KIND_ARRAY,
