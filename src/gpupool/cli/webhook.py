@@ -11,6 +11,7 @@ import yaml
 
 from gpupool.adapters.webhook import register as registration
 from gpupool.adapters.webhook.certs import ensure_serving_cert
+from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER
 from gpupool.adapters.webhook.runner import WebhookConfig, run_webhook
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 
@@ -42,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "Validates and normalises pods that ask for gpupool.io/gpu-memory, "
             "gpupool.io/gpu-compute or gpupool.io/gpu, stamps the tenant from the namespace "
             "label gpupool.io/tenant, adds gpupool.io/vgpu and the gpupool.io/quota scheduling "
-            "gate; validates GpuQuota objects."
+            "gate; refuses annotations only gpupool writes; validates GpuQuota objects. "
+            "(What gpupool stamped is kept on update by the ValidatingAdmissionPolicy in "
+            "deploy/policies, which needs no webhook.)"
         ),
     )
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on")
@@ -91,6 +94,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="delete the webhook configurations when stopping (dev clusters and tests)",
     )
     serve.add_argument("--name", default=registration.NAME, help="webhook configurations' name")
+    serve.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=[],
+        help="a schedulerName whose kube-scheduler calls gpupool's extender (repeatable; "
+        f"default: {DEFAULT_SCHEDULER}); GPU pods for any other scheduler are refused",
+    )
     serve.add_argument("--log-level", default="INFO")
     serve.set_defaults(func=run_serve)
 
@@ -117,6 +127,7 @@ def _config(args: argparse.Namespace) -> WebhookConfig:
         skip_namespaces=("kube-system", *args.skip_namespace),
         unregister_on_exit=args.unregister_on_exit,
         name=args.name,
+        schedulers=tuple(args.scheduler_name) or (DEFAULT_SCHEDULER,),
     )
 
 

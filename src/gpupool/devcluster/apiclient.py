@@ -37,6 +37,16 @@ OBJECT_PATHS: dict[tuple[str, str], tuple[str, str, bool]] = {
         )
         for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
     },
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicies",
+        False,
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        False,
+    ),
 }
 
 

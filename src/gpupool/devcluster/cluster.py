@@ -4,7 +4,7 @@ configured to call it), the admission webhook (registered with its CA), the cont
 fake node agents' GpuNode heartbeats (`heartbeat.py`), each a `gpupool` process.
 
 gpupool's processes run under their own least-privilege identities, not as admin: `up` applies
-deploy/rbac and the CRDs as admin, registers the webhook as admin (with the CA of the serving
+deploy/rbac, deploy/policies and the CRDs as admin, registers the webhook as admin (with the CA of the serving
 certificate it made for the webhook), and starts each component with a kubeconfig for its
 ServiceAccount (`rbac.py`, `pki/identities/<component>.kubeconfig`).
 
@@ -351,6 +351,7 @@ class DevCluster:
             if gpupool is not None:
                 crds = self._create_crds(api)
                 self._apply_rbac(api)
+                self._apply_policies(api)
                 self._write_identities(server)
                 ensure_serving_cert(self.webhook_cert_dir, WEBHOOK_CERT_HOSTS)
             scheduler = launch("kube-scheduler", self._scheduler_argv(binaries, ports))
@@ -382,6 +383,14 @@ class DevCluster:
     def _apply_rbac(api: KubeApi) -> None:
         """deploy/rbac (and the fake agents' one extra right), as admin."""
         rbac.apply(api, [*rbac.load_rbac(), *rbac.FAKE_AGENT_RBAC])
+
+    @staticmethod
+    def _apply_policies(api: KubeApi) -> None:
+        """deploy/policies (gpupool's marks on pods are gpupool's own), as admin."""
+        from gpupool.adapters.webhook import policy
+
+        for obj in policy.objects():
+            api.create_or_replace(obj)
 
     def _write_identities(self, server: str) -> None:
         """A client certificate and kubeconfig per gpupool process, for its ServiceAccount."""

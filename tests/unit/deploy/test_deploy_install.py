@@ -141,7 +141,7 @@ def test_the_kustomization_lists_every_manifest_once_the_namespace_first() -> No
     assert len(resources) == len(set(resources))
     expected = {
         str(p.relative_to(DEPLOY))
-        for folder in ("crds", "rbac", "install")
+        for folder in ("crds", "rbac", "policies", "install")
         for p in (DEPLOY / folder).glob("*.yaml")
     } - {"rbac/tenant.yaml"}  # a template to copy per tenant
     assert set(resources) == expected

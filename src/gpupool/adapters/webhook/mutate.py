@@ -1,8 +1,12 @@
-"""The mutating decision for a pod, pure: validate and normalise its GPU request, stamp the tenant,
-add the device-plugin resource and the quota scheduling gate.
+"""The mutating decision for a pod being created, pure: validate and normalise its GPU request,
+stamp the tenant, add the device-plugin resource and the quota scheduling gate.
 
 `mutate_pod` returns the JSON Patch (RFC 6902) to apply, or raises the typed error whose message
-the webhook sends back to the user. A pod that asks for no GPU passes unchanged.
+the webhook sends back to the user. A pod that asks for no GPU passes unchanged, unless it
+carries annotations only gpupool writes. The annotations are checked here, on create, because
+here the webhook can tell its own `queued-at` (which it overwrites on every call, so a user's
+value never survives) from a user's; on update the pod-integrity policy (`policy.py`) checks
+them, with no webhook needed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,22 @@ from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
 from gpupool.domain.errors import InvalidRequest
 
 JsonPatch = list[dict[str, Any]]
+
+
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What the webhook knows of the cluster when it admits a pod."""
+
+    # (model, allocatable bytes) of every card the GpuNodes report; () when unknown.
+    cards: tuple[tuple[str, int], ...] = ()
+    # The schedulerNames whose kube-scheduler calls gpupool's extender.
+    schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
+
+
+UNKNOWN_CLUSTER = ClusterFacts()  # no cards known (the catalogue bounds requests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +72,40 @@ def _canonical_models(annotations: dict[str, str], gpu: PodGpu) -> None:
         annotations[names.ANN_EXCLUSIVE] = "true" if request.exclusive else "false"
 
 
+def _written_by_gpupool(annotations: Mapping[str, str], gpu: PodGpu | None) -> None:
+    # queued-at on a GPU pod: a reinvocation of this webhook sees its own; it is overwritten
+    stamped = (names.ANN_QUEUED_AT,) if gpu is not None else ()
+    written = sorted(k for k in annotations if k in names.SYSTEM_ANNOTATIONS and k not in stamped)
+    if written:
+        raise InvalidRequest(
+            f"annotations {', '.join(written)} are written by gpupool; remove them from the pod"
+        )
+
+
+def _check_scheduler(spec: Mapping[str, Any], schedulers: tuple[str, ...]) -> None:
+    name = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    if name not in schedulers:
+        raise InvalidRequest(
+            f"the pod asks for GPUs but spec.schedulerName is {name!r}, a scheduler that does "
+            f"not place gpupool's GPUs, so the pod would wait forever; set spec.schedulerName "
+            f"to {' or '.join(repr(s) for s in schedulers)} (or remove it)"
+        )
+
+
 def mutate_pod(
-    pod: Mapping[str, Any], namespace_labels: Mapping[str, str], queued_at: str
+    pod: Mapping[str, Any],
+    namespace_labels: Mapping[str, str],
+    queued_at: str,
+    cluster: ClusterFacts = UNKNOWN_CLUSTER,
 ) -> PodMutation:
-    """The patch for a pod being created; `queued_at` is the submit time (RFC 3339) to stamp."""
+    """The patch for a pod being created; `queued_at` is the submit time (RFC 3339) to stamp.
+    The pod's shape is already checked (`shape.check_pod`)."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     tenant = tenant_of(namespace_labels)
-    gpu = read_pod_gpu(pod, tenant=tenant)
+    gpu = read_pod_gpu(pod, tenant=tenant, cluster_cards=cluster.cards)
+    _written_by_gpupool(annotations, gpu)
     if gpu is None:
         ours = sorted(k for k in annotations if k in names.USER_ANNOTATIONS)
         warnings = (
@@ -69,14 +114,7 @@ def mutate_pod(
             else ()
         )
         return PodMutation([], None, None, warnings)
-    # queued-at is ours too, but a reinvocation of this webhook sees it: it is overwritten below
-    written = sorted(
-        k for k in annotations if k in names.SYSTEM_ANNOTATIONS and k != names.ANN_QUEUED_AT
-    )
-    if written:
-        raise InvalidRequest(
-            f"annotations {', '.join(written)} are written by gpupool; remove them from the pod"
-        )
+    _check_scheduler(spec, cluster.schedulers)
     if spec.get("nodeName"):
         raise InvalidRequest(
             f"the pod asks for GPUs but sets spec.nodeName ({spec['nodeName']}); GPU pods must "

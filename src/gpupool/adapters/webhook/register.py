@@ -3,8 +3,15 @@
 `configurations` is pure: the Mutating- and ValidatingWebhookConfiguration objects for a webhook
 reachable at `url` (an https URL the apiserver can dial, e.g. https://127.0.0.1:9443 in the dev
 cluster) or at an in-cluster Service, with the CA bundle that signed its serving certificate.
-Pods are mutated on create and validated on update; GpuQuotas are validated on create and update.
-The failure policy is Fail: a GPU pod that slipped past the webhook would skip its quota.
+Pods are mutated on create; GpuQuotas are validated on create and update (pod updates are the
+pod-integrity policy's, `policy.py`, which needs no webhook).
+
+The API server sends a pod to the webhook only when it concerns gpupool (`POD_CONDITION`, CEL):
+a container asks for a gpupool.io resource, or the pod carries a gpupool.io annotation or the
+quota gate. Every other pod is created without a call, so a webhook outage never blocks them.
+For the pods it does get the failure policy is Fail (a GPU pod that slipped past the webhook
+would skip its quota), and the webhook's name, which the API server quotes when it cannot call
+it, says why they wait: `failed calling webhook "gpu-pods-need-the-gpupool-webhook.gpupool.io"`.
 Namespaces `kube-system` and the webhook's own are never sent to it, so a webhook that is down
 cannot block its own restart.
 """
@@ -23,11 +30,40 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
 )
 
-from gpupool.adapters.webhook.server import MUTATE_PODS, VALIDATE_PODS, VALIDATE_QUOTAS
+from gpupool.adapters.webhook.server import MUTATE_PODS, VALIDATE_QUOTAS
 from gpupool.adapters.wire import names
 
 NAME = "gpupool"
 FIELD_MANAGER = "gpupool-webhook"
+POD_WEBHOOK = "gpu-pods-need-the-gpupool-webhook.gpupool.io"
+QUOTA_WEBHOOK = "gpuquotas.validate.gpupool.io"
+
+
+def _asks(containers: str) -> str:
+    """CEL: a container of `containers` (a list field of the pod) asks for a gpupool.io resource."""
+    return (
+        f"(has(object.spec.{containers}) && object.spec.{containers}.exists(c, "
+        f"has(c.resources) && ("
+        f"(has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('{names.GROUP}/')))"
+        f" || (has(c.resources.requests) && "
+        f"c.resources.requests.exists(r, r.startsWith('{names.GROUP}/'))))))"
+    )
+
+
+# The pods the webhook is called for: what gpupool reads or writes on a pod at creation.
+POD_CONDITION = {
+    "name": "concerns-gpupool",
+    "expression": " || ".join(
+        (
+            _asks("containers"),
+            _asks("initContainers"),
+            f"(has(object.metadata.annotations) && "
+            f"object.metadata.annotations.exists(k, k.startsWith('{names.GROUP}/')))",
+            f"(has(object.spec.schedulingGates) && "
+            f"object.spec.schedulingGates.exists(g, g.name == '{names.QUOTA_GATE}'))",
+        )
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +141,6 @@ def configurations(reg: Registration) -> list[dict[str, Any]]:
         "resources": ["pods"],
         "scope": "Namespaced",
     }
-    pods_update = {**pods_create, "operations": ["UPDATE"]}
     quotas = {
         "apiGroups": [names.GROUP],
         "apiVersions": [names.VERSION],
@@ -119,7 +154,8 @@ def configurations(reg: Registration) -> list[dict[str, Any]]:
         "metadata": {"name": reg.name},
         "webhooks": [
             {
-                **_webhook(reg, "pods.mutate.gpupool.io", MUTATE_PODS, pods_create, True),
+                **_webhook(reg, POD_WEBHOOK, MUTATE_PODS, pods_create, True),
+                "matchConditions": [POD_CONDITION],
                 "reinvocationPolicy": "IfNeeded",
             }
         ],
@@ -129,8 +165,7 @@ def configurations(reg: Registration) -> list[dict[str, Any]]:
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": reg.name},
         "webhooks": [
-            _webhook(reg, "pods.validate.gpupool.io", VALIDATE_PODS, pods_update, True),
-            _webhook(reg, "gpuquotas.validate.gpupool.io", VALIDATE_QUOTAS, quotas, False),
+            _webhook(reg, QUOTA_WEBHOOK, VALIDATE_QUOTAS, quotas, False),
         ],
     }
     return [mutating, validating]

@@ -13,6 +13,7 @@ from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.webhook import register
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.adapters.webhook.lookups import KubeLookups
+from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER
 from gpupool.adapters.webhook.server import build_app, serve
 
 log = logging.getLogger("gpupool.webhook")
@@ -32,12 +33,14 @@ class WebhookConfig:
     skip_namespaces: tuple[str, ...] = ("kube-system",)
     unregister_on_exit: bool = False
     name: str = register.NAME
+    # The schedulerNames that call gpupool's extender; GPU pods for any other are refused.
+    schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
 
 
 async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
     cert = ensure_serving_cert(config.cert_dir, config.cert_hosts)
     client = async_client(config.kubeconfig, field_manager=register.FIELD_MANAGER)
-    app = build_app(KubeLookups(client), lambda: dt.datetime.now(dt.UTC))
+    app = build_app(KubeLookups(client), lambda: dt.datetime.now(dt.UTC), config.schedulers)
     runner = await serve(app, config.host, config.port, cert)
     registration = None
     try:

@@ -2,11 +2,14 @@
 
 Routes (all POST an AdmissionReview v1 and get one back):
 - `/mutate/pods`: validate and normalise GPU pods, stamp the tenant, add vgpu and the quota gate;
-- `/validate/pods`: on update, what gpupool stamped at creation stays;
 - `/validate/gpuquotas`: a GpuQuota must make sense alone and with the other tenants' quotas;
 - `GET /healthz`.
 A body that is not an AdmissionReview gets HTTP 400; anything else, even a bug or an unreachable
-apiserver, is answered as a denial with a message (HTTP 200), never a 500.
+apiserver, is answered as a denial with a message of ours (HTTP 200), never a 500 and never
+Python's own words (a bug's details go to the log, under the request's uid).
+
+What gpupool stamped on a pod is kept on update by the pod-integrity policy (`policy.py`), which
+the API server evaluates itself: no webhook call, so no pod update waits for this server.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from gpupool.adapters.webhook.certs import ServingCert
+from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts
 from gpupool.adapters.webhook.review import (
+    AdmissionRequest,
     MalformedReview,
     answer,
     parse_review,
     review_pod,
-    review_pod_update,
     review_quota,
 )
 from gpupool.quota.spec import TenantQuota
@@ -33,7 +37,6 @@ from gpupool.quota.spec import TenantQuota
 log = logging.getLogger("gpupool.webhook")
 
 MUTATE_PODS = "/mutate/pods"
-VALIDATE_PODS = "/validate/pods"
 VALIDATE_QUOTAS = "/validate/gpuquotas"
 
 
@@ -46,6 +49,10 @@ class Lookups(Protocol):
         """Every readable GpuQuota (unreadable ones are skipped)."""
         ...
 
+    async def cards(self) -> tuple[tuple[str, int], ...]:
+        """(model, allocatable bytes) of every card the GpuNodes report."""
+        ...
+
 
 Clock = Callable[[], dt.datetime]
 
@@ -54,7 +61,7 @@ def rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-Handler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+Handler = Callable[[AdmissionRequest], Awaitable[dict[str, Any]]]
 
 
 def _endpoint(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -65,43 +72,52 @@ def _endpoint(handler: Handler) -> Callable[[web.Request], Awaitable[web.Respons
             return web.json_response({"error": str(err)}, status=400)
         try:
             return web.json_response(await handler(request))
-        except Exception as err:  # never a 500: deny, with a message, and log the cause
-            log.exception("webhook %s failed for %s", http.path, request.get("uid"))
+        except Exception:  # never a 500 nor Python's words: deny in ours, log the cause
+            log.exception("webhook %s failed for request %s", http.path, request.uid)
             return web.json_response(
                 answer(
-                    str(request["uid"]),
+                    request.uid,
                     allowed=False,
                     code=500,
-                    message=f"the gpupool webhook could not decide: {err}; retry, and if it "
-                    f"persists see the webhook's log",
+                    message=f"the gpupool webhook failed on this request (a bug: its log has "
+                    f"the details under request {request.uid}); retry, and if it persists "
+                    f"report it",
                 )
             )
 
     return serve
 
 
-def build_app(lookups: Lookups, clock: Clock) -> web.Application:
-    async def mutate_pods(request: Mapping[str, Any]) -> dict[str, Any]:
-        if request.get("operation") != "CREATE":
-            return answer(str(request["uid"]), allowed=True)
-        namespace = str(request.get("namespace") or "")
+async def _cards(lookups: Lookups) -> tuple[tuple[str, int], ...]:
+    try:
+        return await lookups.cards()
+    except Exception as err:  # the catalogue still bounds a request; the extender does the rest
+        log.warning("cannot read GpuNodes, judging requests by the catalogue: %s", err)
+        return ()
+
+
+def build_app(
+    lookups: Lookups, clock: Clock, schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
+) -> web.Application:
+    async def mutate_pods(request: AdmissionRequest) -> dict[str, Any]:
+        if request.operation != "CREATE":
+            return answer(request.uid, allowed=True)
+        namespace = request.namespace
         try:
             labels = await lookups.namespace_labels(namespace)
         except Exception as err:
             log.warning("cannot read namespace %s: %s", namespace, err)
             return answer(
-                str(request["uid"]),
+                request.uid,
                 allowed=False,
                 code=503,
                 message=f"gpupool cannot read namespace {namespace!r} to find the pod's tenant "
-                f"({err}); retry",
+                f"(the API server did not answer); retry",
             )
-        return review_pod(request, labels, rfc3339(clock()))
+        cluster = ClusterFacts(cards=await _cards(lookups), schedulers=schedulers)
+        return review_pod(request, labels, rfc3339(clock()), cluster)
 
-    async def validate_pods(request: Mapping[str, Any]) -> dict[str, Any]:
-        return review_pod_update(request)
-
-    async def validate_quotas(request: Mapping[str, Any]) -> dict[str, Any]:
+    async def validate_quotas(request: AdmissionRequest) -> dict[str, Any]:
         return review_quota(request, await lookups.quotas())
 
     async def healthz(_: web.Request) -> web.Response:
@@ -109,7 +125,6 @@ def build_app(lookups: Lookups, clock: Clock) -> web.Application:
 
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post(MUTATE_PODS, _endpoint(mutate_pods))
-    app.router.add_post(VALIDATE_PODS, _endpoint(validate_pods))
     app.router.add_post(VALIDATE_QUOTAS, _endpoint(validate_quotas))
     app.router.add_get("/healthz", healthz)
     return app

@@ -3,14 +3,15 @@
 `read_pod_gpu` validates as it reads and raises one typed error per kind of bad input, each
 saying what to write instead: InvalidQuantity (GPU memory), InvalidRequest (compute, count,
 annotations, containers, fields the system owns), UnknownGpuModel (a model name), and
-RequestExceedsCluster (more memory per GPU than any card it may land on has). A pod that asks
+RequestExceedsCluster (more memory per GPU than any card it may land on has: the
+cluster's cards when the caller knows them, else the catalogue's). A pod that asks
 for no GPU reads as None.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,22 @@ def _models(annotations: Mapping[str, str], name: str) -> tuple[str, ...]:
         raise type(err)(f"annotation {name}: {err}") from None
 
 
-def _check_fits_a_card(memory: int, models: tuple[str, ...], where: str) -> None:
+def _check_fits_a_card(
+    memory: int, models: tuple[str, ...], where: str, cards: Sequence[tuple[str, int]]
+) -> None:
+    """RequestExceedsCluster when no card can hold `memory`: the cluster's cards (model,
+    allocatable bytes) of the allowed models when it has any, else the catalogue's."""
+    fitting = [(size, model) for model, size in cards if not models or model in models]
+    if fitting:
+        largest, model = max(fitting)
+        if memory > largest:
+            raise RequestExceedsCluster(
+                f"{where}{names.RES_GPU_MEMORY} asks for {format_bytes(memory)} per GPU but the "
+                f"largest {'|'.join(models) + ' ' if models else ''}card in this cluster "
+                f"({model}) has {format_bytes(largest)} allocatable; ask for less, or for more "
+                f"GPUs"
+            )
+        return
     if models:
         sizes = [get_model(m).memory_bytes for m in models]
         if any(size is None for size in sizes):
@@ -158,9 +174,14 @@ def pod_name(pod: Mapping[str, Any]) -> str:
 
 
 def read_pod_gpu(
-    pod: Mapping[str, Any], *, tenant: str = names.DEFAULT_TENANT, priority: int | None = None
+    pod: Mapping[str, Any],
+    *,
+    tenant: str = names.DEFAULT_TENANT,
+    priority: int | None = None,
+    cluster_cards: Sequence[tuple[str, int]] = (),
 ) -> PodGpu | None:
-    """The pod's GPU request, validated; None when it asks for no GPU."""
+    """The pod's GPU request, validated; None when it asks for no GPU. `cluster_cards` (model,
+    allocatable bytes per card) bound the memory a GPU may ask; without them, the catalogue."""
     spec = pod.get("spec") or {}
     meta = pod.get("metadata") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
@@ -229,7 +250,7 @@ def read_pod_gpu(
             f"got {_quoted(policy)}"
         )
     if memory is not None:
-        _check_fits_a_card(memory, models, where)
+        _check_fits_a_card(memory, models, where, cluster_cards)
     if priority is None:
         raw_priority = spec.get("priority")
         priority = int(raw_priority) if isinstance(raw_priority, int) else 0
