@@ -4,9 +4,9 @@ configured to call it), the admission webhook (registered with its CA), the cont
 fake node agents' GpuNode heartbeats (`heartbeat.py`), each a `gpupool` process.
 
 gpupool's processes run under their own least-privilege identities, not as admin: `up` applies
-deploy/rbac, deploy/policies and the CRDs as admin, registers the webhook as admin (with the CA of the serving
-certificate it made for the webhook), and starts each component with a kubeconfig for its
-ServiceAccount (`rbac.py`, `pki/identities/<component>.kubeconfig`).
+deploy/rbac, deploy/policies and the CRDs as admin, registers the webhook as admin (with the CA
+of the serving certificate it made for the webhook), and starts each component with a kubeconfig
+for its ServiceAccount (`rbac.py`, `pki/identities/<component>.kubeconfig`).
 
 Everything lives in one state folder: `pki/` (with `identities/` and `users/`, the kubeconfigs
 of components and of `user_kubeconfig`), `etcd/` (data), `logs/<component>.log`, `kubeconfig`
