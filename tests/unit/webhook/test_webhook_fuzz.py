@@ -57,8 +57,27 @@ class FakeLookups:
         return (("A100-80GB", 72 * GiB), ("A100-80GB", 72 * GiB))
 
 
+class BrokenLookups(FakeLookups):
+    """Lookups that fail as a bug or an unreachable API server would."""
+
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    async def quotas(self) -> list[TenantQuota]:
+        raise AttributeError("'NoneType' object has no attribute 'items'")
+
+    async def cards(self) -> tuple[tuple[str, int], ...]:
+        raise KeyError("status")
+
+
+class NoGpuNodes(FakeLookups):
+    async def cards(self) -> tuple[tuple[str, int], ...]:
+        raise ConnectionError("the API server is restarting")
+
+
 class Server:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, lookups: FakeLookups | None = None) -> None:
+        self.lookups = lookups or FakeLookups()
         self.cert = ensure_serving_cert(folder, ("127.0.0.1",))
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -67,7 +86,7 @@ class Server:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        app = build_app(FakeLookups(), lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+        app = build_app(self.lookups, lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
         self.runner = self.loop.run_until_complete(serve(app, "127.0.0.1", 0, self.cert))
         self.port = self.runner.addresses[0][1]
         self.ready.set()
@@ -304,3 +323,58 @@ def test_the_shapes_that_used_to_crash_get_our_own_sentence(server: Server, obj:
 def test_a_body_that_is_not_json_gets_a_400_in_our_words(server: Server) -> None:
     status, answer = server.post(MUTATE_PODS, b"{not json")
     assert status == 400 and answer == {"error": "the body is not JSON"}
+
+
+def test_a_bug_or_an_unreachable_api_server_is_answered_in_our_words(tmp_path: Path) -> None:
+    broken = Server(tmp_path, BrokenLookups())
+    broken.start()
+    try:
+        pod = {"spec": {"containers": [{"name": "m", "resources": {"limits": {"cpu": "1"}}}]}}
+        quota = {"metadata": {"name": "a"}, "spec": {"nominal": "1Gi"}}
+        answers = {}
+        for path, obj in ((MUTATE_PODS, pod), (VALIDATE_QUOTAS, quota)):
+            sent = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u", "operation": "CREATE", "namespace": "ns", "object": obj},
+            }
+            status, answer = broken.post(path, json.dumps(sent).encode())
+            assert status == 200
+            text = json.dumps(answer)
+            assert not [w for w in (*PYTHON_WORDS, "Errno", "items") if w in text], text
+            answers[path] = answer["response"]
+    finally:
+        broken.stop()
+    pods, quotas = answers[MUTATE_PODS], answers[VALIDATE_QUOTAS]
+    assert pods["allowed"] is False and pods["status"]["code"] == 503
+    assert "cannot read namespace 'ns'" in pods["status"]["message"]
+    assert quotas["allowed"] is False and quotas["status"]["code"] == 500
+    assert "the gpupool webhook failed on this request" in quotas["status"]["message"]
+    assert "request u" in quotas["status"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("lookups", "expected"),
+    [
+        (FakeLookups(), "the largest card in this cluster (A100-80GB) has 72Gi allocatable"),
+        (NoGpuNodes(), "the largest GPU gpupool knows has"),  # GpuNodes unreadable: catalogue
+    ],
+)
+def test_the_request_is_bounded_by_the_clusters_cards_else_the_catalogue(
+    tmp_path: Path, lookups: FakeLookups, expected: str
+) -> None:
+    running = Server(tmp_path, lookups)
+    running.start()
+    try:
+        limits = {names.RES_GPU_MEMORY: "1000Gi"}
+        pod = {"spec": {"containers": [{"name": "m", "resources": {"limits": limits}}]}}
+        sent = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "u", "operation": "CREATE", "namespace": "ns", "object": pod},
+        }
+        status, answer = running.post(MUTATE_PODS, json.dumps(sent).encode())
+    finally:
+        running.stop()
+    assert status == 200 and answer["response"]["allowed"] is False
+    assert expected in answer["response"]["status"]["message"]
