@@ -17,12 +17,20 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.coordination import (
+    holder,
+    lease_path,
+    read_term,
+    renewed_past_one_term,
+    wait_for_takeover,
+)
+from support.waiting import wait_until
 
 from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
@@ -35,11 +43,11 @@ pytestmark = pytest.mark.e2e
 
 GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 REPO = Path(__file__).resolve().parents[2]
-COORDINATION = "/apis/coordination.k8s.io/v1"
 QUOTAS = "/apis/gpupool.io/v1alpha1/gpuquotas"
 LEASE_NAME = "gpupool-controller"
 GATE = "gpupool.io/quota"
 # Short, so the takeover shows within seconds; the renew deadline keeps 2 s under the lease.
+# Only the processes use them: the test reads every time it compares off the Lease.
 LEASE_S, DEADLINE_S, RETRY_S = 6, 4.0, 0.5
 RECONCILING = "leader: reconciling"  # what the manager logs when it starts reconciling
 
@@ -74,13 +82,12 @@ def _start(cluster: E2ECluster, identity: str, leader_ns: str, log_dir: Path) ->
 
 
 def _lease(api: KubeApi, ns: str) -> dict[str, Any] | None:
-    lease: dict[str, Any] | None = api.find(f"{COORDINATION}/namespaces/{ns}/leases/{LEASE_NAME}")
+    lease: dict[str, Any] | None = api.find(lease_path(ns, LEASE_NAME))
     return lease
 
 
 def _holder(api: KubeApi, ns: str) -> str | None:
-    lease = _lease(api, ns)
-    return (lease or {}).get("spec", {}).get("holderIdentity") or None
+    return holder(api, ns, LEASE_NAME)
 
 
 def _gated_pod(api: KubeApi, ns: str, name: str, tenant: str) -> None:
@@ -167,15 +174,15 @@ def test_one_controller_reconciles_and_the_other_takes_over_when_it_dies(
 
     try:
         # Exactly one holds the Lease; for longer than a lease it renews and nobody takes over.
-        holder = poll_until(lambda: _holder(api, ns), timeout_s=30, interval_s=0.2)
-        assert holder in replicas, f"lease holder {holder!r}:\n{logs()}"
-        leader = replicas[holder]
+        elected = wait_until(lambda: _holder(api, ns), 30, lambda: f"a lease holder\n{logs()}")
+        assert elected in replicas, f"lease holder {elected!r}:\n{logs()}"
+        leader = replicas[elected]
         [standby] = [r for r in replicas.values() if r is not leader]
-        watch_until = time.monotonic() + LEASE_S + 2 * RETRY_S
-        while time.monotonic() < watch_until:
-            assert _holder(api, ns) == leader.identity, logs()
+
+        def both_run() -> None:
             assert all(processes.is_running(r.record) for r in replicas.values()), logs()
-            time.sleep(RETRY_S / 2)
+
+        renewed_past_one_term(api, ns, LEASE_NAME, leader.identity, both_run, logs)
         assert RECONCILING in leader.log(), logs()
         assert RECONCILING not in standby.log(), logs()
 
@@ -192,21 +199,31 @@ def test_one_controller_reconciles_and_the_other_takes_over_when_it_dies(
 
         # SIGKILL the leader: no release, the standby must wait the lease out.
         os.kill(leader.record.pid, signal.SIGKILL)
-        killed_at = time.monotonic()
-        assert poll_until(lambda: not processes.is_running(leader.record), timeout_s=10)
+        wait_until(lambda: not processes.is_running(leader.record), 10, "the leader to die")
+        dead = read_term(api, ns, LEASE_NAME)  # its last renewal: nobody writes until a takeover
+        assert dead is not None and dead.holder == leader.identity, f"{dead}\n{logs()}"
         _gated_pod(api, ns, "second", tenant)
-        # Nobody admits it while the dead leader's lease runs (it renewed at most a retry ago).
-        while time.monotonic() - killed_at < LEASE_S - RETRY_S - 1.5:
-            assert _gates(api, ns, "second") == [GATE], logs()
-            assert _holder(api, ns) == leader.identity, logs()
-            time.sleep(0.2)
-        took_over = poll_until(
-            lambda: _holder(api, ns) == standby.identity, timeout_s=LEASE_S + 20, interval_s=0.1
+
+        # Nobody admits it while the dead leader's term runs (by the Lease's own times); then
+        # the standby takes the Lease over.
+        def still_gated() -> Callable[[], None]:
+            gates = _gates(api, ns, "second")
+
+            def check() -> None:
+                assert gates == [GATE], f"admitted while {dead} ran\n{logs()}"
+
+            return check
+
+        took_over = wait_for_takeover(
+            api,
+            ns,
+            LEASE_NAME,
+            dead,
+            standby.identity,
+            lambda: f"a takeover\n{logs()}",
+            observe=still_gated,
         )
-        waited = time.monotonic() - killed_at
-        assert took_over, f"no takeover {waited:.1f} s after the kill:\n{logs()}"
-        lease = _lease(api, ns)
-        assert lease is not None and lease["spec"]["leaseTransitions"] >= 1, lease
+        assert took_over.transitions == dead.transitions + 1, took_over
 
         # The survivor, now leader, admits the next gated pod.
         admitted = poll_until(

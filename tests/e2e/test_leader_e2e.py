@@ -16,7 +16,6 @@ import json
 import os
 import signal
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -24,6 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.coordination import (
+    holder,
+    lease_path,
+    read_term,
+    renewed_past_one_term,
+    wait_for_takeover,
+)
+from support.waiting import wait_until
 
 from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
@@ -37,11 +44,11 @@ pytestmark = pytest.mark.e2e
 
 GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 GPULEASES = "/apis/gpupool.io/v1alpha1"
-COORDINATION = "/apis/coordination.k8s.io/v1"
 LEASE_NAME = "gpupool-extender"
 LEADER_URL = "gpupool.io/leader-url"
 FORWARDED = "X-Gpupool-Forwarded"
 # Short, so the takeover shows within seconds; the renew deadline keeps 2 s under the lease.
+# Only the processes use them: the test reads every time it compares off the Lease.
 LEASE_S, DEADLINE_S, RETRY_S = 6, 4.0, 0.5
 
 
@@ -110,13 +117,12 @@ def _start(cluster: E2ECluster, identity: str, leader_ns: str, log_dir: Path) ->
 
 
 def _lease(api: KubeApi, ns: str) -> dict[str, Any] | None:
-    lease: dict[str, Any] | None = api.find(f"{COORDINATION}/namespaces/{ns}/leases/{LEASE_NAME}")
+    lease: dict[str, Any] | None = api.find(lease_path(ns, LEASE_NAME))
     return lease
 
 
 def _holder(api: KubeApi, ns: str) -> str | None:
-    lease = _lease(api, ns)
-    return (lease or {}).get("spec", {}).get("holderIdentity") or None
+    return holder(api, ns, LEASE_NAME)
 
 
 def _leader_url(api: KubeApi, ns: str) -> str | None:
@@ -227,17 +233,18 @@ def test_one_replica_binds_and_the_other_takes_over_when_it_dies(
     logs = lambda: "\n".join(f"--- {r.identity}\n{r.log()}" for r in replicas.values())  # noqa: E731
     try:
         # Exactly one holds the Lease, and only that one says it leads.
-        holder = poll_until(lambda: _holder(api, ns), timeout_s=30)
-        assert holder in replicas, f"lease holder {holder!r}:\n{logs()}"
-        leader = replicas[holder]
+        elected = wait_until(lambda: _holder(api, ns), 30, lambda: f"a lease holder\n{logs()}")
+        assert elected in replicas, f"lease holder {elected!r}:\n{logs()}"
+        leader = replicas[elected]
         [follower] = [r for r in replicas.values() if r is not leader]
-        assert poll_until(lambda: _says_leader(leader), timeout_s=10), logs()
-        # For longer than a lease: the leader renews, the follower never takes over.
-        watch_until = time.monotonic() + LEASE_S + 2 * RETRY_S
-        while time.monotonic() < watch_until:
-            assert _holder(api, ns) == leader.identity, logs()
+        wait_until(lambda: _says_leader(leader), 10, lambda: f"the leader to say so\n{logs()}")
+
+        # For longer than a lease (renewed past the term it held, by the Lease's own times): the
+        # leader renews, the follower never takes over nor says it leads.
+        def follows() -> None:
             assert _says_leader(follower) is False, logs()
-            time.sleep(RETRY_S / 2)
+
+        renewed_past_one_term(api, ns, LEASE_NAME, leader.identity, follows, logs)
         # Both serve: /healthz speaks of the cache, not of the lease.
         assert _http(follower.url("/healthz"))[0] == 200
         # The leader's URL is on the Lease beside its name.
@@ -263,26 +270,26 @@ def test_one_replica_binds_and_the_other_takes_over_when_it_dies(
 
         # SIGKILL the leader: no release, the follower must wait its lease out.
         os.kill(leader.record.pid, signal.SIGKILL)
-        killed_at = time.monotonic()
-        assert poll_until(lambda: not processes.is_running(leader.record), timeout_s=10)
-        # Until then the follower still forwards to the dead leader: an Error naming it.
+        wait_until(lambda: not processes.is_running(leader.record), 10, "the leader to die")
+        dead = read_term(api, ns, LEASE_NAME)  # its last renewal: nobody writes until a takeover
+        assert dead is not None and dead.holder == leader.identity, f"{dead}\n{logs()}"
+        # While that term runs the follower still forwards to the dead leader: an Error naming
+        # it, and the Lease, read after the reply, still the dead leader's.
         pod = _unscheduled_pod(api, ns, "p")
         body = _bind_body(pod, node)
         error = _bind(follower, body)
-        assert time.monotonic() - killed_at < LEASE_S - RETRY_S, "too slow to see the window"
         assert f"leader at {leader.advertised} failed" in error, error
+        assert read_term(api, ns, LEASE_NAME) == dead, (
+            "the window was missed: a takeover came first"
+        )
         assert _forwards(follower, "error") == 1, logs()
         _untouched(api, ns, pod)
-        took_over = poll_until(
-            lambda: _holder(api, ns) == follower.identity, timeout_s=LEASE_S + 20, interval_s=0.1
+        # It takes over, and not before that term has run out by the Lease's own times.
+        took_over = wait_for_takeover(
+            api, ns, LEASE_NAME, dead, follower.identity, lambda: f"a takeover\n{logs()}"
         )
-        waited = time.monotonic() - killed_at
-        assert took_over, f"no takeover {waited:.1f} s after the kill:\n{logs()}"
-        # The dead leader renewed at most one retry (and a round) before the kill.
-        assert waited >= LEASE_S - RETRY_S - 1.0, f"took over after {waited:.1f} s:\n{logs()}"
-        lease = _lease(api, ns)
-        assert lease is not None and lease["spec"]["leaseTransitions"] >= 1, lease
-        assert poll_until(lambda: _says_leader(follower), timeout_s=5), logs()
+        assert took_over.transitions == dead.transitions + 1, took_over
+        wait_until(lambda: _says_leader(follower), 10, lambda: f"the follower to say so\n{logs()}")
 
         assert _leader_url(api, ns) == follower.advertised, _lease(api, ns)
 
