@@ -13,12 +13,12 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.native
 
@@ -414,10 +414,12 @@ def test_a_killed_but_unreaped_zombie_holds_nothing(limiter: Limiter) -> None:
         victim.send_signal(signal.SIGKILL)
         # Wait until the kernel has made it a zombie, without reaping it (no waitpid).
         status = Path(f"/proc/{victim.pid}/stat")
-        deadline = time.monotonic() + TIMEOUT
-        while status.read_text().rsplit(")", 1)[1].split()[0] != "Z":
-            assert time.monotonic() < deadline, "SIGKILLed process never became a zombie"
-            time.sleep(0.01)
+        wait_until(
+            lambda: status.read_text().rsplit(")", 1)[1].split()[0] == "Z",
+            TIMEOUT,
+            "the SIGKILLed process to become a zombie",
+            interval_s=0.01,
+        )
         assert limiter.run("alloc", "48Mi").rcs() == [0]
     finally:
         victim.wait(timeout=TIMEOUT)

@@ -11,11 +11,19 @@ from typing import Any, cast
 
 import pytest
 from lightkube import AsyncClient
+from support.waiting import wait_until_async
 from test_leader import DEADLINE_S, LEASE_S, Clock, FakeApi, _elector
 
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubernetes.leader import LeaderElector, NotLeader
 from gpupool.controllers.manager import Loop, run_loops
+
+BOUND = 5.0  # seconds: a hang guard on each wait; every step is in-process
+
+
+def _until(check: Callable[[], bool], what: str) -> Awaitable[bool]:
+    return wait_until_async(check, BOUND, what)
+
 
 POD = {"metadata": {"name": "p", "namespace": "t", "uid": "u"}}
 
@@ -71,23 +79,36 @@ def test_every_cluster_write_asks_first_and_refused_writes_nothing(write: str) -
 
 class Replica:
     """One controller replica: its elector, a ClusterApi guarded by it, and `run_loops` with one
-    reconciler that reads (yields) and then writes twice, as a round does."""
+    reconciler that reads (yields) and then writes twice, as a round does.
+
+    What a round did is observable without waiting a while: `decided` counts the rounds that
+    asked whether to reconcile (a standby's round ends at that answer: nothing more can happen in
+    it), `rounds` the reconciles begun, `finished` those that returned or raised."""
 
     def __init__(self, lease_api: FakeApi, clock: Clock, who: str, writes: list[str]) -> None:
         self.wake = asyncio.Event()
         self.elector: LeaderElector = _elector(lease_api, clock, who, on_elected=self.wake.set)
         self.api = _api(who, writes, self.elector.is_leader)
+        self.decided = 0
         self.rounds = 0
+        self.finished = 0
         self.between_writes: Callable[[], None] = lambda: None
         self.stop = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
+    def leading(self) -> bool:
+        self.decided += 1
+        return self.elector.is_leader()
+
     async def reconcile(self) -> None:
         self.rounds += 1
-        await asyncio.sleep(0)  # the reads
-        await self.api.patch_pod("t", "first", {}, json_patch=False)
-        self.between_writes()
-        await self.api.patch_pod("t", "second", {}, json_patch=False)
+        try:
+            await asyncio.sleep(0)  # the reads
+            await self.api.patch_pod("t", "first", {}, json_patch=False)
+            self.between_writes()
+            await self.api.patch_pod("t", "second", {}, json_patch=False)
+        finally:
+            self.finished += 1
 
     def start(self) -> None:
         # A resync far away: only `wake` (the election) can start a round within the test.
@@ -98,7 +119,7 @@ class Replica:
                 self.stop,
                 resync_s=60.0,
                 debounce_s=0.0,
-                leading=self.elector.is_leader,
+                leading=self.leading,
                 wake=self.wake,
             )
         )
@@ -109,14 +130,6 @@ class Replica:
         await asyncio.wait_for(self.task, timeout=5)
 
 
-async def _until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_a_standby_reconciles_nothing_and_starts_as_soon_as_it_is_elected() -> None:
     async def main() -> None:
         lease_api, clock, writes = FakeApi(), Clock(), []
@@ -125,12 +138,12 @@ def test_a_standby_reconciles_nothing_and_starts_as_soon_as_it_is_elected() -> N
         a = Replica(lease_api, clock, "a", writes)
         await a.elector._try()  # a follows
         a.start()
-        await asyncio.sleep(0.2)
+        await _until(lambda: a.decided == 1, "a's first round")
         assert a.rounds == 0 and writes == []  # standing by: no reads, no writes
         await other.release()  # the leader stops (SIGTERM): a takes over on its next round
         await a.elector._try()
         assert a.elector.is_leader()
-        await _until(lambda: a.rounds == 1, "a's first round as leader")
+        await _until(lambda: a.finished == 1, "a's first round as leader")
         assert writes == ["a patch first", "a patch second"]
         await a.close()
 
@@ -148,8 +161,7 @@ def test_a_replica_whose_lease_is_lost_stops_writing_mid_round_and_the_new_leade
         await b.elector._try()
         a.start()
         b.start()
-        await _until(lambda: a.rounds == 1, "a's first round")
-        await asyncio.sleep(0.1)
+        await _until(lambda: a.finished == 1 and b.decided == 1, "a's and b's first rounds")
         assert writes == ["a patch first", "a patch second"] and b.rounds == 0
 
         # a's next round is woken by a watched change; between its two writes a's term runs out
@@ -161,18 +173,18 @@ def test_a_replica_whose_lease_is_lost_stops_writing_mid_round_and_the_new_leade
 
         a.between_writes = cut_off
         a.wake.set()
-        await _until(lambda: a.rounds == 2, "a's second round")
-        await asyncio.sleep(0.05)
+        await _until(lambda: a.finished == 2, "a's second round")
         assert writes[2:] == ["a patch first"]  # the second write was refused: NotLeader
         # a stays silent; once its lease has run out, b takes it over.
         clock.t += LEASE_S + 1
         await b.elector._try()
         assert b.elector.is_leader() and lease_api.holder() == "b"
-        await _until(lambda: b.rounds == 1, "b's first round as leader")
+        await _until(lambda: b.finished == 1, "b's first round as leader")
         assert writes[3:] == ["b patch first", "b patch second"]
         # a keeps standing by: woken, it neither reads nor writes while b leads.
+        decided = a.decided
         a.wake.set()
-        await asyncio.sleep(0.1)
+        await _until(lambda: a.decided == decided + 1, "a's round after the wake")
         assert a.rounds == 2 and writes[5:] == []
         await a.elector._try()  # a hears from the API server again: it follows b
         assert not a.elector.is_leader()

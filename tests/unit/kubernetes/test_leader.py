@@ -16,6 +16,7 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import Status
 from lightkube.resources.coordination_v1 import Lease
+from support.waiting import wait_until_async
 
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
@@ -333,11 +334,7 @@ def test_run_elects_and_stops() -> None:
         a.retry_s = 0.01
         stop = asyncio.Event()
         task = asyncio.ensure_future(a.run(stop))
-        for _ in range(200):
-            if a.is_leader():
-                break
-            await asyncio.sleep(0.01)
-        assert a.is_leader()
+        await wait_until_async(a.is_leader, 5, "a elected by its own rounds")
         stop.set()
         await asyncio.wait_for(task, timeout=5)
         await a.release()
