@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.waiting import wait_until
 
 from gpupool.adapters.kubernetes.audit import Audit, read_cluster
 from gpupool.devcluster import processes
@@ -124,6 +125,21 @@ def _healthy(url: str) -> bool:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _filter_calls(health_url: str) -> float:
+    """The filter calls the extender has answered, from its /metrics (beside /healthz)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(health_url.replace("/healthz", "/metrics"), timeout=5) as resp:
+        text = resp.read().decode()
+    sample = 'gpupool_extender_requests_total{verb="filter"'
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(sample))
+
+
+def _unbound(pod: dict[str, Any]) -> bool:
+    """Waiting for a node: not bound, not being deleted."""
+    meta, spec = pod["metadata"], pod["spec"]
+    return not spec.get("nodeName") and not meta.get("deletionTimestamp")
 
 
 def _gpunode(name: str) -> dict[str, Any]:
@@ -486,12 +502,24 @@ def test_a_pod_refused_before_a_release_lands_once_the_lease_is_released(chaos: 
         return any("whole free" in e.get("message", "") for e in events)
 
     assert poll_until(refused, timeout_s=30, interval_s=0.5), "the waiter was never refused"
+    # The waiter is the one pod waiting for a node: the extender's filter calls are its tries.
+    waiting = [p["metadata"]["name"] for p in api.get("/api/v1/pods")["items"] if _unbound(p)]
+    assert waiting == ["waiter"], waiting
     chaos.controller.kill()
     api.request(
         "DELETE", f"{path}/full-0", {"apiVersion": "v1", "kind": "DeleteOptions",
                                      "gracePeriodSeconds": 0},
     )  # fmt: skip
-    time.sleep(4)  # kube-scheduler retries the waiter now: full-0's lease still holds its cards
+    tried = _filter_calls(chaos.health_url)
+    # kube-scheduler tries the waiter again on full-0's delete, and the extender refuses it:
+    # full-0's lease still holds its cards, as the controller that releases it is down.
+    wait_until(
+        lambda: _filter_calls(chaos.health_url) > tried,
+        60,
+        lambda: f"kube-scheduler to try the waiter after full-0's delete\n{chaos.log_tails()}",
+        interval_s=0.2,
+    )
+    assert _unbound(api.get(f"{path}/waiter")), "the waiter landed before the lease was released"
     chaos.controller.start()
     landed = poll_until(lambda: running("waiter"), timeout_s=45, interval_s=0.5)
     events = api.get(f"/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name%3Dwaiter")
