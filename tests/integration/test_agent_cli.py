@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
+from support.kubelet import FakeKubelet, fake_kubelet
 
 from gpupool.adapters.device_plugin.proto import api_pb2, api_pb2_grpc
 from gpupool.adapters.device_plugin.server import DevicePluginServer, PluginConfig
@@ -23,33 +20,6 @@ from gpupool.domain.units import GiB, MiB
 from gpupool.ports import NodeReport
 
 BOUND = 20.0  # a hang guard, not a speed claim
-
-
-class FakeKubelet(api_pb2_grpc.RegistrationServicer):
-    def __init__(self) -> None:
-        self.requests: asyncio.Queue[api_pb2.RegisterRequest] = asyncio.Queue()
-
-    async def Register(self, request: api_pb2.RegisterRequest, context: Any) -> api_pb2.Empty:
-        await self.requests.put(request)
-        return api_pb2.Empty()
-
-
-async def start_kubelet(plugin_dir: Path) -> tuple[Any, FakeKubelet]:
-    kubelet = FakeKubelet()
-    server = grpc.aio.server()
-    api_pb2_grpc.add_RegistrationServicer_to_server(kubelet, server)  # type: ignore[no-untyped-call]
-    server.add_insecure_port(f"unix://{plugin_dir / 'kubelet.sock'}")
-    await server.start()
-    return server, kubelet
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="gp-ag-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -120,34 +90,35 @@ def test_agent_serves_the_device_plugin_with_the_lease_source_unwired(short_dir:
     )
 
     async def main() -> None:
-        server, kubelet = await start_kubelet(plugin_dir)
-        stop = asyncio.Event()
-        running = asyncio.create_task(agent_cli.run_agent(args, stop))
-        try:
-            registered = await asyncio.wait_for(kubelet.requests.get(), BOUND)
-            assert registered.resource_name == "gpupool.io/vgpu"
-            socket = plugin_dir / registered.endpoint
-            async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
-                stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
-                stream = stub.ListAndWatch(api_pb2.Empty())
-                devices = (await asyncio.wait_for(stream.read(), BOUND)).devices
-                assert len(devices) == 8
-                stream.cancel()
-                with pytest.raises(grpc.aio.AioRpcError) as err:
-                    await stub.Allocate(
-                        api_pb2.AllocateRequest(
-                            container_requests=[
-                                api_pb2.ContainerAllocateRequest(devices_ids=[devices[0].ID])
-                            ]
-                        )
-                    )
-                assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-                assert "lease source" in (err.value.details() or "")
-        finally:
-            stop.set()
-            await asyncio.wait_for(running, BOUND)
-            await server.stop(None)
+        async with fake_kubelet(plugin_dir) as kubelet:
+            stop = asyncio.Event()
+            running = asyncio.create_task(agent_cli.run_agent(args, stop))
+            try:
+                registered = await asyncio.wait_for(kubelet.requests.get(), BOUND)
+                assert registered.resource_name == "gpupool.io/vgpu"
+                await allocate_says_unwired(plugin_dir / registered.endpoint)
+            finally:
+                stop.set()
+                await asyncio.wait_for(running, BOUND)
         assert not (plugin_dir / "gpupool-vgpu.sock").exists()
+
+    async def allocate_says_unwired(socket: Path) -> None:
+        async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+            stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
+            stream = stub.ListAndWatch(api_pb2.Empty())
+            devices = (await asyncio.wait_for(stream.read(), BOUND)).devices
+            assert len(devices) == 8
+            stream.cancel()
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Allocate(
+                    api_pb2.AllocateRequest(
+                        container_requests=[
+                            api_pb2.ContainerAllocateRequest(devices_ids=[devices[0].ID])
+                        ]
+                    )
+                )
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "lease source" in (err.value.details() or "")
 
     asyncio.run(main())
 
@@ -165,7 +136,10 @@ def test_agent_publishes_a_report_and_another_when_health_changes(short_dir: Pat
     plugin_dir.mkdir()
 
     async def main() -> None:
-        server, kubelet = await start_kubelet(plugin_dir)
+        async with fake_kubelet(plugin_dir) as kubelet:
+            await publishes(kubelet)
+
+    async def publishes(kubelet: FakeKubelet) -> None:
         inventory = FakeInventory.from_spec("2xH800", node="n1")
         config = PluginConfig(node="n1", plugin_dir=plugin_dir)
         reporter = RecordingReporter()
@@ -188,6 +162,5 @@ def test_agent_publishes_a_report_and_another_when_health_changes(short_dir: Pat
         finally:
             stop.set()
             await asyncio.wait_for(running, BOUND)
-            await server.stop(None)
 
     asyncio.run(main())

@@ -7,17 +7,15 @@ turn a hang into a failure; nothing asserts how fast anything is.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from support.kubelet import FakeKubelet, fake_kubelet
 
 from gpupool.adapters.device_plugin.decide import PluginPaths, limits_file_name
 from gpupool.adapters.device_plugin.proto import api_pb2, api_pb2_grpc
@@ -29,30 +27,6 @@ from gpupool.domain.units import GiB
 from gpupool.ports import AllocationSource, PodLease
 
 BOUND = 20.0  # seconds: a hang guard, not a speed claim
-
-
-class FakeKubelet(api_pb2_grpc.RegistrationServicer):
-    """The kubelet's Registration service: records every RegisterRequest."""
-
-    def __init__(self) -> None:
-        self.requests: asyncio.Queue[api_pb2.RegisterRequest] = asyncio.Queue()
-
-    async def Register(self, request: api_pb2.RegisterRequest, context: Any) -> api_pb2.Empty:
-        await self.requests.put(request)
-        return api_pb2.Empty()
-
-
-@asynccontextmanager
-async def fake_kubelet(plugin_dir: Path) -> AsyncIterator[FakeKubelet]:
-    kubelet = FakeKubelet()
-    server = grpc.aio.server()
-    api_pb2_grpc.add_RegistrationServicer_to_server(kubelet, server)  # type: ignore[no-untyped-call]
-    server.add_insecure_port(f"unix://{plugin_dir / 'kubelet.sock'}")
-    await server.start()
-    try:
-        yield kubelet
-    finally:
-        await server.stop(None)
 
 
 class CountingSource(InMemoryAllocationSource):
@@ -86,16 +60,6 @@ class Rig:
     @property
     def uuids(self) -> list[str]:
         return [g.uuid for g in self.inventory.devices()]
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """Unix socket paths must stay under ~107 bytes: pytest's tmp_path can be longer."""
-    path = Path(tempfile.mkdtemp(prefix="gp-dp-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def run_rig(
