@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.builders import node_json
 
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
@@ -28,17 +29,6 @@ def golden(name: str) -> Any:
     return json.loads((GOLDEN / name).read_text())
 
 
-def _node(name: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def _gpu_labels(model: str, count: int) -> dict[str, str]:
-    return {"gpupool.io/gpu-model": model, "gpupool.io/gpu-count": str(count)}
-
-
 def cache() -> ClusterCache:
     """free: 4 empty A100-80GB (72Gi allocatable each); half: 4 with 22Gi held on every card
     (50Gi free); t4: T4s; cpu-only: no GPUs."""
@@ -57,10 +47,10 @@ def cache() -> ClusterCache:
     c = ClusterCache()
     c.rebuild(
         [
-            _node("free", _gpu_labels("A100-80GB", 4)),
-            _node("half", _gpu_labels("A100-80GB", 4)),
-            _node("t4", _gpu_labels("T4", 4)),
-            _node("cpu-only", {}),
+            node_json("free", cards=4),
+            node_json("half", cards=4),
+            node_json("t4", cards=4, model="T4"),
+            node_json("cpu-only"),
         ],
         [],
         held,

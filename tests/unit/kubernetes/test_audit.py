@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from support.builders import pod_json
+
 from gpupool.adapters.kubernetes.audit import audit
 from gpupool.domain.units import GiB
 
@@ -47,18 +49,12 @@ def _pod(
     devices: list[dict[str, Any]] | None = None,
     phase: str = "Running",
 ) -> dict[str, Any]:
+    """A vgpu pod in namespace ns, bound to `node`, carrying `devices` as its allocation."""
     annotations = {} if devices is None else {"gpupool.io/allocation": json.dumps(devices)}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "resources": {"limits": {"gpupool.io/vgpu": "1"}}}]
-    }
-    if node:
-        spec["nodeName"] = node
-    return {
-        "metadata": {"name": f"pod-{uid}", "namespace": "ns", "uid": uid,
-                     "annotations": annotations},
-        "spec": spec,
-        "status": {"phase": phase},
-    }  # fmt: skip
+    return pod_json(
+        f"pod-{uid}", namespace="ns", uid=uid, vgpu=1, annotations=annotations,
+        node_name=node or None, phase=phase,
+    )  # fmt: skip
 
 
 GPUNODE = {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from support.builders import node_json, pod_json
+
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.kubernetes.lease import LeaseRecord
@@ -13,28 +15,17 @@ from gpupool.adapters.kubernetes.pod import request_from_pod
 from gpupool.domain.units import GiB
 
 
-def _node() -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "n",
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "2"},
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
 def _pod(admitted: dict[str, Any] | None) -> dict[str, Any]:
-    limits = {"gpupool.io/gpu-memory": "20Gi", "gpupool.io/vgpu": "1"}
-    meta: dict[str, Any] = {"name": "p", "namespace": "t", "uid": "uid-p"}
-    if admitted is not None:
-        meta["annotations"] = {"gpupool.io/admitted": json.dumps(admitted)}
-    container = {"name": "c", "resources": {"limits": limits}}
-    return {"metadata": meta, "spec": {"containers": [container]}}
+    """A 20Gi slice whose admission queue recorded `admitted` (None: no record)."""
+    annotations = None if admitted is None else {"gpupool.io/admitted": json.dumps(admitted)}
+    return pod_json(
+        "p", namespace="t", uid="uid-p", gpu_memory="20Gi", vgpu=1, annotations=annotations
+    )
 
 
 def _plan(pod: dict[str, Any]) -> LeaseRecord:
     cache = ClusterCache()
-    cache.rebuild([_node()], [], [])
+    cache.rebuild([node_json("n", cards=2)], [], [])
     ext = Extender(cache, policy="binpack")
     planned = ext._reserve_plan(request_from_pod(pod), pod, "n", [])
     assert isinstance(planned, LeaseRecord), planned

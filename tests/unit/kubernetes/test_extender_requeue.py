@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from support.builders import node_json, pod_json
+
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs
@@ -13,16 +15,6 @@ from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.adapters.wire.names import ANN_REQUEUE
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
-
-
-def _node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"},
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
 
 
 def _lease(name: str, size: int) -> LeaseRecord:
@@ -38,11 +30,7 @@ def _lease(name: str, size: int) -> LeaseRecord:
 
 
 def _pod(name: str, gib: int) -> dict[str, Any]:
-    limits = {"gpupool.io/gpu-memory": f"{gib}Gi", "gpupool.io/vgpu": "1"}
-    return {
-        "metadata": {"name": name, "namespace": "t", "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
+    return pod_json(name, namespace="t", uid=f"uid-{name}", gpu_memory=f"{gib}Gi", vgpu=1)
 
 
 class Api:
@@ -55,7 +43,7 @@ class Api:
 
 def _setup() -> tuple[ClusterCache, Extender, Api]:
     cache = ClusterCache()
-    cache.rebuild([_node("n")], [], [_lease("held", 60 * GiB)])
+    cache.rebuild([node_json("n", cards=1)], [], [_lease("held", 60 * GiB)])
     api = Api()
     return cache, Extender(cache, api, policy="binpack"), api  # type: ignore[arg-type]
 

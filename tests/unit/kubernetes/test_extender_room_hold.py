@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from support.builders import node_json, pod_json
+
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.room_hold import held_against, held_reason, hold_stands
 from gpupool.adapters.extender_http.service import Extender
@@ -25,16 +27,6 @@ from gpupool.domain.units import GiB
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 UNTIL = "2027-01-15T08:05:00Z"  # T0 + 300 s
 HOLD = RoomHold(node="x", pod="a/p", uid="uid-p", until=T0 + 300)
-
-
-def _node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"},
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
 
 
 def _lease(ns: str, uid: str, node: str, gib: int, **status: Any) -> dict[str, Any]:
@@ -60,11 +52,7 @@ def _victim(phase: str = "Reclaimed", **reclaim: Any) -> dict[str, Any]:
 
 
 def _pod(ns: str, name: str, gib: int) -> dict[str, Any]:
-    limits = {"gpupool.io/gpu-memory": f"{gib}Gi", "gpupool.io/vgpu": "1"}
-    return {
-        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
+    return pod_json(name, namespace=ns, uid=f"uid-{name}", gpu_memory=f"{gib}Gi", vgpu=1)
 
 
 class Clock:
@@ -77,7 +65,9 @@ class Clock:
 
 def _setup(*leases: dict[str, Any]) -> tuple[ClusterCache, Extender, Clock]:
     cache = ClusterCache()
-    cache.rebuild([_node("x"), _node("y")], [], [lease_from_json(x) for x in leases])
+    cache.rebuild(
+        [node_json("x", cards=1), node_json("y", cards=1)], [], [lease_from_json(x) for x in leases]
+    )
     clock = Clock()
     return cache, Extender(cache, policy="binpack", clock=clock), clock
 
@@ -157,6 +147,8 @@ def test_the_hold_ends_after_hold_until() -> None:
 def test_a_relist_finds_the_same_hold() -> None:
     cache, ext, _ = _setup()
     assert _filter(ext, _pod("c", "q", 40)).node_names == ("x", "y")
-    cache.rebuild([_node("x"), _node("y")], [], [lease_from_json(_victim())])
+    cache.rebuild(
+        [node_json("x", cards=1), node_json("y", cards=1)], [], [lease_from_json(_victim())]
+    )
     assert cache.room_holds == {"b/uid-b3": HOLD}
     assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)

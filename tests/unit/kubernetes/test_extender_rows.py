@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from support.builders import node_json
 
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs
-
-
-def _node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "8"},
-        },
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
 
 
 def _args(uid: str, names: list[str]) -> ExtenderArgs:
@@ -31,7 +22,7 @@ def _args(uid: str, names: list[str]) -> ExtenderArgs:
 
 def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() -> None:
     cache = ClusterCache()
-    cache.rebuild([_node("a"), _node("b")], [], [])
+    cache.rebuild([node_json("a", cards=8), node_json("b", cards=8)], [], [])
     extender = Extender(cache, policy="binpack")
     names = ["a", "b", "c"]
     first = extender.filter(_args("p1", names))
@@ -39,7 +30,9 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
     assert set(first.failed_and_unresolvable) == {"c"}
     again = extender.filter(_args("p2", list(names)))  # equal list, new objects: a memo hit
     assert again.node_names == ("a", "b")
-    cache.rebuild([_node("a"), _node("b"), _node("c")], [], [])
+    cache.rebuild(
+        [node_json("a", cards=8), node_json("b", cards=8), node_json("c", cards=8)], [], []
+    )
     joined = extender.filter(_args("p3", list(names)))
     assert joined.node_names == ("a", "b", "c"), joined
     scores = extender.prioritize_json(_args("p3", ["c", "a", "x"]))
@@ -49,7 +42,7 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
 
 def test_without_the_memo_the_answers_are_the_same() -> None:
     cache = ClusterCache()
-    cache.rebuild([_node(f"n{i}") for i in range(20)], [], [])
+    cache.rebuild([node_json(f"n{i}", cards=8) for i in range(20)], [], [])
     names = [f"n{i}" for i in range(25)]
     with_memo = Extender(cache, policy="binpack")
     without = Extender(cache, policy="binpack", rows_memo=0)
@@ -63,7 +56,7 @@ def test_without_the_memo_the_answers_are_the_same() -> None:
 
 def test_prioritize_written_as_json_text_reads_back_as_the_dicts() -> None:
     cache = ClusterCache()
-    cache.rebuild([_node(f"n{i}") for i in range(12)], [], [])
+    cache.rebuild([node_json(f"n{i}", cards=8) for i in range(12)], [], [])
     extender = Extender(cache, policy="binpack")
     names = [f"n{i}" for i in range(12)] + ['odd "name" \\ é']
     for uid in ("p1", "p1", "p2"):

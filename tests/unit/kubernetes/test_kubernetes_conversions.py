@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import pytest
+from support.builders import node_json
 
 from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import lay_out_slices, scale_scores
@@ -115,18 +115,11 @@ def test_quota_guaranteed_above_nominal_is_rejected_naming_the_quota() -> None:
         )
 
 
-def _node(name: str, **labels: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": labels},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
 GPU_LABELS = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "2"}
 
 
 def test_node_from_labels_keeps_the_reserve_back() -> None:
-    node = node_from_json(_node("n1", **GPU_LABELS))
+    node = node_from_json(node_json("n1", labels=GPU_LABELS))
     assert [g.total_memory for g in node.gpus] == [72 * GiB, 72 * GiB]
 
 
@@ -149,9 +142,9 @@ def test_gpunode_wins_over_labels_and_its_health_fences_the_node() -> None:
             ],
         },
     }
-    node = node_from_json(_node("n1", **GPU_LABELS), gpunode)
+    node = node_from_json(node_json("n1", labels=GPU_LABELS), gpunode)
     assert [(g.model, g.total_memory) for g in node.gpus] == [("H100", 70 * GiB)]
-    assert node_condition(_node("n1"), gpunode) == "node suspect: no heartbeat for 95s"
+    assert node_condition(node_json("n1"), gpunode) == "node suspect: no heartbeat for 95s"
 
 
 def test_a_gpunode_with_an_unknown_model_is_an_invalid_object() -> None:
@@ -160,12 +153,12 @@ def test_a_gpunode_with_an_unknown_model_is_an_invalid_object() -> None:
         "status": {"devices": [{"index": 0, "model": "Z9", "memoryBytes": 1}]},
     }
     with pytest.raises(InvalidObject, match="GpuNode n1"):
-        node_from_json(_node("n1"), gpunode)
+        node_from_json(node_json("n1"), gpunode)
 
 
 def test_cache_assume_and_forget_of_a_lease_are_exact_inverses() -> None:
     cache = ClusterCache()
-    cache.rebuild([_node("n1", **GPU_LABELS)], [], [])
+    cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [])
     before = cache.snapshot().state_key()
     held = LeaseRecord(
         "u",
@@ -186,7 +179,7 @@ def test_cache_assume_and_forget_of_a_lease_are_exact_inverses() -> None:
 
 def test_a_lease_that_does_not_fit_fences_its_node_instead_of_vanishing() -> None:
     cache = ClusterCache()
-    cache.rebuild([_node("n1", **GPU_LABELS)], [], [])
+    cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [])
     too_big = LeaseRecord(
         "u",
         "ns",
@@ -205,7 +198,7 @@ def test_a_lease_that_does_not_fit_fences_its_node_instead_of_vanishing() -> Non
 
 def test_resync_counts_drift() -> None:
     cache = ClusterCache()
-    cache.rebuild([_node("n1", **GPU_LABELS)], [], [])
+    cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [])
     missed = LeaseRecord(
         "u",
         "ns",
@@ -214,7 +207,7 @@ def test_resync_counts_drift() -> None:
         "n1",
         (Slice(0, "GPU-n1-0", "A100-80GB", 0, GiB, 0),),
     )
-    drift = cache.rebuild([_node("n1", **GPU_LABELS)], [], [missed])
+    drift = cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [missed])
     assert (drift.nodes, drift.leases) == (0, 1)
 
 
@@ -223,7 +216,7 @@ def _held(uid: str, *slices: Slice, phase: str | None = None) -> LeaseRecord:
 
 
 def test_bind_lays_a_slice_out_in_the_free_ranges_of_the_live_leases() -> None:
-    node = node_from_json(_node("n1", **GPU_LABELS))  # 2 cards of 72Gi
+    node = node_from_json(node_json("n1", labels=GPU_LABELS))  # 2 cards of 72Gi
     card = (0, "GPU-n1-0", "A100-80GB")
     leases = [
         _held("a", Slice(*card, 0, 20 * GiB, 0)),
