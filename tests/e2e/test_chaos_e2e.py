@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.builders import pod_json
 from support.waiting import wait_until
 
 from gpupool.adapters.kubernetes.audit import Audit, read_cluster
@@ -236,15 +237,7 @@ def _pod(name: str, rng: random.Random) -> dict[str, Any]:
         limits["gpupool.io/gpu"] = "2"
     elif roll < 0.3:
         limits["gpupool.io/gpu-compute"] = str(rng.choice((20, 30, 50)))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
-        },
-    }
+    return pod_json(name, limits=limits, grace_s=1)
 
 
 def _audit(chaos: Chaos) -> Audit:
@@ -402,20 +395,10 @@ def test_reservation_left_by_a_bind_killed_before_the_binding_does_not_strand_th
         "/api/v1/namespaces",
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
     )
-    limits = {"gpupool.io/gpu-memory": "12Gi", "gpupool.io/vgpu": "1"}
-    pod = api.create(
-        f"/api/v1/namespaces/{ns}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "held"},
-            "spec": {
-                "schedulingGates": [{"name": "e2e.gpupool.io/hold"}],
-                "nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"},
-                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
-            },
-        },
+    held = pod_json(
+        "held", gpu_memory="12Gi", vgpu=1, hostname="gpu-node-1", gates=["e2e.gpupool.io/hold"]
     )
+    pod = api.create(f"/api/v1/namespaces/{ns}/pods", held)
     uid = pod["metadata"]["uid"]
     api.create(
         f"{GROUP}/namespaces/{ns}/gpuleases",
@@ -476,16 +459,7 @@ def test_a_pod_refused_before_a_release_lands_once_the_lease_is_released(chaos: 
     limits = {"gpupool.io/gpu": "2", "gpupool.io/gpu-memory": "8Gi"}
 
     def pod(name: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "terminationGracePeriodSeconds": 0,
-                "nodeSelector": {"kubernetes.io/hostname": "gpu-node-0"},
-                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
-            },
-        }
+        return pod_json(name, limits=limits, hostname="gpu-node-0", grace_s=0)
 
     def running(name: str) -> bool:
         got = api.get(f"{path}/{name}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.builders import pod_json
 from support.coordination import (
     holder,
     lease_path,
@@ -92,26 +93,16 @@ def _holder(api: KubeApi, ns: str) -> str | None:
 
 def _gated_pod(api: KubeApi, ns: str, name: str, tenant: str) -> None:
     """A pod as the webhook leaves it: tenant label, the quota gate, 12Gi of GPU memory."""
-    limits = {"gpupool.io/gpu-memory": "12Gi", "gpupool.io/vgpu": "1"}
-    api.create(
-        f"/api/v1/namespaces/{ns}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "labels": {"gpupool.io/tenant": tenant}},
-            "spec": {
-                "schedulerName": "no-such-scheduler",
-                "schedulingGates": [{"name": GATE}],
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "registry.example/never-pulled:1",
-                        "resources": {"limits": limits, "requests": limits},
-                    }
-                ],
-            },
-        },
+    body = pod_json(
+        name,
+        labels={"gpupool.io/tenant": tenant},
+        gpu_memory="12Gi",
+        vgpu=1,
+        requests_too=True,
+        scheduler_name="no-such-scheduler",
+        gates=[GATE],
     )
+    api.create(f"/api/v1/namespaces/{ns}/pods", body)
 
 
 def _gates(api: KubeApi, ns: str, name: str) -> list[str]:

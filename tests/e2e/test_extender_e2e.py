@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.builders import pod_json
 
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterSpec, DevCluster
@@ -119,14 +120,8 @@ def ns(ext_cluster: ExtenderCluster) -> str:
     return name
 
 
-def _pod(name: str, memory: str, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
-    limits = {"gpupool.io/gpu-memory": memory, "gpupool.io/vgpu": "1"}
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]
-    }
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+def _pod(name: str, memory: str, hostname: str | None = None) -> dict[str, Any]:
+    return pod_json(name, gpu_memory=memory, vgpu=1, hostname=hostname)
 
 
 def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
@@ -282,7 +277,7 @@ def test_60gi_pod_is_not_placed_on_four_cards_with_50gi_free_and_the_reason_says
         )
     api.create(
         f"/api/v1/namespaces/{ns}/pods",
-        _pod("big", "60Gi", node_selector={"kubernetes.io/hostname": node}),
+        _pod("big", "60Gi", hostname=node),
     )
 
     def failed_scheduling() -> str | None:
@@ -327,7 +322,7 @@ def test_a_pod_that_fits_a_fragmented_card_by_bytes_takes_several_free_ranges(
 
     api.create(
         f"/api/v1/namespaces/{ns}/pods",
-        _pod("split", "21Gi", node_selector={"kubernetes.io/hostname": node}),
+        _pod("split", "21Gi", hostname=node),
     )
     pod = poll_until(lambda: _running(api, ns, "split"), timeout_s=60)
     assert pod, f"split not Running:\n{ext_cluster.log.read_text()[-3000:]}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.builders import pod_json
 
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
 from gpupool.adapters.extender_http.service import LeaseExists
@@ -23,19 +24,6 @@ if TYPE_CHECKING:
     from conftest import E2ECluster
 
 pytestmark = pytest.mark.e2e
-
-
-def _pod(ns: str, name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            # No scheduler takes it: this test binds it itself.
-            "schedulerName": "nobody",
-            "containers": [{"name": "c", "image": "registry.example/x:1"}],
-        },
-    }
 
 
 def _lease(ns: str, pod: dict[str, Any], node: str) -> LeaseRecord:
@@ -86,7 +74,8 @@ async def _run(kubeconfig: Path, ns: str, pod: dict[str, Any], node: str) -> Non
 def test_fast_post_creates_lease_and_binds(dev_cluster: E2ECluster, namespace: str) -> None:
     api = dev_cluster.api
     node = api.get("/api/v1/nodes")["items"][0]["metadata"]["name"]
-    pod = api.create(f"/api/v1/namespaces/{namespace}/pods", _pod(namespace, "fast"))
+    body = pod_json("fast", namespace=namespace, scheduler_name="nobody")  # this test binds it
+    pod = api.create(f"/api/v1/namespaces/{namespace}/pods", body)
     asyncio.run(_run(dev_cluster.kubeconfig, namespace, pod, node))
 
     async def bind() -> None:

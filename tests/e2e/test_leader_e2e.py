@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.builders import pod_json
 from support.coordination import (
     holder,
     lease_path,
@@ -158,19 +159,9 @@ def _gpuleases(api: KubeApi, ns: str) -> list[dict[str, Any]]:
 
 
 def _unscheduled_pod(api: KubeApi, ns: str, name: str) -> dict[str, Any]:
-    limits = {"gpupool.io/gpu-memory": "10Gi", "gpupool.io/vgpu": "1"}
-    pod: dict[str, Any] = api.create(
-        f"/api/v1/namespaces/{ns}/pods",
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "schedulerName": "no-such-scheduler",  # only our /bind calls may bind it
-                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
-            },
-        },
-    )
+    """A slice no scheduler picks up (its schedulerName names none): only our /bind binds it."""
+    body = pod_json(name, gpu_memory="10Gi", vgpu=1, scheduler_name="no-such-scheduler")
+    pod: dict[str, Any] = api.create(f"/api/v1/namespaces/{ns}/pods", body)
     return pod
 
 

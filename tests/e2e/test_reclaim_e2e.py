@@ -27,6 +27,7 @@ from process_stack import (
     pod_running,
     process_stack,
 )
+from support.builders import pod_json
 
 from gpupool.adapters.wire.times import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -75,21 +76,7 @@ def _namespace(s: Stack, tenant: str) -> str:
 
 
 def _pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/never-pulled:1",
-                    "resources": {"limits": {"gpupool.io/gpu-memory": "12Gi"}},
-                }
-            ],
-        },
-    }
+    return pod_json(name, labels=labels or {}, gpu_memory="12Gi", grace_s=0)
 
 
 def _run_one(s: Stack, ns: str, name: str, labels: dict[str, str] | None = None) -> None:

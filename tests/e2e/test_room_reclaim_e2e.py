@@ -37,6 +37,7 @@ from process_stack import (
     pod_running,
     process_stack,
 )
+from support.builders import pod_json
 
 from gpupool.adapters.wire.times import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -115,21 +116,9 @@ def _namespace(s: Stack, tenant: str) -> str:
 def _pod(
     name: str, memory: str, node: str | None = None, priority_class: str | None = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "main",
-                "image": "registry.example/never-pulled:1",
-                "resources": {"limits": {"gpupool.io/gpu-memory": memory}},
-            }
-        ],
-    }
-    if node is not None:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    if priority_class is not None:
-        spec["priorityClassName"] = priority_class
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return pod_json(
+        name, gpu_memory=memory, hostname=node, priority_class=priority_class, grace_s=0
+    )
 
 
 def _unschedulable(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:

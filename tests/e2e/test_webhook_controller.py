@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.builders import pod_json
 
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError
@@ -154,23 +155,12 @@ def _pod(
     annotations: dict[str, str] | None = None,
     priority_class: str | None = None,
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "main",
-                "image": "registry.example/never-pulled:1",
-                "resources": {"limits": {"cpu": "1", **limits}},
-            }
-        ]
-    }
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": spec,
-    }
+    return pod_json(
+        name,
+        limits={"cpu": "1", **limits},
+        annotations=annotations or {},
+        priority_class=priority_class or None,
+    )
 
 
 def _rejection(c: Components, namespace: str, pod: dict[str, Any]) -> str:
