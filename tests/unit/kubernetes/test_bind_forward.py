@@ -14,14 +14,8 @@ from typing import Any, cast
 import aiohttp
 from aiohttp import web
 from lightkube import AsyncClient
-from test_leader import (  # the in-memory coordination Lease, the bind API, a one-card cache
-    NAME,
-    NS,
-    BindApi,
-    Clock,
-    FakeApi,
-    one_card_cache,
-)
+from support.lease_api import NAME, NS, Clock, FakeLeaseApi
+from test_leader import BindApi, one_card_cache  # the bind API, a one-card cache
 
 from gpupool.adapters.extender_http.server import FORWARDED_HEADER, Metrics, make_app
 from gpupool.adapters.extender_http.service import Extender
@@ -80,7 +74,7 @@ def _standby(
 def test_a_standby_forwards_bind_to_the_leader_the_lease_names() -> None:
     async def main() -> None:
         leader_api, standby_api = BindApi(), BindApi()
-        lease_api, clock = FakeApi(), Clock()
+        lease_api, clock = FakeLeaseApi(), Clock()
         leader_metrics = Metrics()
         # A URL is only known once its app serves: the electors start after both apps.
         electors: dict[str, LeaderElector] = {}

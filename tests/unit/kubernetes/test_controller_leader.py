@@ -11,8 +11,9 @@ from typing import Any, cast
 
 import pytest
 from lightkube import AsyncClient
+from support.lease_api import Clock, FakeLeaseApi
 from support.waiting import wait_until_async
-from test_leader import DEADLINE_S, LEASE_S, Clock, FakeApi, _elector
+from test_leader import DEADLINE_S, LEASE_S, _elector
 
 from gpupool.adapters.cluster import ClusterApi
 from gpupool.adapters.kubernetes.leader import LeaderElector, NotLeader
@@ -85,7 +86,7 @@ class Replica:
     asked whether to reconcile (a standby's round ends at that answer: nothing more can happen in
     it), `rounds` the reconciles begun, `finished` those that returned or raised."""
 
-    def __init__(self, lease_api: FakeApi, clock: Clock, who: str, writes: list[str]) -> None:
+    def __init__(self, lease_api: FakeLeaseApi, clock: Clock, who: str, writes: list[str]) -> None:
         self.wake = asyncio.Event()
         self.elector: LeaderElector = _elector(lease_api, clock, who, on_elected=self.wake.set)
         self.api = _api(who, writes, self.elector.is_leader)
@@ -132,7 +133,7 @@ class Replica:
 
 def test_a_standby_reconciles_nothing_and_starts_as_soon_as_it_is_elected() -> None:
     async def main() -> None:
-        lease_api, clock, writes = FakeApi(), Clock(), []
+        lease_api, clock, writes = FakeLeaseApi(), Clock(), []
         other = _elector(lease_api, clock, "other")
         await other._try()  # another replica leads
         a = Replica(lease_api, clock, "a", writes)
@@ -154,7 +155,7 @@ def test_a_replica_whose_lease_is_lost_stops_writing_mid_round_and_the_new_leade
     None
 ):
     async def main() -> None:
-        lease_api, clock, writes = FakeApi(), Clock(), []
+        lease_api, clock, writes = FakeLeaseApi(), Clock(), []
         a = Replica(lease_api, clock, "a", writes)
         b = Replica(lease_api, clock, "b", writes)
         await a.elector._try()

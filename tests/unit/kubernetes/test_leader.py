@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 from lightkube import AsyncClient
-from lightkube.core.exceptions import ApiError
-from lightkube.models.meta_v1 import Status
-from lightkube.resources.coordination_v1 import Lease
+from support.lease_api import NAME, NS, Clock, FakeLeaseApi
 from support.waiting import wait_until_async
 
 from gpupool.adapters.extender_http.cache import ClusterCache
@@ -32,85 +29,10 @@ from gpupool.adapters.kubernetes.leader import (
 )
 from gpupool.adapters.kubernetes.lease import LeaseRecord
 
-NS, NAME = "gpupool-system", "gpupool-extender"
 LEASE_S, DEADLINE_S, RETRY_S = 15, 10.0, 2.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-class FakeApi:
-    """One namespace's Leases, as the API server keeps them: a replace whose resourceVersion is
-    not the stored one is a 409, a create of an existing name too; `down` fails every call."""
-
-    def __init__(self) -> None:
-        self.leases: dict[str, Lease] = {}
-        self.rv = 0
-        self.down = False
-        self.after_write: Callable[[], Awaitable[None]] | None = None  # the reply's delay
-
-    def _check(self) -> None:
-        if self.down:
-            raise ConnectionError("API server unreachable")
-
-    @staticmethod
-    def _error(code: int, message: str) -> ApiError:
-        return ApiError(status=Status(code=code, message=message))
-
-    def _store(self, lease: Lease) -> None:
-        self.rv += 1
-        stored = copy.deepcopy(lease)
-        assert stored.metadata is not None and stored.metadata.name is not None
-        stored.metadata.resourceVersion = str(self.rv)
-        self.leases[stored.metadata.name] = stored
-
-    async def _replied(self) -> None:
-        await asyncio.sleep(0)  # let other candidates' rounds interleave
-        if self.after_write is not None:
-            await self.after_write()
-
-    async def get(self, kind: type[Lease], name: str, *, namespace: str) -> Lease:
-        self._check()
-        await asyncio.sleep(0)
-        assert kind is Lease and namespace == NS
-        if name not in self.leases:
-            raise self._error(404, f"leases {name!r} not found")
-        return copy.deepcopy(self.leases[name])
-
-    async def create(self, lease: Lease) -> Lease:
-        self._check()
-        assert lease.metadata is not None and lease.metadata.name is not None
-        if lease.metadata.name in self.leases:
-            raise self._error(409, "already exists")
-        self._store(lease)
-        await self._replied()
-        return copy.deepcopy(self.leases[lease.metadata.name])
-
-    async def replace(self, lease: Lease) -> Lease:
-        self._check()
-        assert lease.metadata is not None and lease.metadata.name is not None
-        stored = self.leases.get(lease.metadata.name)
-        assert stored is not None and stored.metadata is not None
-        if lease.metadata.resourceVersion != stored.metadata.resourceVersion:
-            raise self._error(409, "the object has been modified")
-        self._store(lease)
-        await self._replied()
-        return copy.deepcopy(self.leases[lease.metadata.name])
-
-    def holder(self) -> str | None:
-        lease = self.leases.get(NAME)
-        return lease.spec.holderIdentity if lease is not None and lease.spec else None
-
-    def spec(self) -> Any:
-        return self.leases[NAME].spec
-
-
-def _elector(api: FakeApi, clock: Clock, identity: str, **kw: Any) -> LeaderElector:
+def _elector(api: FakeLeaseApi, clock: Clock, identity: str, **kw: Any) -> LeaderElector:
     return LeaderElector(
         cast(AsyncClient, api),
         NS,
@@ -170,7 +92,9 @@ def test_decide_uses_the_holders_duration_not_its_own() -> None:
 
 def test_the_renew_deadline_must_be_under_the_lease() -> None:
     with pytest.raises(ValueError):
-        LeaderElector(cast(AsyncClient, FakeApi()), NS, NAME, "a", lease_s=10, renew_deadline_s=10)
+        LeaderElector(
+            cast(AsyncClient, FakeLeaseApi()), NS, NAME, "a", lease_s=10, renew_deadline_s=10
+        )
 
 
 # ---- LeaderElector against the fake API server ------------------------------------------------
@@ -178,7 +102,7 @@ def test_the_renew_deadline_must_be_under_the_lease() -> None:
 
 def test_acquires_a_lease_nobody_holds_and_renews_it() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a = _elector(api, clock, "a")
         assert not a.is_leader()
         await a._try()
@@ -197,7 +121,7 @@ def test_acquires_a_lease_nobody_holds_and_renews_it() -> None:
 
 def test_a_candidate_never_steals_from_a_holder_that_renews() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
         await a._try()
         for _ in range(int(3 * LEASE_S / RETRY_S)):
@@ -212,7 +136,7 @@ def test_a_candidate_never_steals_from_a_holder_that_renews() -> None:
 
 def test_takes_over_only_after_the_lease_of_a_silent_holder_expired() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
         await a._try()
         await b._try()  # sees a's record now
@@ -233,7 +157,7 @@ def test_takes_over_only_after_the_lease_of_a_silent_holder_expired() -> None:
 
 def test_a_holder_cut_off_from_the_api_stops_leading_before_anyone_can_take_over() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
         await a._try()
         last_write = clock.t
@@ -264,7 +188,7 @@ def test_a_slow_renewal_reply_does_not_stretch_the_leadership() -> None:
     at once, takes it over after 15 s: the deadline counts from the start of the round."""
 
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
         await a._try()
         t_write = clock.t
@@ -287,7 +211,7 @@ def test_a_slow_renewal_reply_does_not_stretch_the_leadership() -> None:
 
 def test_two_candidates_racing_for_a_free_lease_elect_one() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
         await asyncio.gather(_round(a), _round(b))  # both find no Lease, both create: one 409
         assert [e.identity for e in (a, b) if e.is_leader()] == [api.holder()]
@@ -297,7 +221,7 @@ def test_two_candidates_racing_for_a_free_lease_elect_one() -> None:
 
 def test_two_candidates_racing_for_an_expired_lease_elect_one() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         old, a, b = (_elector(api, clock, i) for i in ("old", "a", "b"))
         await old._try()
         await asyncio.gather(_round(a), _round(b))
@@ -312,7 +236,7 @@ def test_two_candidates_racing_for_an_expired_lease_elect_one() -> None:
 
 def test_release_on_stop_lets_the_other_take_over_at_once() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a, b = _elector(api, clock, "a"), _elector(api, clock, "b")
         await a._try()
         await b._try()
@@ -329,7 +253,7 @@ def test_release_on_stop_lets_the_other_take_over_at_once() -> None:
 
 def test_run_elects_and_stops() -> None:
     async def main() -> None:
-        api = FakeApi()
+        api = FakeLeaseApi()
         a = LeaderElector(cast(AsyncClient, api), NS, NAME, "a", lease_s=2, renew_deadline_s=1.0)
         a.retry_s = 0.01
         stop = asyncio.Event()
@@ -345,7 +269,7 @@ def test_run_elects_and_stops() -> None:
 
 def test_on_elected_runs_on_each_new_term_not_on_renewals() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         terms: list[bool] = []
         a = _elector(api, clock, "a", on_elected=lambda: terms.append(a.is_leader()))
         b = _elector(api, clock, "b")
@@ -375,7 +299,7 @@ def test_on_elected_runs_on_each_new_term_not_on_renewals() -> None:
 # ---- the leader's URL on the Lease ------------------------------------------------------------
 
 
-def _url_on_lease(api: FakeApi) -> str | None:
+def _url_on_lease(api: FakeLeaseApi) -> str | None:
     annotations = api.leases[NAME].metadata.annotations or {}
     url: str | None = annotations.get(LEADER_URL_ANNOTATION)
     return url
@@ -383,7 +307,7 @@ def _url_on_lease(api: FakeApi) -> str | None:
 
 def test_the_holder_writes_its_url_on_the_lease_it_creates_and_renews() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a = _elector(api, clock, "a", advertise_url="http://10.0.0.1:8888")
         await a._try()  # creates
         assert _url_on_lease(api) == "http://10.0.0.1:8888"
@@ -399,7 +323,7 @@ def test_the_holder_writes_its_url_on_the_lease_it_creates_and_renews() -> None:
 
 def test_a_follower_learns_the_holders_url_and_forgets_it_once_the_lease_runs_out() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a = _elector(api, clock, "a", advertise_url="http://a:8888")
         b = _elector(api, clock, "b", advertise_url="http://b:8888")
         assert b.leader_url() is None  # nothing read yet
@@ -428,7 +352,7 @@ def test_a_follower_learns_the_holders_url_and_forgets_it_once_the_lease_runs_ou
 
 def test_a_follower_cut_off_from_the_api_stops_trusting_the_url_it_read() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a = _elector(api, clock, "a", advertise_url="http://a:8888")
         b = _elector(api, clock, "b")
         await a._try()
@@ -446,7 +370,7 @@ def test_a_follower_cut_off_from_the_api_stops_trusting_the_url_it_read() -> Non
 
 def test_a_holder_without_a_url_removes_the_one_its_predecessor_wrote() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a = _elector(api, clock, "a", advertise_url="http://a:8888")
         b = _elector(api, clock, "b")  # no --advertise-url
         c = _elector(api, clock, "c")
@@ -473,7 +397,7 @@ def test_a_holder_without_a_url_removes_the_one_its_predecessor_wrote() -> None:
 
 def test_a_takeover_replaces_the_dead_holders_url() -> None:
     async def main() -> None:
-        api, clock = FakeApi(), Clock()
+        api, clock = FakeLeaseApi(), Clock()
         a = _elector(api, clock, "a", advertise_url="http://a:8888")
         b = _elector(api, clock, "b", advertise_url="http://b:8888")
         await a._try()
