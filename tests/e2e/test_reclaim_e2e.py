@@ -28,6 +28,7 @@ from process_stack import (
     process_stack,
 )
 from support.builders import pod_json
+from support.waiting import wait_until
 
 from gpupool.adapters.wire.times import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -213,7 +214,7 @@ def test_a_restarted_controller_evicts_at_the_deadline_on_the_pod(stack: Stack) 
     try:
         due = parse_time(notice["evictAt"])
         assert due is not None
-        poll_until(lambda: time.time() > due + 1 or None, timeout_s=30)
+        wait_until(lambda: time.time() > due + 1, 30, "the eviction deadline on the pod to pass")
         assert pod_running(api, nb, "b4") is not None, "nothing may evict while no controller runs"
     finally:
         stack.controller.start()
