@@ -308,7 +308,7 @@ def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
                 stats["deleted"] += 1
             except ApiError as err:
                 stats[f"delete failed {err.status}"] += 1
-        time.sleep(rng.uniform(0.02, 0.25))
+        time.sleep(rng.uniform(0.02, 0.25))  # the arrivals' seeded pace, not a wait for an outcome
 
     for name, component in chaos.components.items():
         if not component.running():
