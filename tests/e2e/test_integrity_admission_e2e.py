@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.builders import pod_json
 
 from gpupool.adapters.webhook import register as registration
 from gpupool.devcluster import rbac
@@ -70,23 +71,14 @@ def _pod(
     name: str,
     limits: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
-    **spec: Any,
+    scheduler_name: str | None = None,
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.example/train:1",
-                    "resources": {"limits": {"cpu": "1", **(limits or {})}},
-                }
-            ],
-            **spec,
-        },
-    }
+    return pod_json(
+        name,
+        limits={"cpu": "1", **(limits or {})},
+        annotations=annotations or {},
+        scheduler_name=scheduler_name,
+    )
 
 
 def _gpu(memory: str) -> dict[str, str]:
@@ -297,12 +289,12 @@ def test_pods_created_with_gpupools_marks_are_refused_and_a_forged_queued_at_is_
 
 
 def test_a_gpu_pod_for_another_scheduler_is_refused_naming_the_one_to_use(tenant: Tenant) -> None:
-    pod = _pod("elsewhere", _gpu("8Gi"), schedulerName="volcano")
+    pod = _pod("elsewhere", _gpu("8Gi"), scheduler_name="volcano")
     error = str(_refused(lambda: tenant.api.create(tenant.pods(), pod)))
     assert "spec.schedulerName is 'volcano'" in error
     assert "set spec.schedulerName to 'default-scheduler'" in error
     # Pods without GPUs are not gpupool's business, whatever their scheduler.
-    tenant.api.create(tenant.pods(), _pod("cpu-elsewhere", schedulerName="volcano"))
+    tenant.api.create(tenant.pods(), _pod("cpu-elsewhere", scheduler_name="volcano"))
 
 
 def test_a_pod_over_the_clusters_largest_card_is_refused_naming_that_card(tenant: Tenant) -> None:
