@@ -36,13 +36,14 @@ from gpupool.adapters.kubernetes import API_VERSION
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef, lease_to_json
+from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.domain.allocations import Allocation, Slice
 from gpupool.domain.units import GiB
+from gpupool.state.lease import LeaseRecord, PodRef
 
 MEASURED = ("kube-apiserver", "etcd")
 NODE = "gpu-node-0"

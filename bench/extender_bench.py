@@ -40,13 +40,14 @@ import aiohttp
 import numpy as np
 from aiohttp import web
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.server import MSGSPEC, STDLIB, JsonCodec, make_app
 from gpupool.adapters.extender_http.service import ROWS_MEMO, Extender
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.adapters.kubernetes.node import read_node
 from gpupool.cli.daemon import run_loop
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 GPUS = 8
 CARD = 72 * GiB  # A100-80GB less the 10% reserve
@@ -84,7 +85,7 @@ def synthetic_cache(n: int, seed: int) -> ClusterCache:
                     )
                 )
     cache = ClusterCache()
-    cache.rebuild(nodes, [], leases)
+    cache.rebuild([read_node(n) for n in nodes], [], leases)
     cache.snapshot()
     return cache
 

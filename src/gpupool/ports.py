@@ -1,4 +1,5 @@
-"""Protocols the core and the agent need from the outside world, and the small values they carry.
+"""Protocols the controllers and the agent need from the outside world, and the small values they
+carry.
 
 Implementations live in `gpupool.adapters` (real I/O) and in the tests (in-memory fakes of our own
 interfaces). Keep this module small: a Protocol, the values it returns, nothing else.
@@ -6,12 +7,74 @@ interfaces). Keep this module small: a Protocol, the values it returns, nothing 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import Gpu
+
+
+class Clock(Protocol):
+    """Wall-clock seconds since the epoch (`time.time` in the daemons, a number in tests): the one
+    way decision code learns the time; the plans themselves take `now` as an argument."""
+
+    def __call__(self) -> float: ...
+
+
+Json = dict[str, Any]  # a Kubernetes object or patch as the API server sends and takes it
+
+
+class ClusterApi(Protocol):
+    """What the controllers' reconcilers read from and write to the API server
+    (`adapters.cluster.KubeClusterApi`; an in-memory fake in the unit tests).
+
+    Reads return the objects' JSON (the reconcilers decode them once, with the adapters'
+    readers). A write answers False when its object is gone or changed under it (404, 409, a
+    failed JSON-patch test) and raises on any other refusal: the round stops and the next one
+    tries again from what the API server then holds."""
+
+    async def tenant_pods(self) -> list[Json]: ...
+
+    async def quotas(self) -> list[Json]: ...
+
+    async def leases(self) -> list[Json]: ...
+
+    async def nodes(self) -> list[Json]: ...
+
+    async def gpu_nodes(self) -> list[Json]: ...
+
+    async def pod(self, namespace: str, name: str) -> Json | None: ...
+
+    async def patch_pod(
+        self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
+    ) -> bool: ...
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, grace_s: int | None = None
+    ) -> bool: ...
+
+    async def evict_pod(self, namespace: str, name: str) -> str | None:
+        """None when evicted (or gone); else why the Eviction API refused (429)."""
+        ...
+
+    async def event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        now_rfc3339: str,
+    ) -> None: ...
+
+    async def patch_quota_status(self, name: str, status: Json) -> bool: ...
+
+    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool: ...
+
+    async def delete_lease(self, namespace: str, name: str) -> bool: ...
+
+    async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

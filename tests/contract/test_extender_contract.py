@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from support.builders import node_json
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import (
     ExtenderArgs,
@@ -18,9 +17,11 @@ from gpupool.adapters.extender_http.wire import (
     ExtenderBindingResult,
     MalformedExtenderRequest,
 )
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.adapters.kubernetes.node import read_node
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 GOLDEN = Path(__file__).parent / "golden" / "extender"
 
@@ -47,10 +48,13 @@ def cache() -> ClusterCache:
     c = ClusterCache()
     c.rebuild(
         [
-            node_json("free", cards=4),
-            node_json("half", cards=4),
-            node_json("t4", cards=4, model="T4"),
-            node_json("cpu-only"),
+            read_node(n)
+            for n in [
+                node_json("free", cards=4),
+                node_json("half", cards=4),
+                node_json("t4", cards=4, model="T4"),
+                node_json("cpu-only"),
+            ]
         ],
         [],
         held,

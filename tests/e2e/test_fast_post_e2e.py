@@ -16,9 +16,9 @@ from gpupool.adapters.extender_http.service import LeaseExists
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import ApiStatusError, FastPoster
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.state.lease import LeaseRecord, PodRef
 
 if TYPE_CHECKING:
     from conftest import E2ECluster

@@ -10,13 +10,13 @@ import grpc
 import pytest
 from support.kubelet import FakeKubelet, fake_kubelet
 
-from gpupool.adapters.device_plugin.proto import api_pb2, api_pb2_grpc
-from gpupool.adapters.device_plugin.server import DevicePluginServer, PluginConfig
-from gpupool.adapters.device_plugin.sources import InMemoryAllocationSource
-from gpupool.adapters.nvml import FakeInventory
 from gpupool.cli import agent as agent_cli
-from gpupool.controllers.node_agent import NodeAgent, node_report
 from gpupool.domain.units import GiB, MiB
+from gpupool.node.agent import NodeAgent, node_report
+from gpupool.node.device_plugin.proto import api_pb2, api_pb2_grpc
+from gpupool.node.device_plugin.server import DevicePluginServer, PluginConfig
+from gpupool.node.device_plugin.sources import InMemoryAllocationSource
+from gpupool.node.nvml import FakeInventory
 from gpupool.ports import NodeReport
 
 BOUND = 20.0  # a hang guard, not a speed claim

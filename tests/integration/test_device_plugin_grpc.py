@@ -17,13 +17,13 @@ import grpc
 import pytest
 from support.kubelet import FakeKubelet, fake_kubelet
 
-from gpupool.adapters.device_plugin.decide import PluginPaths, limits_file_name
-from gpupool.adapters.device_plugin.proto import api_pb2, api_pb2_grpc
-from gpupool.adapters.device_plugin.server import DevicePluginServer, PluginConfig
-from gpupool.adapters.device_plugin.sources import InMemoryAllocationSource, UnwiredAllocationSource
-from gpupool.adapters.nvml import FakeInventory
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.node.device_plugin.decide import PluginPaths, limits_file_name
+from gpupool.node.device_plugin.proto import api_pb2, api_pb2_grpc
+from gpupool.node.device_plugin.server import DevicePluginServer, PluginConfig
+from gpupool.node.device_plugin.sources import InMemoryAllocationSource, UnwiredAllocationSource
+from gpupool.node.nvml import FakeInventory
 from gpupool.ports import AllocationSource, PodLease
 
 BOUND = 20.0  # seconds: a hang guard, not a speed claim

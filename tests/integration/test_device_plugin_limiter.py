@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gpupool.adapters.device_plugin.decide import Grant, PluginPaths, decide_allocation
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import Gpu
 from gpupool.domain.units import MiB
+from gpupool.node.device_plugin.decide import Grant, PluginPaths, decide_allocation
 from gpupool.ports import PodLease
 
 NATIVE = Path(__file__).resolve().parents[2] / "native" / "build"

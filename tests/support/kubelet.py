@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from gpupool.adapters.device_plugin.proto import api_pb2, api_pb2_grpc
+from gpupool.node.device_plugin.proto import api_pb2, api_pb2_grpc
 
 
 class FakeKubelet(api_pb2_grpc.RegistrationServicer):

@@ -1,5 +1,6 @@
-"""What gpupool's controllers read from and write to the API server (lightkube, generic resources
-for the CRDs). Objects cross this boundary as plain JSON dicts, so the planners stay pure.
+"""`ports.ClusterApi` on the API server: what gpupool's controllers read and write (lightkube,
+generic resources for the CRDs). Objects cross this boundary as plain JSON dicts; the
+reconcilers decode them once with the adapters' readers and hand typed values to the plans.
 
 With `may_write` (the controller's leader election), every write asks it first and raises
 NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
@@ -22,6 +23,7 @@ from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.wire import names
+from gpupool.ports import Json
 
 log = logging.getLogger("gpupool.controller")
 
@@ -29,7 +31,6 @@ GpuQuota = create_global_resource(names.GROUP, names.VERSION, "GpuQuota", "gpuqu
 GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunodes")
 GpuLease = create_namespaced_resource(names.GROUP, names.VERSION, "GpuLease", "gpuleases")
 
-Json = dict[str, Any]
 COMPONENT = "gpupool-controller"
 
 
@@ -43,7 +44,7 @@ def gone(err: ApiError) -> bool:
     return err.status.code in (404, 409, 422)
 
 
-class ClusterApi:
+class KubeClusterApi:
     def __init__(
         self,
         client: AsyncClient,

@@ -1,7 +1,7 @@
 """`gpupool agent`: the node agent (GPU discovery, the kubelet device plugin, the GpuNode report).
 
-Wiring only: discovery is in `gpupool.adapters.nvml`, the plugin in
-`gpupool.adapters.device_plugin`, the loops in `gpupool.controllers.node_agent`.
+Wiring only: discovery is in `gpupool.node.nvml`, the plugin in
+`gpupool.node.device_plugin`, the loops in `gpupool.node.agent`.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpupool.adapters.device_plugin.decide import PluginPaths
-from gpupool.adapters.device_plugin.server import (
+from gpupool.cli.daemon import configure_logging, stop_on_signals
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
+from gpupool.node.agent import DEFAULT_HEARTBEAT_S, NodeAgent
+from gpupool.node.device_plugin.decide import PluginPaths
+from gpupool.node.device_plugin.server import (
     DEFAULT_PLUGIN_DIR,
     RESOURCE_NAME,
     DevicePluginServer,
     PluginConfig,
 )
-from gpupool.adapters.device_plugin.sources import UnwiredAllocationSource
-from gpupool.adapters.nvml import FakeInventory, NvmlInventory
-from gpupool.cli.daemon import configure_logging, stop_on_signals
-from gpupool.controllers.node_agent import DEFAULT_HEARTBEAT_S, NodeAgent
-from gpupool.domain.errors import GpupoolError
-from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
+from gpupool.node.device_plugin.sources import UnwiredAllocationSource
+from gpupool.node.nvml import FakeInventory, NvmlInventory
 from gpupool.ports import AllocationSource, GpuNodeReporter, Inventory
 
 log = logging.getLogger("gpupool.agent")

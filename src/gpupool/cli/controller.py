@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpupool.adapters.cluster import ClusterApi
+from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.cli.daemon import (
     add_leader_args,
@@ -20,13 +20,13 @@ from gpupool.cli.daemon import (
     run_loop,
     stop_on_signals,
 )
-from gpupool.controllers.admission import AdmissionReconciler
-from gpupool.controllers.lease_plan import RESERVED_TIMEOUT_S
-from gpupool.controllers.leases import LeaseReconciler
+from gpupool.controllers.admission.reconcile import AdmissionReconciler
+from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
+from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
-from gpupool.controllers.node_health import NodeHealthReconciler
-from gpupool.controllers.node_health_plan import LOST_S, SUSPECT_S
-from gpupool.controllers.reclaim import ReclaimReconciler
+from gpupool.controllers.node_health.plan import LOST_S, SUSPECT_S
+from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
+from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
 from gpupool.quota.queue import FifoMode
 
 
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         elector = elector_from_args(client, args, on_elected=elected.set)
         # Every write asks the elector first: a round that outlives the term writes nothing more.
         # Events name the replica that wrote them (reportingInstance: its --identity).
-        api = ClusterApi(
+        api = KubeClusterApi(
             client,
             instance=args.identity if elector else "",
             may_write=elector.is_leader if elector else None,
@@ -124,15 +124,20 @@ def run(args: argparse.Namespace) -> int:
         nodes = NodeHealthReconciler(
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
         )
-        reclaim = ReclaimReconciler(api, time.time, mode=FifoMode(args.fifo))
+        reclaim = ReclaimReconciler(api)
+
+        async def admission_then_reclaim() -> None:
+            # Reclaim decides over the admission round's reads and quota decision (one snapshot,
+            # one decision); a round whose admission fails reclaims nothing until the next.
+            await reclaim.reconcile(await admission.reconcile())
+
         election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:
             await run_loops(
                 [
                     Loop("node-health", nodes.reconcile),
                     Loop("leases", leases.reconcile),
-                    Loop("admission", admission.reconcile),
-                    Loop("reclaim", reclaim.reconcile),
+                    Loop("admission+reclaim", admission_then_reclaim),
                 ],
                 stop,
                 resync_s=args.resync,

@@ -14,7 +14,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
@@ -37,6 +36,7 @@ from gpupool.cli.daemon import (
     stop_on_signals,
 )
 from gpupool.placement.policies import POLICIES
+from gpupool.state.cluster import ClusterCache
 
 log = logging.getLogger("gpupool.extender")
 

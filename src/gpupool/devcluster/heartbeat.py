@@ -37,10 +37,10 @@ from gpupool.adapters.kubernetes import (
 from gpupool.adapters.kubernetes.client import make_client
 from gpupool.adapters.kubernetes.reporter import gpunode_status
 from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
-from gpupool.adapters.nvml.fake import FakeInventory
-from gpupool.controllers.node_agent import node_report
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
+from gpupool.node.agent import node_report
+from gpupool.node.nvml.fake import FakeInventory
 
 log = logging.getLogger("gpupool.devcluster.heartbeat")
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gpupool.adapters.nvml import (
+from gpupool.domain.errors import InvalidNode, UnknownGpuModel
+from gpupool.domain.units import MiB
+from gpupool.node.nvml import (
     FakeInventory,
     model_for_board,
     nvlink_domains,
     parse_fake_spec,
     xid_is_fatal,
 )
-from gpupool.adapters.nvml.boards import nvlink_peers
-from gpupool.domain.errors import InvalidNode, UnknownGpuModel
-from gpupool.domain.units import MiB
+from gpupool.node.nvml.boards import nvlink_peers
 
 
 @pytest.mark.parametrize(

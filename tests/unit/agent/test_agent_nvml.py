@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gpupool.adapters.nvml import NvmlInventory
 from gpupool.domain.errors import UnknownGpuModel
 from gpupool.domain.units import MiB
+from gpupool.node.nvml import NvmlInventory
 from gpupool.ports import HealthEvent
 
 

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpupool.adapters.wire.admitted import Admitted
+from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
+from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.adapters.wire.times import format_time, parse_time
-from gpupool.controllers.admission import admit_patch, quota_status
-from gpupool.controllers.admission_plan import plan_admission
-from gpupool.controllers.snapshot import PodView, read_pod
+from gpupool.controllers.admission.plan import AdmissionPlan, plan_admission
+from gpupool.controllers.admission.reconcile import admit_patch, quota_status
 from gpupool.domain.units import GiB
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
+from gpupool.state.pods import PodView
+
+
+def decide(pods: Any, quotas: Any, now: float, **kw: Any) -> AdmissionPlan:
+    return plan_admission(pods, quotas, now, default_tenant=DEFAULT_TENANT, **kw)
 
 
 def pod_json(
@@ -65,12 +71,12 @@ def test_time_round_trips() -> None:
 def test_admits_within_nominal_then_queues_in_priority_then_fifo_order() -> None:
     quota = TenantQuota("alpha", nominal=24 * GiB)
     pods = [
-        read_pod(pod_json("run", gated=False, admitted=Admitted(0.0).to_annotation("x"))),
+        read_pod(pod_json("run", gated=False, admitted=admitted_annotation(Admitted(0.0), "x"))),
         read_pod(pod_json("first", queued_at=at(1))),
         read_pod(pod_json("second", queued_at=at(2))),
         read_pod(pod_json("late-urgent", queued_at=at(3), priority=100)),
     ]
-    plan = plan_admission(pods, [quota], now=10.0)
+    plan = decide(pods, [quota], now=10.0)
     # 12Gi held; the urgent pod goes first, into the remaining 12Gi
     assert names(plan.admit) == ["late-urgent"]
     assert names(plan.queued) == ["first", "second"]
@@ -84,9 +90,9 @@ def test_admits_within_nominal_then_queues_in_priority_then_fifo_order() -> None
 
 def test_finished_pods_free_their_quota() -> None:
     quota = TenantQuota("alpha", nominal=12 * GiB)
-    done = pod_json("done", gated=False, admitted=Admitted(0.0).to_annotation("x"))
+    done = pod_json("done", gated=False, admitted=admitted_annotation(Admitted(0.0), "x"))
     done["status"]["phase"] = "Succeeded"
-    plan = plan_admission([read_pod(done), read_pod(pod_json("next"))], [quota], now=1.0)
+    plan = decide([read_pod(done), read_pod(pod_json("next"))], [quota], now=1.0)
     assert names(plan.admit) == ["next"]
 
 
@@ -97,13 +103,13 @@ def test_strict_fifo_holds_back_smaller_pods_behind_the_head() -> None:
         read_pod(pod_json("small", memory="1Gi", queued_at=at(2))),
     ]
     # 30Gi can never fit 20Gi: rejected, but strict FIFO still holds the queue behind it
-    strict = plan_admission(pods, [quota], now=5.0, mode=FifoMode.STRICT)
+    strict = decide(pods, [quota], now=5.0, mode=FifoMode.STRICT)
     assert strict.admit == ()
     assert {q.pod.name: q.reason for q in strict.queued} == {
         "big": "REJECTED",
         "small": "QUEUE_ORDER",
     }
-    best = plan_admission(pods, [quota], now=5.0, mode=FifoMode.BEST_EFFORT)
+    best = decide(pods, [quota], now=5.0, mode=FifoMode.BEST_EFFORT)
     assert names(best.admit) == ["small"]
     assert "can never be admitted" in best.queued[0].detail
 
@@ -113,11 +119,11 @@ def test_default_tenant_is_unlimited_and_unknown_tenants_wait_for_a_quota() -> N
         read_pod(pod_json("free", tenant="default", memory="80Gi")),
         read_pod(pod_json("orphan", tenant="nobody")),
     ]
-    plan = plan_admission(pods, [], now=1.0)
+    plan = decide(pods, [], now=1.0)
     assert names(plan.admit) == ["free"]
     assert plan.queued[0].reason == "NO_QUOTA"
     assert "has no GpuQuota" in plan.queued[0].detail
-    limited = plan_admission(
+    limited = decide(
         pods[:1], [TenantQuota("default", nominal=40 * GiB)], now=1.0
     )  # a GpuQuota named default limits it
     assert limited.admit == () and limited.queued[0].reason == "REJECTED"
@@ -132,7 +138,7 @@ def test_borrowing_is_recorded_and_counted() -> None:
         read_pod(pod_json("a1", queued_at=at(1))),
         read_pod(pod_json("a2", queued_at=at(2))),
     ]
-    plan = plan_admission(pods, quotas, now=1.0)
+    plan = decide(pods, quotas, now=1.0)
     assert [(a.pod.name, a.borrowed) for a in plan.admit] == [("a1", 0), ("a2", 12 * GiB)]
     (alpha,) = [t for t in plan.tenants if t.tenant == "alpha"]
     assert alpha.borrowed == 12 * GiB
@@ -142,7 +148,7 @@ def test_admit_patch_tests_the_uid_and_gate_before_removing_it() -> None:
     raw = pod_json("p")
     raw["metadata"]["annotations"]["gpupool.io/queue"] = "position 1 of 1"
     view = read_pod(raw)
-    plan = plan_admission([view], [TenantQuota("alpha", nominal=GiB * 100)], now=7.0)
+    plan = decide([view], [TenantQuota("alpha", nominal=GiB * 100)], now=7.0)
     patch = admit_patch(raw, plan.admit[0], 7.0)
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-p"}
     assert patch[1]["op"] == "test" and patch[2] == {
@@ -157,7 +163,7 @@ def test_admit_patch_tests_the_uid_and_gate_before_removing_it() -> None:
 def test_quota_status_lists_the_queue_head() -> None:
     quota = TenantQuota("alpha", nominal=12 * GiB)
     pods = [read_pod(pod_json(f"p{i}", queued_at=at(i))) for i in range(3)]
-    plan = plan_admission(pods, [quota], now=1.0)
+    plan = decide(pods, [quota], now=1.0)
     (tenant,) = [t for t in plan.tenants if t.tenant == "alpha"]
     status = quota_status(tenant, 4)
     assert status["used"] == "12Gi" and status["queued"] == 2 and status["observedGeneration"] == 4
@@ -167,7 +173,7 @@ def test_quota_status_lists_the_queue_head() -> None:
 def test_unreadable_gated_pod_waits_with_its_problem() -> None:
     view = read_pod(pod_json("bad", memory="-1"))
     assert isinstance(view, PodView) and view.problem is not None
-    plan = plan_admission([view], [TenantQuota("alpha", nominal=GiB)], now=1.0)
+    plan = decide([view], [TenantQuota("alpha", nominal=GiB)], now=1.0)
     assert plan.admit == () and plan.queued[0].reason == "UNREADABLE"
 
 
@@ -185,7 +191,7 @@ def test_gpu_unit_quota_records_amount_and_borrowed_in_milli_gpu() -> None:
         TenantQuota("beta", nominal=2000, resource=Resource.GPU, cohort="c"),
     ]
     raws = [whole_gpu_pod("a1", 1), whole_gpu_pod("a2", 2)]
-    plan = plan_admission([read_pod(r) for r in raws], quotas, now=1.0)
+    plan = decide([read_pod(r) for r in raws], quotas, now=1.0)
     assert [(a.pod.name, a.resource, a.amount, a.borrowed) for a in plan.admit] == [
         ("a1", "gpu", 1000, 0),
         ("a2", "gpu", 1000, 1000),
@@ -199,7 +205,7 @@ def test_gpu_unit_quota_records_amount_and_borrowed_in_milli_gpu() -> None:
 def test_admitted_record_without_or_with_a_bad_resource_means_bytes() -> None:
     from gpupool.adapters.wire.admitted import read_admitted
 
-    old = Admitted(0.0, borrowed=5).to_annotation("x")
+    old = admitted_annotation(Admitted(0.0, borrowed=5), "x")
     assert read_admitted({"gpupool.io/admitted": old}).resource is None
     odd = '{"borrowed": 5, "resource": "cpu", "amount": 7}'
     mark = read_admitted({"gpupool.io/admitted": odd})

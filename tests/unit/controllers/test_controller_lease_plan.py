@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from gpupool.adapters.kubernetes.lease import lease_from_json, phase_name
+from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.times import format_time
-from gpupool.controllers.lease_plan import plan_leases, read_lease
-from gpupool.controllers.snapshot import read_pod
+from gpupool.controllers.leases.plan import Move, plan_leases
+from gpupool.quota.lease import ALLOWED, LeasePhase
 
 T0 = 1_700_000_000.0
 
@@ -32,12 +35,13 @@ def lease(
         "tenant": "alpha",
         "podRef": {"namespace": "ns", "name": "p", "uid": "uid-p"},
         "node": "n1",
+        "borrowed": 5,  # evicted leases are borrowed: only those can be reclaimed
         "devices": [{"uuid": "GPU-0", "index": 0, "model": "A100-80GB", "offsetBytes": 0,
                      "sizeBytes": 12 * 2**30}],
     }  # fmt: skip
     if expiry is not None:
         spec["expiry"] = format_time(expiry)
-    return read_lease({"metadata": {"name": "uid-p", "namespace": "ns"}, "spec": spec,
+    return lease_from_json({"metadata": {"name": "uid-p", "namespace": "ns"}, "spec": spec,
                        "status": status})  # fmt: skip
 
 
@@ -54,7 +58,7 @@ def pod(phase: str, node: str | None = "n1", *, deleting_since: float | None = N
 def test_a_finished_pod_releases_its_lease_with_gib_hours() -> None:
     plan = plan_leases([lease("Active")], {"uid-p": pod("Succeeded")}, T0 + 1800)
     (move,) = plan.moves
-    assert (move.phase, move.reason) == ("Released", "PodCompleted")
+    assert (phase_name(move.phase), move.reason) == ("Released", "PodCompleted")
     assert move.gib_hours == 6.0  # 12 GiB for half an hour
 
 
@@ -66,14 +70,21 @@ def test_a_lease_whose_pod_is_not_seen_is_released_only_once_confirmed_gone() ->
 
 
 def test_phases_follow_the_pod() -> None:
-    assert plan_leases([lease()], {"uid-p": pod("Pending")}, T0).moves[0].phase == "Bound"
-    assert plan_leases([lease("Bound")], {"uid-p": pod("Running")}, T0).moves[0].phase == "Active"
+    assert (
+        phase_name(plan_leases([lease()], {"uid-p": pod("Pending")}, T0).moves[0].phase) == "Bound"
+    )
+    assert (
+        phase_name(plan_leases([lease("Bound")], {"uid-p": pod("Running")}, T0).moves[0].phase)
+        == "Active"
+    )
     assert plan_leases([lease("Active")], {"uid-p": pod("Running")}, T0).moves == ()
 
 
 def test_expiry_and_collection() -> None:
     expired = plan_leases([lease("Active", expiry=T0 + 60)], {"uid-p": pod("Running")}, T0 + 600)
-    assert expired.moves[0].phase == "Expired" and expired.moves[0].end == T0 + 60
+    assert (
+        phase_name(expired.moves[0].phase) == "Expired" and expired.moves[0].to.ended_at == T0 + 60
+    )
     ended = lease("Released", end=T0 + 10)
     assert plan_leases([ended], {}, T0 + 100, retention_s=3600).collect == ()
     assert len(plan_leases([ended], {}, T0 + 3611, retention_s=3600).collect) == 1
@@ -93,7 +104,7 @@ def test_a_reservation_whose_pod_stays_unbound_is_swept_after_the_timeout() -> N
 def test_only_a_reserved_lease_of_a_live_unbound_pod_is_swept() -> None:
     late = T0 + 3600
     bound = plan_leases([lease()], {"uid-p": pod("Pending")}, late, reserved_timeout_s=120)
-    assert bound.sweep == () and bound.moves[0].phase == "Bound"
+    assert bound.sweep == () and phase_name(bound.moves[0].phase) == "Bound"
     # Bound or Active: the pod was placed on it; the pod's own fate decides
     for phase in ("Bound", "Active"):
         held = plan_leases([lease(phase)], {"uid-p": pod("Pending", node=None)}, late)
@@ -126,16 +137,18 @@ def test_a_lease_whose_pod_reclaim_evicted_ends_reclaimed_once_the_pod_is_gone()
     assert unsure.moves == () and unsure.unsure == (evicted,)  # looked up first, as any lease
     plan = plan_leases([evicted], {}, T0 + 1800, known_gone=frozenset({"uid-p"}))
     (move,) = plan.moves
-    assert (move.phase, move.reason) == ("Reclaimed", "Evicted")
+    assert (phase_name(move.phase), move.reason) == ("Reclaimed", "Evicted")
     assert "pod ns/p (uid-p) is gone" in move.message and EVICTED in move.message
     assert format_time(T0 + 1700) in move.message
-    assert move.end == T0 + 1800 and move.gib_hours == 6.0  # metered as a release: 12 GiB, 30 min
+    assert (
+        move.to.ended_at == T0 + 1800 and move.gib_hours == 6.0
+    )  # metered as a release: 12 GiB, 30 min
 
 
 def test_a_lease_whose_pod_reclaim_evicted_ends_reclaimed_when_the_pod_finishes() -> None:
     evicted = lease("Active", reclaim=_evicted_at(T0 + 1700))
     (move,) = plan_leases([evicted], {"uid-p": pod("Failed")}, T0 + 3600).moves
-    assert (move.phase, move.reason, move.gib_hours) == ("Reclaimed", "Evicted", 12.0)
+    assert (phase_name(move.phase), move.reason, move.gib_hours) == ("Reclaimed", "Evicted", 12.0)
 
 
 def test_an_evicted_pod_still_terminating_keeps_its_lease_live() -> None:
@@ -152,10 +165,29 @@ def test_without_a_reclaim_record_the_lease_is_released() -> None:
         plain = lease("Active", reclaim=bad)  # type: ignore[arg-type]
         assert plain.reclaim is None, bad
         (move,) = plan_leases([plain], {}, T0 + 1800, known_gone=frozenset({"uid-p"})).moves
-        assert (move.phase, move.reason, move.gib_hours) == ("Released", "PodGone", 6.0)
+        assert (phase_name(move.phase), move.reason, move.gib_hours) == ("Released", "PodGone", 6.0)
 
 
 def test_a_reclaimed_lease_is_ended_and_collected_like_a_released_one() -> None:
     ended = lease("Reclaimed", end=T0 + 10, reclaim=_evicted_at(T0 + 5))
     assert plan_leases([ended], {}, T0 + 100).moves == ()
     assert len(plan_leases([ended], {}, T0 + 3611, retention_s=3600).collect) == 1
+
+
+def test_a_reserved_lease_whose_pod_already_runs_goes_through_bound() -> None:
+    """The core has no Reserved -> Active; the one way there is through Bound, both steps in one
+    move (the status then records boundAt and activeAt)."""
+    assert LeasePhase.ACTIVE not in ALLOWED[LeasePhase.RESERVED]
+    (move,) = plan_leases([lease()], {"uid-p": pod("Running")}, T0 + 5).moves
+    assert isinstance(move, Move) and move.phase is LeasePhase.ACTIVE
+    assert (move.to.bound_at, move.to.active_at) == (T0 + 5, T0 + 5)
+    assert move.gib_hours is None  # still held: metered when it ends
+
+
+def test_a_reclaim_mark_on_a_lease_that_is_not_borrowed_ends_it_released() -> None:
+    """The core reclaims only borrowed or preemptible leases; a mark on any other is released
+    (and says why), never a transition the lifecycle forbids."""
+    evicted = lease("Active", reclaim=_evicted_at(T0 + 1700))
+    plain = replace(evicted, borrowed=0)
+    (move,) = plan_leases([plain], {"uid-p": pod("Succeeded")}, T0 + 1800).moves
+    assert phase_name(move.phase) == "Released" and "borrowed or preemptible" in move.message

@@ -1,17 +1,25 @@
-"""Which nodes a pod may run on by its own spec: nodeSelector, required node affinity, taints."""
+"""Which nodes a pod may run on by its own spec: nodeSelector, required node affinity, taints
+(decoded at the edge, asked of the typed values)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpupool.controllers.node_match import NodeConstraints
+from gpupool.adapters.kubernetes.node import read_node
+from gpupool.adapters.kubernetes.pod_view import read_constraints
+from gpupool.state.nodes import NodeObject
 
 
-def node(name: str, labels: dict[str, str] | None = None, taints: Any = None) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-        "spec": {"taints": taints or []},
-    }
+def node(name: str, labels: dict[str, str] | None = None, taints: Any = None) -> NodeObject:
+    return read_node(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+            },
+            "spec": {"taints": taints or []},
+        }
+    )
 
 
 def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
@@ -25,18 +33,18 @@ def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_no_constraints_allow_every_untainted_node() -> None:
-    assert NodeConstraints.of_spec({}).allows(node("n1"))
+    assert read_constraints({}).allows(node("n1"))
 
 
 def test_node_selector_needs_every_label() -> None:
-    c = NodeConstraints.of_spec({"nodeSelector": {"zone": "a", "kubernetes.io/hostname": "n1"}})
+    c = read_constraints({"nodeSelector": {"zone": "a", "kubernetes.io/hostname": "n1"}})
     assert c.allows(node("n1", {"zone": "a"}))
     assert not c.allows(node("n1", {"zone": "b"}))
     assert not c.allows(node("n2", {"zone": "a"}))
 
 
 def test_required_affinity_any_term_all_expressions() -> None:
-    c = NodeConstraints.of_spec(
+    c = read_constraints(
         affinity(
             {
                 "matchExpressions": [
@@ -51,11 +59,11 @@ def test_required_affinity_any_term_all_expressions() -> None:
     assert not c.allows(node("n1", {"zone": "b", "old": "1"}))
     assert not c.allows(node("n1", {"zone": "c"}))
     assert c.allows(node("n9"))  # the second term
-    gt = NodeConstraints.of_spec(
+    gt = read_constraints(
         affinity({"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}]})
     )
     assert gt.allows(node("n1", {"gen": "4"})) and not gt.allows(node("n1", {"gen": "3"}))
-    notin = NodeConstraints.of_spec(
+    notin = read_constraints(
         affinity({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]})
     )
     assert notin.allows(node("n1")) and not notin.allows(node("n1", {"zone": "a"}))
@@ -64,15 +72,15 @@ def test_required_affinity_any_term_all_expressions() -> None:
 def test_untolerated_no_schedule_taints_exclude_a_node() -> None:
     taint = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
     soft = [{"key": "dedicated", "value": "infer", "effect": "PreferNoSchedule"}]
-    assert not NodeConstraints.of_spec({}).allows(node("n1", taints=taint))
-    assert NodeConstraints.of_spec({}).allows(node("n1", taints=soft))
+    assert not read_constraints({}).allows(node("n1", taints=taint))
+    assert read_constraints({}).allows(node("n1", taints=soft))
     equal = {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infer"}]}
-    assert NodeConstraints.of_spec(equal).allows(node("n1", taints=taint))
+    assert read_constraints(equal).allows(node("n1", taints=taint))
     wrong = {"tolerations": [{"key": "dedicated", "value": "train"}]}
-    assert not NodeConstraints.of_spec(wrong).allows(node("n1", taints=taint))
+    assert not read_constraints(wrong).allows(node("n1", taints=taint))
     everything = {"tolerations": [{"operator": "Exists"}]}
-    assert NodeConstraints.of_spec(everything).allows(node("n1", taints=taint))
+    assert read_constraints(everything).allows(node("n1", taints=taint))
     other_effect = {
         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
     }
-    assert not NodeConstraints.of_spec(other_effect).allows(node("n1", taints=taint))
+    assert not read_constraints(other_effect).allows(node("n1", taints=taint))

@@ -10,19 +10,16 @@ import logging
 from typing import Any, cast
 
 import pytest
-from test_controller_reclaim_plan import NOW, beta_pods, lease, pod, quotas
+from test_controller_reclaim_plan import NOW, beta_pods, lease, pod, quotas, reclaim_round
 
-from gpupool.adapters.cluster import ClusterApi, Json
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.lease import lease_from_json, phase_name
 from gpupool.adapters.wire.times import format_time
-from gpupool.controllers.lease_plan import plan_leases, read_lease
-from gpupool.controllers.reclaim import apply_reclaim
-from gpupool.controllers.reclaim_plan import (
-    EvictPod,
-    ReclaimNotice,
-    ReclaimRound,
-    plan_reclaim_round,
-)
+from gpupool.controllers.leases.plan import plan_leases
+from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound
+from gpupool.controllers.reclaim.reconcile import apply_reclaim
+from gpupool.ports import ClusterApi, Json
+from gpupool.state.notice import ReclaimNotice
 
 
 class FakeApi:
@@ -61,7 +58,7 @@ def _due_round() -> tuple[ReclaimRound, dict[str, Json]]:
     """b4 (borrowed) was noticed for alpha's a1 and its grace period is over: evicted now."""
     notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1")
     beta = beta_pods(b4={"notice": notice})
-    plan = plan_reclaim_round(
+    plan = reclaim_round(
         [*beta, pod("a1", "alpha", submitted=50)], [lease(p) for p in beta], quotas(), NOW + 3
     )
     assert [e.pod.name for e in plan.evictions] == ["b4"]
@@ -86,13 +83,14 @@ def test_an_evicted_pods_lease_is_marked_after_the_eviction() -> None:
     assert record["at"] == format_time(NOW + 3) and record["reason"] == "QuotaReclaim"
     assert "give tenant alpha its quota back" in record["message"]
     assert ("event", "b4", "Reclaimed") in api.calls
-    # the mark is what lease_plan reads: the lease ends Reclaimed once the pod is gone
+    # the mark is what leases.plan reads: the lease ends Reclaimed once the pod is gone
     obj = {"metadata": {"name": "uid-b4", "namespace": "ns"},
-           "spec": {"podRef": {"namespace": "ns", "name": "b4", "uid": "uid-b4"},
-                    "devices": [{"sizeBytes": 2**30}]},
+           "spec": {"podRef": {"namespace": "ns", "name": "b4", "uid": "uid-b4"}, "tenant": "beta",
+                    "node": "n1", "borrowed": 12 * 2**30,
+                    "devices": [{"index": 0, "model": "A100-80GB", "sizeBytes": 2**30}]},
            "status": {"phase": "Active", "start": format_time(NOW - 3600), **status}}  # fmt: skip
-    gone = plan_leases([read_lease(obj)], {}, NOW + 3, known_gone=frozenset({"uid-b4"}))
-    assert [(m.phase, m.reason) for m in gone.moves] == [("Reclaimed", "Evicted")]
+    gone = plan_leases([lease_from_json(obj)], {}, NOW + 3, known_gone=frozenset({"uid-b4"}))
+    assert [(phase_name(m.phase), m.reason) for m in gone.moves] == [("Reclaimed", "Evicted")]
 
 
 def test_a_pod_evicted_for_room_is_marked_so() -> None:

@@ -10,18 +10,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gpupool.adapters.kubernetes.lease import lease_from_json
+from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.admitted import Admitted, read_admitted
+from gpupool.adapters.wire.names import DEFAULT_TENANT
+from gpupool.adapters.wire.reclaim_notice import notice_annotation, parse_notice
 from gpupool.adapters.wire.times import format_time, parse_time
-from gpupool.controllers.reclaim import notice_patch, withdraw_patch
-from gpupool.controllers.reclaim_plan import (
-    LeaseMark,
-    ReclaimNotice,
-    plan_reclaim_round,
-    read_lease_mark,
-)
-from gpupool.controllers.snapshot import PodView, read_pod
+from gpupool.controllers.admission.plan import mark_borrowed, plan_admission
+from gpupool.controllers.reclaim.plan import ReclaimRound, plan_reclaim_round
+from gpupool.controllers.reclaim.reconcile import notice_patch, withdraw_patch
+from gpupool.controllers.reclaim.room import Placement
 from gpupool.domain.units import GiB
+from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
+from gpupool.state.lease import LeaseRecord, PodRef, RoomHold
+from gpupool.state.notice import ReclaimNotice
+from gpupool.state.pods import PodView
 
 T0 = "2026-01-01T00:00:00.000000Z"
 NOW = (parse_time(T0) or 0.0) + 100.0
@@ -51,7 +55,7 @@ def pod(
     if admitted_at is not None:
         annotations["gpupool.io/admitted"] = admitted(admitted_at, borrowed_gib)
     if notice is not None:
-        annotations["gpupool.io/reclaim-notice"] = notice.to_annotation()
+        annotations["gpupool.io/reclaim-notice"] = notice_annotation(notice)
     if exclusive:
         annotations["gpupool.io/exclusive"] = "true"
     obj: dict[str, Any] = {
@@ -74,13 +78,31 @@ def pod(
     return read_pod(obj)
 
 
-def lease(p: PodView, borrowed_gib: int | None = None) -> LeaseMark:
+def lease(p: PodView, borrowed_gib: int | None = None) -> LeaseRecord:
     """The pod's GpuLease as bind writes it (borrowed copied from the admitted annotation)."""
     if borrowed_gib is None:
         borrowed = p.admitted.borrowed if p.admitted else 0
     else:
         borrowed = borrowed_gib * GiB
-    return LeaseMark(p.uid, borrowed, False, live=True)
+    ref = PodRef(p.namespace, p.name, p.uid)
+    return LeaseRecord(p.uid, p.namespace, p.tenant, ref, p.node or "", (), borrowed=borrowed)
+
+
+def reclaim_round(
+    pods: list[PodView],
+    leases: list[LeaseRecord],
+    quotas: list[TenantQuota],
+    now: float,
+    *,
+    mode: FifoMode = FifoMode.BEST_EFFORT,
+    placement: Placement | None = None,
+    holds: dict[str, RoomHold] | None = None,
+) -> ReclaimRound:
+    """One controller round as the reconcilers run it: the admission plan over the pods (borrowed
+    marks from their leases), then the reclaim plan that consumes it."""
+    views = mark_borrowed(pods, leases)
+    admission = plan_admission(views, quotas, now, default_tenant=DEFAULT_TENANT, mode=mode)
+    return plan_reclaim_round(admission, views, now, placement=placement, holds=holds)
 
 
 def quotas(beta_guaranteed_gib: int = 24) -> list[TenantQuota]:
@@ -115,7 +137,7 @@ def names(items: Any) -> list[str]:
 def test_lender_waiting_gets_the_newest_borrowed_pod_noticed_with_its_grace_period() -> None:
     beta = beta_pods()
     waiting = pod("a1", "alpha", submitted=50)
-    plan = plan_reclaim_round([*beta, waiting], [lease(p) for p in beta], quotas(), NOW)
+    plan = reclaim_round([*beta, waiting], [lease(p) for p in beta], quotas(), NOW)
     assert names(plan.notices) == ["b4"]
     [notice] = plan.notices
     assert notice.notice.evict_at == NOW + 3
@@ -126,7 +148,7 @@ def test_lender_waiting_gets_the_newest_borrowed_pod_noticed_with_its_grace_peri
 
 def test_lowest_priority_borrowed_pod_goes_before_the_newest() -> None:
     beta = beta_pods(b3={"priority": -5})
-    plan = plan_reclaim_round(
+    plan = reclaim_round(
         [*beta, pod("a1", "alpha", submitted=50)], [lease(p) for p in beta], quotas(), NOW
     )
     assert names(plan.notices) == ["b3"]
@@ -134,7 +156,7 @@ def test_lowest_priority_borrowed_pod_goes_before_the_newest() -> None:
 
 def test_nothing_happens_while_the_lender_does_not_wait() -> None:
     beta = beta_pods()
-    plan = plan_reclaim_round(beta, [lease(p) for p in beta], quotas(), NOW)
+    plan = reclaim_round(beta, [lease(p) for p in beta], quotas(), NOW)
     assert plan.notices == () and plan.evictions == () and plan.withdrawals == ()
 
 
@@ -144,10 +166,10 @@ def test_a_given_notice_counts_and_the_eviction_falls_due_after_the_grace_period
     waiting = pod("a1", "alpha", submitted=50)
     leases = [lease(p) for p in beta]
     # within the grace period: nobody else is noticed, nobody is evicted yet
-    early = plan_reclaim_round([*beta, waiting], leases, quotas(), NOW + 2.9)
+    early = reclaim_round([*beta, waiting], leases, quotas(), NOW + 2.9)
     assert early.notices == () and early.evictions == () and early.withdrawals == ()
     # a restarted controller reads the deadline from the pod: due now, b4 only
-    due = plan_reclaim_round([*beta, waiting], leases, quotas(), NOW + 3)
+    due = reclaim_round([*beta, waiting], leases, quotas(), NOW + 3)
     assert names(due.evictions) == ["b4"] and due.notices == ()
     assert "give tenant alpha its quota back" in due.evictions[0].message
 
@@ -156,7 +178,7 @@ def test_second_waiting_pod_gets_a_second_victim() -> None:
     notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1")
     beta = beta_pods(b4={"notice": notice})
     waiting = [pod("a1", "alpha", submitted=50), pod("a2", "alpha", submitted=51)]
-    plan = plan_reclaim_round([*beta, *waiting], [lease(p) for p in beta], quotas(), NOW + 1)
+    plan = reclaim_round([*beta, *waiting], [lease(p) for p in beta], quotas(), NOW + 1)
     assert names(plan.notices) == ["b3"]
     assert plan.notices[0].notice.claimant_pod == "ns/a2"
 
@@ -171,24 +193,24 @@ def test_never_below_guaranteed() -> None:
     ]
     alpha = [pod("a0", "alpha", admitted_at=3), pod("a1", "alpha", submitted=50)]
     leases = [lease(p) for p in (*beta, alpha[0])]
-    plan = plan_reclaim_round([*beta, *alpha], leases, quotas(24), NOW)
+    plan = reclaim_round([*beta, *alpha], leases, quotas(24), NOW)
     assert plan.notices == ()
     assert names(plan.stuck) == ["a1"]
     assert "without taking anyone below guaranteed" in plan.stuck[0].reason
-    plan = plan_reclaim_round([*beta, *alpha], leases, quotas(12), NOW)
+    plan = reclaim_round([*beta, *alpha], leases, quotas(12), NOW)
     assert names(plan.notices) == ["b2"]
 
 
 def test_pods_within_the_borrowers_nominal_quota_are_never_taken() -> None:
     beta = beta_pods()
     many = [pod(f"a{i}", "alpha", submitted=50 + i) for i in range(1, 5)]
-    plan = plan_reclaim_round([*beta, *many], [lease(p) for p in beta], quotas(0), NOW)
+    plan = reclaim_round([*beta, *many], [lease(p) for p in beta], quotas(0), NOW)
     assert names(plan.notices) == ["b3", "b4"]
 
 
 def test_exclusive_pods_are_never_taken() -> None:
     beta = beta_pods(b4={"exclusive": True})
-    plan = plan_reclaim_round(
+    plan = reclaim_round(
         [*beta, pod("a1", "alpha", submitted=50)], [lease(p) for p in beta], quotas(), NOW
     )
     assert names(plan.notices) == ["b3"]
@@ -199,27 +221,27 @@ def test_borrowed_mark_comes_from_the_lease_when_the_pod_has_one() -> None:
     by_name = {p.name: p for p in beta}
     leases = [lease(by_name["b1"]), lease(by_name["b2"]), lease(by_name["b3"])]
     leases.append(lease(by_name["b4"], borrowed_gib=0))  # b4's lease says: not borrowed
-    plan = plan_reclaim_round([*beta, pod("a1", "alpha", submitted=50)], leases, quotas(), NOW)
+    plan = reclaim_round([*beta, pod("a1", "alpha", submitted=50)], leases, quotas(), NOW)
     assert names(plan.notices) == ["b3"]
     # without any lease (not bound yet) the admitted annotation marks the borrowed pods
-    plan = plan_reclaim_round([*beta, pod("a1", "alpha", submitted=50)], [], quotas(), NOW)
+    plan = reclaim_round([*beta, pod("a1", "alpha", submitted=50)], [], quotas(), NOW)
     assert names(plan.notices) == ["b4"]
 
 
 def test_notice_is_withdrawn_when_nobody_waits_any_more() -> None:
     notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1")
     beta = beta_pods(b4={"notice": notice})
-    plan = plan_reclaim_round(beta, [lease(p) for p in beta], quotas(), NOW + 5)
+    plan = reclaim_round(beta, [lease(p) for p in beta], quotas(), NOW + 5)
     assert names(plan.withdrawals) == ["b4"] and plan.evictions == ()
 
 
 def test_notice_annotation_round_trips_and_patches_test_the_uid() -> None:
     notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1", blocked="PDB says no")
-    text = notice.to_annotation()
+    text = notice_annotation(notice)
     assert json.loads(text)["evictAt"] == format_time(NOW + 3)
-    assert ReclaimNotice.from_annotation(text) == notice
-    assert ReclaimNotice.from_annotation("{not json") is None
-    assert ReclaimNotice.from_annotation('{"at": "x"}') is None
+    assert parse_notice(text) == notice
+    assert parse_notice("{not json") is None
+    assert parse_notice('{"at": "x"}') is None
     patch = notice_patch({"metadata": {"annotations": {"x": "y"}}}, "uid-1", notice)
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-1"}
     assert patch[1]["path"] == "/metadata/annotations/gpupool.io~1reclaim-notice"
@@ -232,12 +254,14 @@ def test_notice_annotation_round_trips_and_patches_test_the_uid() -> None:
 
 
 def test_lease_mark_and_admitted_annotation_are_read() -> None:
-    obj = {
-        "spec": {"podRef": {"uid": "u"}, "borrowed": 5, "preemptible": True},
-        "status": {"phase": "Released"},
-    }
-    assert read_lease_mark(obj) == LeaseMark("u", 5, True, live=False)
-    assert read_lease_mark({"spec": {"podRef": {"uid": "u"}}}).live
+    spec = {"tenant": "beta", "node": "n1", "devices": [],
+            "podRef": {"namespace": "ns", "name": "p", "uid": "u"}}  # fmt: skip
+    obj = {"metadata": {"name": "u", "namespace": "ns"}, "status": {"phase": "Released"},
+           "spec": {**spec, "borrowed": 5, "preemptible": True}}  # fmt: skip
+    ended = lease_from_json(obj)
+    assert (ended.pod.uid, ended.borrowed, ended.preemptible) == ("u", 5, True)
+    assert not ended.holds_capacity
+    assert lease_from_json({"metadata": {"name": "u"}, "spec": spec}).holds_capacity
     read = read_admitted({"gpupool.io/admitted": admitted(1, 12)})
     assert read == Admitted(parse_time(at(1)) or -1.0, 12 * GiB)
     assert read_admitted({"gpupool.io/admitted": "{bad"}) == Admitted(0.0)

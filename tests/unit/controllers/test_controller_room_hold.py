@@ -20,11 +20,13 @@ from test_controller_room_reclaim_plan import (
     waiting,
 )
 
-from gpupool.adapters.cluster import ClusterApi
-from gpupool.adapters.kubernetes.lease import RoomHold, read_room_hold
+from gpupool.adapters.kubernetes.lease import read_room_hold
 from gpupool.adapters.wire.times import format_time
-from gpupool.controllers.reclaim import apply_reclaim, reclaim_record
-from gpupool.controllers.reclaim_plan import ROOM_HOLD_S, EndHold, ReclaimNotice, ReclaimRound
+from gpupool.controllers.reclaim.plan import ROOM_HOLD_S, EndHold, ReclaimRound
+from gpupool.controllers.reclaim.reconcile import apply_reclaim, reclaim_record
+from gpupool.ports import ClusterApi
+from gpupool.state.lease import RoomHold
+from gpupool.state.notice import ReclaimNotice
 
 HOLD = RoomHold(node="n2", pod="ns/a1", uid="uid-a1", until=NOW + 100)
 

@@ -12,19 +12,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from test_controller_reclaim_plan import reclaim_round
+
+from gpupool.adapters.kubernetes.node import read_node
+from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.wire.names import DEFAULT_TENANT
+from gpupool.adapters.wire.reclaim_notice import notice_annotation, parse_notice
 from gpupool.adapters.wire.times import parse_time
-from gpupool.controllers.reclaim_plan import LeaseMark, ReclaimNotice, plan_reclaim_round
-from gpupool.controllers.room_reclaim_plan import (
+from gpupool.controllers.admission.plan import plan_admission
+from gpupool.controllers.reclaim.room import (
     Placement,
     build_placement,
     plan_room_reclaim,
     waits_for_room,
 )
-from gpupool.controllers.snapshot import PodView, read_pod
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.quota.spec import TenantQuota
+from gpupool.state.lease import LeaseRecord, PodRef
+from gpupool.state.nodes import NodeObject
+from gpupool.state.notice import ReclaimNotice
+from gpupool.state.pods import PodView
 
 T0 = "2026-01-01T00:00:00.000000Z"
 NOW = (parse_time(T0) or 0.0) + 100.0
@@ -61,7 +69,7 @@ def pod(
     if exclusive:
         annotations["gpupool.io/exclusive"] = "true"
     if notice is not None:
-        annotations["gpupool.io/reclaim-notice"] = notice.to_annotation()
+        annotations["gpupool.io/reclaim-notice"] = notice_annotation(notice)
     status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
     if unschedulable:
         status["conditions"] = [
@@ -101,8 +109,8 @@ def waiting(name: str = "a1", gib: int = 36, **kw: Any) -> PodView:
     return pod(name, "alpha", gib, admitted_at=50, unschedulable=True, **kw)
 
 
-def node(name: str, cards: int = 1) -> dict[str, Any]:
-    return {
+def node(name: str, cards: int = 1) -> NodeObject:
+    return read_node({
         "metadata": {
             "name": name,
             "labels": {
@@ -112,7 +120,7 @@ def node(name: str, cards: int = 1) -> dict[str, Any]:
             },
         },
         "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
+    })  # fmt: skip
 
 
 def record(p: PodView, offset_gib: int = 0, card: int = 0) -> LeaseRecord:
@@ -152,12 +160,8 @@ def placed(
     return build_placement([node(n) for n in nodes], [], records, holders)
 
 
-def marks(pods: list[PodView]) -> list[LeaseMark]:
-    return [
-        LeaseMark(p.uid, p.admitted.borrowed, p.admitted.preemptible, live=True)
-        for p in pods
-        if p.node is not None and p.admitted is not None
-    ]
+def marks(pods: list[PodView]) -> list[LeaseRecord]:
+    return [record(p) for p in pods if p.node is not None and p.admitted is not None]
 
 
 def quotas(
@@ -186,7 +190,7 @@ def full_cluster() -> list[PodView]:
 
 
 def round_of(pods: list[PodView], now: float = NOW, **kw: Any) -> Any:
-    return plan_reclaim_round(
+    return reclaim_round(
         pods, marks(pods), kw.pop("quotas", None) or quotas(), now, placement=placed(pods), **kw
     )
 
@@ -205,9 +209,9 @@ def test_the_lenders_pod_gets_one_borrowed_victim_on_the_node_where_it_then_fits
     assert item.notice.evict_at == NOW + 3
     assert "room on node n2 for pod ns/a1" in item.message
     assert plan.evictions == () and plan.withdrawals == ()
-    annotation = json.loads(item.notice.to_annotation())
+    annotation = json.loads(notice_annotation(item.notice))
     assert annotation["for"] == "ns/a1" and annotation["room"] == "n2"
-    assert ReclaimNotice.from_annotation(item.notice.to_annotation()) == item.notice
+    assert parse_notice(notice_annotation(item.notice)) == item.notice
 
 
 def test_the_node_with_the_fewest_victims_is_chosen_over_the_preferred_victims() -> None:
@@ -358,7 +362,7 @@ def test_a_room_notice_is_not_withdrawn_for_want_of_a_quota_claimant() -> None:
         pod("b4", "beta", node="n2", admitted_at=4, borrowed=True, notice=given),
         waiting(),
     ]
-    plan = plan_reclaim_round(pods, marks(pods), quotas(), NOW + 1)  # no placement read
+    plan = reclaim_round(pods, marks(pods), quotas(), NOW + 1)  # no placement read
     assert plan.withdrawals == () and plan.notices == ()
 
 
@@ -378,9 +382,7 @@ def test_room_is_sought_only_among_the_cohorts_borrowers() -> None:
 
 def test_plan_room_reclaim_skips_a_pod_already_held() -> None:
     pods = [*full_cluster(), waiting()]
-    from gpupool.controllers.admission_plan import plan_admission
-
-    ledger = plan_admission(pods, quotas(), NOW).ledger
+    ledger = plan_admission(pods, quotas(), NOW, default_tenant=DEFAULT_TENANT).ledger
     placement = placed(pods)
     assert len(plan_room_reclaim(pods, ledger, placement, NOW).claims) == 1
     held = plan_room_reclaim(pods, ledger, placement, NOW, held={"ns/a1": "n2"})
@@ -424,12 +426,10 @@ def test_a_victim_gone_whose_lease_is_not_released_yet_leaves_room_nobody_else_p
     cluster = full_cluster()
     gone = next(p for p in cluster if p.name == "b4")
     pods = [*[p for p in cluster if p.name != "b4"], waiting()]
-    plan = plan_reclaim_round(
-        pods, marks(pods), quotas(), NOW, placement=placed(pods, gone=(gone,))
-    )
+    plan = reclaim_round(pods, marks(pods), quotas(), NOW, placement=placed(pods, gone=(gone,)))
     assert plan.notices == () and plan.stuck == ()
     # were the lease counted as holding the card, b3 would be evicted as well
-    plan = plan_reclaim_round(
+    plan = reclaim_round(
         pods, marks(pods), quotas(), NOW, placement=placed(pods, gone=(gone,), all_leases=True)
     )
     assert names(plan.notices) == ["b3"]

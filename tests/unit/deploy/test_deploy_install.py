@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import yaml
 
-from gpupool.adapters.device_plugin.decide import PluginPaths
 from gpupool.adapters.tls import Authority, write_cert, write_key
 from gpupool.adapters.tls import name as tls_name
 from gpupool.adapters.webhook import register as registration
@@ -31,6 +30,7 @@ from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.cli import webhook as webhook_cli
 from gpupool.cli.main import build_parser
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.node.device_plugin.decide import PluginPaths
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
-from gpupool.adapters.nvml.fake import fake_uuid
 from gpupool.devcluster.heartbeat import PAUSE_ANNOTATION, fake_gpu_spec, fake_status, is_paused
 from gpupool.devcluster.nodes import FakeNodeSpec, build_node, parse_gpu_spec
 from gpupool.domain.units import GiB
+from gpupool.node.nvml.fake import fake_uuid
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 

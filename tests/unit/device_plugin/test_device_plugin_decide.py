@@ -6,7 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from gpupool.adapters.device_plugin.decide import (
+from gpupool.domain.allocations import Slice
+from gpupool.domain.devices import Gpu
+from gpupool.domain.errors import InvalidRequest
+from gpupool.domain.units import GiB
+from gpupool.node.device_plugin.decide import (
     Grant,
     MountSpec,
     PluginPaths,
@@ -15,16 +19,12 @@ from gpupool.adapters.device_plugin.decide import (
     limits_file_name,
     limits_text,
 )
-from gpupool.adapters.device_plugin.devices import (
+from gpupool.node.device_plugin.devices import (
     card_of,
     device_id,
     preferred_devices,
     virtual_devices,
 )
-from gpupool.domain.allocations import Slice
-from gpupool.domain.devices import Gpu
-from gpupool.domain.errors import InvalidRequest
-from gpupool.domain.units import GiB
 from gpupool.ports import PodLease
 
 A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"

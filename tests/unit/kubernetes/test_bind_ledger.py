@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from gpupool.adapters.extender_http.service import KeyedLocks, NodeLedger
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.adapters.extender_http.service import KeyedLocks
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.state.lease import LeaseRecord, PodRef
+from gpupool.state.node_ledger import NodeLedger
+
+NOW = 100.0  # monotonic seconds: the ledger is told the time, it reads no clock
 
 
 def lease(uid: str, gpu: int = 0, offset: int = 0) -> LeaseRecord:
@@ -29,10 +32,11 @@ def keys(ledger: NodeLedger) -> set[str]:
 
 def test_a_new_ledger_is_stale_and_a_refreshed_one_is_trusted() -> None:
     ledger = NodeLedger()
-    assert ledger.stale(10.0)
-    ledger.refresh([lease("a")], ledger.listing())
-    assert not ledger.stale(10.0)
-    assert ledger.stale(0.0)  # max age 0: always re-list (the serial path)
+    assert ledger.stale(10.0, NOW)
+    ledger.refresh([lease("a")], ledger.listing(), NOW)
+    assert not ledger.stale(10.0, NOW)
+    assert ledger.stale(0.0, NOW)  # max age 0: always re-list (the serial path)
+    assert not ledger.stale(10.0, NOW + 9.9) and ledger.stale(10.0, NOW + 10.0)
     assert keys(ledger) == {"ns/a"}
 
 
@@ -40,13 +44,13 @@ def test_a_create_in_flight_when_the_list_was_sent_survives_the_refresh() -> Non
     """The create finishes while the list is on the wire (outside the node's lock): the list may
     not show it, and dropping it would let the next bind plan onto its bytes."""
     ledger = NodeLedger()
-    ledger.refresh([], ledger.listing())
+    ledger.refresh([], ledger.listing(), NOW)
     ledger.begin(lease("b"))
     inflight = ledger.listing()  # the list is sent now
     ledger.commit(lease("b"))  # ... the create returns before the list does
-    ledger.refresh([lease("a")], inflight)  # a list served before the create
+    ledger.refresh([lease("a")], inflight, NOW)  # a list served before the create
     assert keys(ledger) == {"ns/a", "ns/b"}
-    ledger.refresh([lease("a")], ledger.listing())  # a later list is the API server's word
+    ledger.refresh([lease("a")], ledger.listing(), NOW)  # a later list is the API server's word
     assert keys(ledger) == {"ns/a"}
 
 
@@ -54,25 +58,25 @@ def test_a_create_started_during_the_list_survives_the_refresh() -> None:
     ledger = NodeLedger()
     inflight = ledger.listing()
     ledger.begin(lease("c"))
-    ledger.refresh([], inflight)
+    ledger.refresh([], inflight, NOW)
     assert keys(ledger) == {"ns/c"}
 
 
 def test_a_failed_create_is_dropped_and_an_unknown_outcome_forces_a_relist() -> None:
     ledger = NodeLedger()
-    ledger.refresh([], ledger.listing())
+    ledger.refresh([], ledger.listing(), NOW)
     ledger.begin(lease("d"))
     ledger.abort("ns/d", known=True)  # AlreadyExists: ours was never made
-    assert keys(ledger) == set() and not ledger.stale(10.0)
+    assert keys(ledger) == set() and not ledger.stale(10.0, NOW)
     ledger.begin(lease("e"))
     ledger.abort("ns/e", known=False)  # a timeout: it may exist
     assert keys(ledger) == {"ns/e"}  # still counted
-    assert ledger.stale(10.0)  # and the next bind re-lists
+    assert ledger.stale(10.0, NOW)  # and the next bind re-lists
 
 
 def test_discard_forgets_a_deleted_lease() -> None:
     ledger = NodeLedger()
-    ledger.refresh([lease("a"), lease("b")], ledger.listing())
+    ledger.refresh([lease("a"), lease("b")], ledger.listing(), NOW)
     ledger.discard("ns/a")
     assert keys(ledger) == {"ns/b"}
 

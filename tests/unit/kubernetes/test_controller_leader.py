@@ -15,7 +15,7 @@ from support.lease_api import Clock, FakeLeaseApi
 from support.waiting import wait_until_async
 from test_leader import DEADLINE_S, LEASE_S, _elector
 
-from gpupool.adapters.cluster import ClusterApi
+from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubernetes.leader import LeaderElector, NotLeader
 from gpupool.controllers.manager import Loop, run_loops
 
@@ -46,11 +46,11 @@ class WriteLog:
         self.writes.append(f"{self.who} create")
 
 
-def _api(who: str, writes: list[str], may_write: Callable[[], bool] | None) -> ClusterApi:
-    return ClusterApi(cast(AsyncClient, WriteLog(who, writes)), may_write=may_write)
+def _api(who: str, writes: list[str], may_write: Callable[[], bool] | None) -> KubeClusterApi:
+    return KubeClusterApi(cast(AsyncClient, WriteLog(who, writes)), may_write=may_write)
 
 
-WRITES: dict[str, Callable[[ClusterApi], Awaitable[object]]] = {
+WRITES: dict[str, Callable[[KubeClusterApi], Awaitable[object]]] = {
     "patch_pod": lambda api: api.patch_pod("t", "p", {}, json_patch=False),
     "delete_pod": lambda api: api.delete_pod("t", "p"),
     "evict_pod": lambda api: api.evict_pod("t", "p"),

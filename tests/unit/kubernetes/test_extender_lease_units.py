@@ -8,11 +8,12 @@ from typing import Any
 
 from support.builders import node_json, pod_json
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
-from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.adapters.kubernetes.node import read_node
 from gpupool.adapters.kubernetes.pod import request_from_pod
 from gpupool.domain.units import GiB
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
 
 
 def _pod(admitted: dict[str, Any] | None) -> dict[str, Any]:
@@ -25,7 +26,7 @@ def _pod(admitted: dict[str, Any] | None) -> dict[str, Any]:
 
 def _plan(pod: dict[str, Any]) -> LeaseRecord:
     cache = ClusterCache()
-    cache.rebuild([node_json("n", cards=2)], [], [])
+    cache.rebuild([read_node(n) for n in [node_json("n", cards=2)]], [], [])
     ext = Extender(cache, policy="binpack")
     planned = ext._reserve_plan(request_from_pod(pod), pod, "n", [])
     assert isinstance(planned, LeaseRecord), planned

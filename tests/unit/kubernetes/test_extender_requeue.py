@@ -8,13 +8,14 @@ from typing import Any
 
 from support.builders import node_json, pod_json
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.adapters.kubernetes.node import read_node
 from gpupool.adapters.wire.names import ANN_REQUEUE
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 
 def _lease(name: str, size: int) -> LeaseRecord:
@@ -43,7 +44,7 @@ class Api:
 
 def _setup() -> tuple[ClusterCache, Extender, Api]:
     cache = ClusterCache()
-    cache.rebuild([node_json("n", cards=1)], [], [_lease("held", 60 * GiB)])
+    cache.rebuild([read_node(n) for n in [node_json("n", cards=1)]], [], [_lease("held", 60 * GiB)])
     api = Api()
     return cache, Extender(cache, api, policy="binpack"), api  # type: ignore[arg-type]
 

@@ -9,20 +9,15 @@ from typing import Any
 
 from support.builders import node_json, pod_json
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.room_hold import held_against, held_reason, hold_stands
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderFilterResult
-from gpupool.adapters.kubernetes.lease import (
-    LeaseRecord,
-    PodRef,
-    RoomHold,
-    lease_from_json,
-    lease_to_json,
-    read_room_hold,
-)
+from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json, read_room_hold
+from gpupool.adapters.kubernetes.node import read_node
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef, RoomHold
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 UNTIL = "2027-01-15T08:05:00Z"  # T0 + 300 s
@@ -66,7 +61,9 @@ class Clock:
 def _setup(*leases: dict[str, Any]) -> tuple[ClusterCache, Extender, Clock]:
     cache = ClusterCache()
     cache.rebuild(
-        [node_json("x", cards=1), node_json("y", cards=1)], [], [lease_from_json(x) for x in leases]
+        [read_node(n) for n in [node_json("x", cards=1), node_json("y", cards=1)]],
+        [],
+        [lease_from_json(x) for x in leases],
     )
     clock = Clock()
     return cache, Extender(cache, policy="binpack", clock=clock), clock
@@ -148,7 +145,9 @@ def test_a_relist_finds_the_same_hold() -> None:
     cache, ext, _ = _setup()
     assert _filter(ext, _pod("c", "q", 40)).node_names == ("x", "y")
     cache.rebuild(
-        [node_json("x", cards=1), node_json("y", cards=1)], [], [lease_from_json(_victim())]
+        [read_node(n) for n in [node_json("x", cards=1), node_json("y", cards=1)]],
+        [],
+        [lease_from_json(_victim())],
     )
     assert cache.room_holds == {"b/uid-b3": HOLD}
     assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)

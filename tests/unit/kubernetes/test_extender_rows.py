@@ -6,9 +6,10 @@ import json
 
 from support.builders import node_json
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs
+from gpupool.adapters.kubernetes.node import read_node
+from gpupool.state.cluster import ClusterCache
 
 
 def _args(uid: str, names: list[str]) -> ExtenderArgs:
@@ -22,7 +23,9 @@ def _args(uid: str, names: list[str]) -> ExtenderArgs:
 
 def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() -> None:
     cache = ClusterCache()
-    cache.rebuild([node_json("a", cards=8), node_json("b", cards=8)], [], [])
+    cache.rebuild(
+        [read_node(n) for n in [node_json("a", cards=8), node_json("b", cards=8)]], [], []
+    )
     extender = Extender(cache, policy="binpack")
     names = ["a", "b", "c"]
     first = extender.filter(_args("p1", names))
@@ -31,7 +34,12 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
     again = extender.filter(_args("p2", list(names)))  # equal list, new objects: a memo hit
     assert again.node_names == ("a", "b")
     cache.rebuild(
-        [node_json("a", cards=8), node_json("b", cards=8), node_json("c", cards=8)], [], []
+        [
+            read_node(n)
+            for n in [node_json("a", cards=8), node_json("b", cards=8), node_json("c", cards=8)]
+        ],
+        [],
+        [],
     )
     joined = extender.filter(_args("p3", list(names)))
     assert joined.node_names == ("a", "b", "c"), joined
@@ -42,7 +50,7 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
 
 def test_without_the_memo_the_answers_are_the_same() -> None:
     cache = ClusterCache()
-    cache.rebuild([node_json(f"n{i}", cards=8) for i in range(20)], [], [])
+    cache.rebuild([read_node(n) for n in [node_json(f"n{i}", cards=8) for i in range(20)]], [], [])
     names = [f"n{i}" for i in range(25)]
     with_memo = Extender(cache, policy="binpack")
     without = Extender(cache, policy="binpack", rows_memo=0)
@@ -56,7 +64,7 @@ def test_without_the_memo_the_answers_are_the_same() -> None:
 
 def test_prioritize_written_as_json_text_reads_back_as_the_dicts() -> None:
     cache = ClusterCache()
-    cache.rebuild([node_json(f"n{i}", cards=8) for i in range(12)], [], [])
+    cache.rebuild([read_node(n) for n in [node_json(f"n{i}", cards=8) for i in range(12)]], [], [])
     extender = Extender(cache, policy="binpack")
     names = [f"n{i}" for i in range(12)] + ['odd "name" \\ é']
     for uid in ("p1", "p1", "p2"):

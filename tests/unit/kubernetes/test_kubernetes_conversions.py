@@ -7,18 +7,20 @@ from fractions import Fraction
 import pytest
 from support.builders import node_json
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.service import lay_out_slices, scale_scores
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef, lease_from_json, lease_to_json
-from gpupool.adapters.kubernetes.node import node_condition, node_from_json
+from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
+from gpupool.adapters.kubernetes.node import node_condition, node_from_json, read_node
 from gpupool.adapters.kubernetes.pod import allocation_annotation, slices_from_annotation
 from gpupool.adapters.kubernetes.quota import quota_from_json, quota_to_json
 from gpupool.domain.allocations import Allocation, Slice
 from gpupool.domain.errors import InvalidQuantity, InvalidRequest
 from gpupool.domain.quantity import parse_quantity, quantity_int
 from gpupool.domain.units import GiB
+from gpupool.quota.lease import LeasePhase
 from gpupool.quota.resource import Resource
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 
 @pytest.mark.parametrize(
@@ -158,7 +160,7 @@ def test_a_gpunode_with_an_unknown_model_is_an_invalid_object() -> None:
 
 def test_cache_assume_and_forget_of_a_lease_are_exact_inverses() -> None:
     cache = ClusterCache()
-    cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [])
+    cache.rebuild([read_node(n) for n in [node_json("n1", labels=GPU_LABELS)]], [], [])
     before = cache.snapshot().state_key()
     held = LeaseRecord(
         "u",
@@ -179,7 +181,7 @@ def test_cache_assume_and_forget_of_a_lease_are_exact_inverses() -> None:
 
 def test_a_lease_that_does_not_fit_fences_its_node_instead_of_vanishing() -> None:
     cache = ClusterCache()
-    cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [])
+    cache.rebuild([read_node(n) for n in [node_json("n1", labels=GPU_LABELS)]], [], [])
     too_big = LeaseRecord(
         "u",
         "ns",
@@ -198,7 +200,7 @@ def test_a_lease_that_does_not_fit_fences_its_node_instead_of_vanishing() -> Non
 
 def test_resync_counts_drift() -> None:
     cache = ClusterCache()
-    cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [])
+    cache.rebuild([read_node(n) for n in [node_json("n1", labels=GPU_LABELS)]], [], [])
     missed = LeaseRecord(
         "u",
         "ns",
@@ -207,11 +209,13 @@ def test_resync_counts_drift() -> None:
         "n1",
         (Slice(0, "GPU-n1-0", "A100-80GB", 0, GiB, 0),),
     )
-    drift = cache.rebuild([node_json("n1", labels=GPU_LABELS)], [], [missed])
+    drift = cache.rebuild(
+        [read_node(n) for n in [node_json("n1", labels=GPU_LABELS)]], [], [missed]
+    )
     assert (drift.nodes, drift.leases) == (0, 1)
 
 
-def _held(uid: str, *slices: Slice, phase: str | None = None) -> LeaseRecord:
+def _held(uid: str, *slices: Slice, phase: LeasePhase = LeasePhase.RESERVED) -> LeaseRecord:
     return LeaseRecord(uid, "ns", "t", PodRef("ns", uid, uid), "n1", slices, phase=phase)
 
 
@@ -222,7 +226,7 @@ def test_bind_lays_a_slice_out_in_the_free_ranges_of_the_live_leases() -> None:
         _held("a", Slice(*card, 0, 20 * GiB, 0)),
         _held("b", Slice(*card, 30 * GiB, 20 * GiB, 0)),
         _held("c", Slice(*card, 60 * GiB, 10 * GiB, 0)),
-        _held("gone", Slice(*card, 20 * GiB, 10 * GiB, 0), phase="Released"),
+        _held("gone", Slice(*card, 20 * GiB, 10 * GiB, 0), phase=LeasePhase.RELEASED),
     ]
     # free on card 0: [20, 30), [50, 60), [70, 72) Gi: 22Gi, no one range longer than 10Gi
     one = lay_out_slices(node, leases, [Slice(*card, 0, 8 * GiB, 0)])

@@ -15,7 +15,6 @@ from lightkube import AsyncClient
 from support.lease_api import NAME, NS, Clock, FakeLeaseApi
 from support.waiting import wait_until_async
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
@@ -27,7 +26,9 @@ from gpupool.adapters.kubernetes.leader import (
     Step,
     decide,
 )
-from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.adapters.kubernetes.node import read_node
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
 
 LEASE_S, DEADLINE_S, RETRY_S = 15, 10.0, 2.0
 
@@ -461,7 +462,11 @@ def one_card_cache(node: str = "n") -> ClusterCache:
     cache = ClusterCache()
     labels = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"}
     ready = {"conditions": [{"type": "Ready", "status": "True"}]}
-    cache.rebuild([{"metadata": {"name": node, "labels": labels}, "status": ready}], [], [])
+    cache.rebuild(
+        [read_node(n) for n in [{"metadata": {"name": node, "labels": labels}, "status": ready}]],
+        [],
+        [],
+    )
     return cache
 
 

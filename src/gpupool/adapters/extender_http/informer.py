@@ -17,10 +17,12 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Node
 
-from gpupool.adapters.extender_http.cache import ClusterCache, Drift
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json
+from gpupool.adapters.kubernetes.lease import lease_from_json
+from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, to_dict
+from gpupool.state.cluster import ClusterCache, Drift
+from gpupool.state.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,11 @@ class Informer:
         nodes, rv_nodes = await self._list(Node)
         gpunodes, rv_gpunodes = await self._list(GpuNode)
         leases, rv_leases = await self._list(GpuLease, namespace="*")
-        drift = self.cache.rebuild(nodes, gpunodes, self._leases(leases))
+        drift = self.cache.rebuild(
+            [read_node(n) for n in nodes],
+            [read_gpu_node(n) for n in gpunodes],
+            self._leases(leases),
+        )
         self.cache.snapshot()
         # The cache is large and long-lived: keep the cyclic GC from walking it on every full
         # collection (those pauses showed as p99 spikes of 100+ ms at 5,000 nodes).
@@ -86,13 +92,13 @@ class Informer:
         if kind == "DELETED":
             self.cache.delete_node(obj["metadata"]["name"])
         else:
-            self.cache.set_node(obj)
+            self.cache.set_node(read_node(obj))
 
     def _on_gpunode(self, kind: str, obj: dict[str, Any]) -> None:
         if kind == "DELETED":
             self.cache.delete_gpunode(obj["metadata"]["name"])
         else:
-            self.cache.set_gpunode(obj)
+            self.cache.set_gpunode(read_gpu_node(obj))
 
     def _on_lease(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

@@ -15,8 +15,9 @@ from lightkube.resources.core_v1 import Binding, Pod
 from gpupool.adapters.extender_http.service import LeaseExists
 from gpupool.adapters.kubernetes import API_VERSION
 from gpupool.adapters.kubernetes.fast_post import ApiStatusError, FastPoster
-from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json, lease_to_json
+from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.resources import GpuLease, to_dict
+from gpupool.state.lease import LeaseRecord
 
 
 class LightkubeExtenderApi:

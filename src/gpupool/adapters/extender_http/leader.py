@@ -8,7 +8,7 @@ from typing import Any
 
 from gpupool.adapters.extender_http.service import ExtenderApi
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.state.lease import LeaseRecord
 
 
 class LeaderOnlyWrites:

@@ -2,7 +2,7 @@
 
 When the controller evicts a borrowed pod to make room on node X for a waiting pod P (reclaim
 for room), it records on the victim's GpuLease `status.reclaim` the node, P (`for`, `forUid`) and
-`holdUntil` (the eviction time plus `controllers.reclaim_plan.ROOM_HOLD_S`). The extender watches
+`holdUntil` (the eviction time plus `controllers.reclaim.plan.ROOM_HOLD_S`). The extender watches
 GpuLeases, so it sees the hold without watching pods, and filter refuses X to every pod but P
 while the hold stands:
 - it stands until `holdUntil` (a stuck hold never blocks a node for longer);
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from gpupool.adapters.kubernetes.lease import RoomHold
+from gpupool.state.lease import RoomHold
 
 
 def held_reason(hold: RoomHold) -> str:

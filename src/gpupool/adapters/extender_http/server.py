@@ -37,7 +37,6 @@ from prometheus_client import (
     generate_latest,
 )
 
-from gpupool.adapters.extender_http.cache import Drift
 from gpupool.adapters.extender_http.service import BIND_FORWARD_TIMEOUT_S, Extender
 from gpupool.adapters.extender_http.wire import (
     ExtenderArgs,
@@ -46,6 +45,7 @@ from gpupool.adapters.extender_http.wire import (
     ExtenderFilterResult,
     MalformedExtenderRequest,
 )
+from gpupool.state.cluster import Drift
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,6 @@ from typing import Any, Protocol
 import msgspec
 import numpy as np
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.room_hold import held_against
 from gpupool.adapters.extender_http.wire import (
     MAX_EXTENDER_PRIORITY,
@@ -53,7 +52,6 @@ from gpupool.adapters.extender_http.wire import (
     HostPriority,
 )
 from gpupool.adapters.kubernetes import ANN_ALLOCATION, ANN_LEASE, ANN_POLICY
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.adapters.kubernetes.pod import allocation_annotation, request_from_pod
 from gpupool.adapters.wire.admitted import read_admitted
 from gpupool.adapters.wire.names import ANN_REQUEUE
@@ -72,6 +70,10 @@ from gpupool.domain.units import GiB
 from gpupool.placement import Planner, TargetWorkload
 from gpupool.placement.filters import UNRESOLVABLE, Feasibility, Reason, explain, feasibility
 from gpupool.placement.snapshot import ClusterSnapshot
+from gpupool.quota.lease import LeasePhase
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
+from gpupool.state.node_ledger import NodeLedger
 
 log = logging.getLogger(__name__)
 
@@ -207,66 +209,6 @@ class KeyedLocks:
 
     def __len__(self) -> int:
         return len(self._locks)
-
-
-class NodeLedger:
-    """What bind knows of one node's leases: its last consistent list from the API server plus
-    every lease this extender created there since, or is creating now.
-
-    Only the extender's bind creates leases, only the leader binds, and every bind on a node
-    passes through its ledger under the node's lock, so the ledger never lacks a lease that holds
-    capacity there: planning against it cannot double-book. It may hold more (a lease the
-    controller released since the list): a plan that fails against a trusted ledger re-lists
-    before giving up. A create whose outcome is unknown (an error other than AlreadyExists)
-    keeps its lease here and expires the ledger: the next bind re-lists."""
-
-    def __init__(self) -> None:
-        self._leases: dict[str, LeaseRecord] = {}
-        self._inflight: set[str] = set()
-        self._listed_at: float | None = None
-
-    def stale(self, max_age_s: float) -> bool:
-        return self._listed_at is None or time.monotonic() - self._listed_at >= max_age_s
-
-    def expire(self) -> None:
-        self._listed_at = None
-
-    def listing(self) -> frozenset[str]:
-        """Call just before sending a list: the creates in flight, which it may miss."""
-        return frozenset(self._inflight)
-
-    def refresh(self, listed: Sequence[LeaseRecord], inflight_then: frozenset[str]) -> None:
-        """Start again from a consistent list. A create in flight when the list was sent (it may
-        have finished since, outside the node's lock) or in flight now may be missing from it:
-        those are kept."""
-        pending = {k: self._leases[k] for k in inflight_then | self._inflight if k in self._leases}
-        self._leases = {x.key: x for x in listed}
-        for key, lease in pending.items():
-            self._leases.setdefault(key, lease)
-        self._listed_at = time.monotonic()
-
-    def leases(self) -> list[LeaseRecord]:
-        return list(self._leases.values())
-
-    def begin(self, lease: LeaseRecord) -> None:
-        self._leases[lease.key] = lease
-        self._inflight.add(lease.key)
-
-    def commit(self, lease: LeaseRecord) -> None:
-        self._inflight.discard(lease.key)
-        self._leases[lease.key] = lease
-
-    def abort(self, key: str, *, known: bool) -> None:
-        """The create failed: `known` the lease was not made (dropped); else it may have been."""
-        self._inflight.discard(key)
-        if known:
-            self._leases.pop(key, None)
-        else:
-            self.expire()
-
-    def discard(self, key: str) -> None:
-        self._inflight.discard(key)
-        self._leases.pop(key, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,13 +568,13 @@ class Extender:
         for round_ in range(BIND_ROUNDS):
             async with self._node_locks.hold(node):
                 t = time.perf_counter()
-                listed = bool(round_) or ledger.stale(self.ledger_max_age_s)
+                listed = bool(round_) or ledger.stale(self.ledger_max_age_s, time.monotonic())
                 if listed:
                     # A consistent list of the node, folded into the cache: the ledger starts
                     # again from the API server's word (plus creates still in flight).
                     inflight = ledger.listing()
                     fresh = await api.leases_on_node(node)
-                    ledger.refresh(fresh, inflight)
+                    ledger.refresh(fresh, inflight, time.monotonic())
                     self._fold(node, ledger.leases())
                     t = self._timed("list_leases", t)
                 known = ledger.leases()
@@ -679,7 +621,7 @@ class Extender:
         existing = await api.get_lease(ns, uid)
         if existing is None or existing.node == node or not existing.holds_capacity:
             return None
-        if existing.phase not in (None, "Reserved"):
+        if existing.phase is not LeasePhase.RESERVED:
             return f"pod {ns}/{name} already holds lease {existing.key} on {existing.node}"
         # Reserved elsewhere: a bind killed between the lease and the Binding leaves that, and so
         # does a bind that outlived kube-scheduler's timeout and landed. Only a fresh read of the

@@ -33,10 +33,11 @@ from typing import Any
 
 from gpupool.adapters.kubernetes import ANN_ALLOCATION
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.kubernetes.lease import LeaseRecord, lease_from_json
+from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod import slices_from_annotation
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import MILLI
+from gpupool.state.lease import LeaseRecord
 
 GPU_RESOURCES = ("gpupool.io/vgpu", "gpupool.io/gpu-memory", "gpupool.io/gpu")
 TERMINAL = ("Succeeded", "Failed")

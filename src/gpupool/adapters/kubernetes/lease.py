@@ -1,8 +1,9 @@
-"""GpuLease objects ⇄ `LeaseRecord` values.
+"""GpuLease objects ⇄ `state.lease.LeaseRecord` values (the JSON side; the record is in state).
 
 A GpuLease is one pod's hold on slices of GPUs: named after the pod's uid, in the pod's
 namespace, labelled with its node. The extender creates it at bind (phase Reserved); the
-controller drives its status. Phases Released, Expired, Lost and Reclaimed hold no capacity.
+controller drives its status through the core's lifecycle (`quota.lease.ALLOWED`). Phases
+Released, Expired, Lost and Reclaimed hold no capacity.
 
 A lease whose pod reclaim evicted *for room* carries the hold on its node (`status.reclaim`:
 `room`, `for`, `forUid`, `holdUntil`; `RoomHold`): the extender refuses that node to every other
@@ -12,42 +13,25 @@ pod while the hold stands (`extender_http.room_hold`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.kubernetes import API_VERSION, LABEL_NODE, LABEL_TENANT
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.wire.times import parse_time
+from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.domain.allocations import Slice, extents_from_json
 from gpupool.domain.units import format_bytes
 from gpupool.ports import PodLease
+from gpupool.quota.lease import LeasePhase
+from gpupool.state.lease import LeaseRecord, PodRef, ReclaimRecord, RoomHold
 
 KIND = "GpuLease"
-PHASES = ("Reserved", "Bound", "Active", "Released", "Expired", "Lost", "Reclaimed")
-ENDED = frozenset({"Released", "Expired", "Lost", "Reclaimed"})
+PHASES = {phase: phase.value.capitalize() for phase in LeasePhase}  # the wire's names
+PHASE_OF = {name: phase for phase, name in PHASES.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class PodRef:
-    namespace: str
-    name: str
-    uid: str
-
-
-@dataclass(frozen=True, slots=True)
-class RoomHold:
-    """Node `node` is held for pod `pod` (namespace/name, uid `uid`) until `until` (epoch s):
-    reclaim evicted this lease's pod to make room there for it (`status.reclaim` with `room`)."""
-
-    node: str
-    pod: str
-    uid: str
-    until: float
-
-    @property
-    def lease_key(self) -> str:
-        """The key of the GpuLease the held-for pod gets once bound (named after its uid)."""
-        return f"{self.pod.partition('/')[0]}/{self.uid}"
+def phase_name(phase: LeasePhase) -> str:
+    """The phase as the GpuLease's `status.phase` spells it (`Reserved`, `Bound`, ...)."""
+    return PHASES[phase]
 
 
 def read_room_hold(reclaim: object) -> RoomHold | None:
@@ -64,33 +48,14 @@ def read_room_hold(reclaim: object) -> RoomHold | None:
     return RoomHold(node=node, pod=pod, uid=uid, until=until)
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseRecord:
-    name: str
-    namespace: str
-    tenant: str
-    pod: PodRef
-    node: str
-    slices: tuple[Slice, ...]
-    amount: int = 0  # in the tenant quota's resource (bytes for gpu-memory)
-    resource: str = "gpu-memory"
-    borrowed: int = 0
-    priority: int = 0
-    preemptible: bool = False
-    exclusive: bool = False
-    expiry: str | None = None  # RFC 3339
-    phase: str | None = None  # None: just created, not yet seen by the controller (= Reserved)
-    resource_version: str | None = None
-    device_ids: tuple[str, ...] = ()  # status.deviceIds: the kubelet's devices, set by the agent
-    room_hold: RoomHold | None = None  # status.reclaim: its node held for the pod reclaim freed
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def holds_capacity(self) -> bool:
-        return self.phase not in ENDED
+def read_reclaim_record(value: object) -> ReclaimRecord | None:
+    """`status.reclaim`: reclaim evicted the lease's pod; None when absent or without a time."""
+    if not isinstance(value, Mapping):
+        return None
+    at = parse_time(value.get("at"))
+    if at is None:
+        return None
+    return ReclaimRecord(at, str(value.get("reason") or ""), str(value.get("message") or ""))
 
 
 def lease_to_json(lease: LeaseRecord) -> dict[str, Any]:
@@ -110,8 +75,8 @@ def lease_to_json(lease: LeaseRecord) -> dict[str, Any]:
         "preemptible": lease.preemptible,
         "exclusive": lease.exclusive,
     }
-    if lease.expiry:
-        spec["expiry"] = lease.expiry
+    if lease.expiry is not None:
+        spec["expiry"] = format_time(lease.expiry)
     meta: dict[str, Any] = {
         "name": lease.name,
         "namespace": lease.namespace,
@@ -153,6 +118,11 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
         slices = tuple(_slice_from_json(d, name) for d in devices)
         status = obj.get("status") or {}
         ids = status.get("deviceIds") or []
+        phase_text = status.get("phase") or "Reserved"
+        if phase_text not in PHASE_OF:
+            raise InvalidObject(KIND, name, f"unknown phase {phase_text!r}")
+        reclaim = status.get("reclaim")
+        start = parse_time(status.get("start")) or parse_time(meta.get("creationTimestamp"))
         return LeaseRecord(
             name=name,
             namespace=str(meta.get("namespace", "")),
@@ -170,11 +140,14 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
             priority=int(spec.get("priority", 0)),
             preemptible=bool(spec.get("preemptible", False)),
             exclusive=bool(spec.get("exclusive", False)),
-            expiry=spec.get("expiry"),
-            phase=status.get("phase"),
+            expiry=parse_time(spec.get("expiry")),
+            phase=PHASE_OF[phase_text],
             resource_version=meta.get("resourceVersion"),
             device_ids=tuple(str(x) for x in ids),
-            room_hold=read_room_hold(status.get("reclaim")),
+            room_hold=read_room_hold(reclaim),
+            reclaim=read_reclaim_record(reclaim),
+            start=start or 0.0,
+            end=parse_time(status.get("end")),
         )
     except (TypeError, ValueError, AttributeError) as err:
         if isinstance(err, InvalidObject):

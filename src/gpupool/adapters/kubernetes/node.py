@@ -1,10 +1,10 @@
-"""A Kubernetes node and its GpuNode → the domain `Node` that placement reads.
+"""Node and GpuNode JSON → the typed `state.nodes` values (decoded once, as they arrive).
 
 The GpuNode (written by the node agent) is the truth about a node's cards: uuid, index, model,
 memory (slices take `allocatableBytes`, the card less the node's reserve), NUMA, NVLink, health.
 A node without a GpuNode falls back on the labels the dev cluster's fake nodes carry
-(`gpupool.io/gpu-model`, `gpu-count`, `gpu-memory-bytes`) and the default reserve. CPU and memory
-are left to kube-scheduler, so the domain node gets none and requests ask for none.
+(`gpupool.io/gpu-model`, `gpu-count`, `gpu-memory-bytes`) and the default reserve. A value that
+cannot be read is still returned, with `problem` saying why (the extender reports it per node).
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from typing import Any
 
 from gpupool.adapters.kubernetes import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.wire.times import parse_time
 from gpupool.domain.devices import Gpu, Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT, allocatable_bytes
+from gpupool.state.nodes import GpuNodeObject, NodeObject, Taint, condition_of
 
 KIND = "GpuNode"
 
@@ -72,26 +74,68 @@ def gpus_from_labels(node: Mapping[str, Any]) -> tuple[Gpu, ...]:
     return tuple(gpus)
 
 
-def node_condition(node: Mapping[str, Any], gpunode: Mapping[str, Any] | None) -> str | None:
-    """Why placement must skip the node now, or None."""
-    spec = node.get("spec") or {}
-    if spec.get("unschedulable"):
-        return "node is cordoned"
+def _not_ready(node: Mapping[str, Any]) -> str | None:
     for cond in (node.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready" and cond.get("status") != "True":
-            return f"node not ready: {cond.get('reason') or cond.get('status')}"
-    if gpunode is not None:
-        if (gpunode.get("spec") or {}).get("unschedulable"):
-            return "gpupool placement cordoned on this node (GpuNode spec.unschedulable)"
-        status = gpunode.get("status") or {}
-        health = status.get("health")
-        if health in ("Suspect", "Lost"):
-            detail = ""
-            for cond in status.get("conditions") or []:
-                if cond.get("type") in ("Heartbeat", "Ready") and cond.get("message"):
-                    detail = f": {cond['message']}"
-            return f"node {health.lower()}{detail or ': no recent agent heartbeat'}"
+            return str(cond.get("reason") or cond.get("status"))
     return None
+
+
+def read_node(node: Mapping[str, Any]) -> NodeObject:
+    """The typed Node; InvalidObject only without a name (nothing to key it by)."""
+    name = _name(node)
+    if not name:
+        raise InvalidObject("Node", name, "missing metadata.name")
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    problem: str | None = None
+    try:
+        gpus = gpus_from_labels(node)
+    except InvalidObject as err:
+        gpus, problem = (), str(err)
+    taints = tuple(
+        Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+        for t in spec.get("taints") or ()
+        if isinstance(t, Mapping)
+    )
+    return NodeObject(
+        name=name,
+        labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        taints=taints,
+        cordoned=bool(spec.get("unschedulable")),
+        not_ready=_not_ready(node),
+        label_gpus=gpus,
+        problem=problem,
+    )
+
+
+def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:
+    """The typed GpuNode (its devices, health and heartbeat)."""
+    name = _name(gpunode)
+    status = gpunode.get("status") or {}
+    problem: str | None = None
+    try:
+        gpus = gpus_from_gpunode(gpunode)
+    except InvalidObject as err:
+        gpus, problem = (), str(err)
+    detail = ""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") in ("Heartbeat", "Ready") and cond.get("message"):
+            detail = str(cond["message"])
+    return GpuNodeObject(
+        name=name,
+        gpus=gpus,
+        unschedulable=bool((gpunode.get("spec") or {}).get("unschedulable")),
+        health=str(status.get("health") or "Healthy"),
+        health_detail=detail,
+        heartbeat=parse_time(status.get("heartbeat")),
+        problem=problem,
+    )
+
+
+def node_condition(node: Mapping[str, Any], gpunode: Mapping[str, Any] | None) -> str | None:
+    """Why placement must skip the node now, or None (`state.nodes.condition_of` on the JSON)."""
+    return condition_of(read_node(node), None if gpunode is None else read_gpu_node(gpunode))
 
 
 def node_from_json(node: Mapping[str, Any], gpunode: Mapping[str, Any] | None = None) -> Node:

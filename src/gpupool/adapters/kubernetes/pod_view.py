@@ -1,0 +1,118 @@
+"""A pod's JSON → the typed `state.pods.PodView` the controllers' plans read (decoded once, here).
+
+The reconcilers list objects, build views and pass them to the pure planners. Nothing is kept
+between reconciles: every decision is made again from the API server's state, so a restarted
+controller converges to the same place.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.admitted import parse_admitted
+from gpupool.adapters.wire.pods import read_pod_gpu
+from gpupool.adapters.wire.reclaim_notice import parse_notice
+from gpupool.adapters.wire.times import parse_time
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.requests import Request
+from gpupool.state.pods import Expression, NodeConstraints, PodView
+
+
+def _expressions(items: object) -> tuple[Expression, ...]:
+    out: list[Expression] = []
+    for item in items if isinstance(items, Sequence) else ():
+        if isinstance(item, Mapping):
+            values = item.get("values") or ()
+            out.append(
+                (
+                    str(item.get("key") or ""),
+                    str(item.get("operator") or ""),
+                    tuple(str(v) for v in values) if isinstance(values, Sequence) else (),
+                )
+            )
+    return tuple(out)
+
+
+def read_constraints(spec: Mapping[str, Any]) -> NodeConstraints:
+    """The pod spec's node constraints (nodeSelector, required node affinity, tolerations)."""
+    selector = spec.get("nodeSelector") or {}
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = tuple(
+        (_expressions(t.get("matchExpressions")), _expressions(t.get("matchFields")))
+        for t in affinity.get("nodeSelectorTerms") or ()
+        if isinstance(t, Mapping)
+    )
+    tolerations = tuple(
+        (
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+        for t in spec.get("tolerations") or ()
+        if isinstance(t, Mapping)
+    )
+    pairs = tuple(sorted((str(k), str(v)) for k, v in selector.items()))
+    return NodeConstraints(pairs, terms, tolerations)
+
+
+def read_pod(pod: Mapping[str, Any]) -> PodView:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    tenant = str(labels.get(names.LABEL_TENANT) or names.DEFAULT_TENANT)
+    raw_priority = spec.get("priority")
+    priority = raw_priority if isinstance(raw_priority, int) else 0
+    request: Request | None = None
+    problem: str | None = None
+    try:
+        gpu = read_pod_gpu(pod, tenant=tenant, priority=priority)
+        request = None if gpu is None else gpu.request
+    except GpupoolError as err:
+        problem = str(err)
+    gates = [g.get("name") for g in spec.get("schedulingGates") or []]
+    gate_index = gates.index(names.QUOTA_GATE) if names.QUOTA_GATE in gates else -1
+    submitted = parse_time(annotations.get(names.ANN_QUEUED_AT))
+    if submitted is None:
+        submitted = parse_time(meta.get("creationTimestamp")) or 0.0
+    models: tuple[str, ...] = ()
+    try:
+        allocation = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
+        models = tuple(str(s.get("model")) for s in allocation if isinstance(s, dict))
+    except (ValueError, TypeError):
+        models = ()
+    return PodView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        tenant=tenant,
+        priority=priority,
+        submitted_at=submitted,
+        request=request,
+        problem=problem,
+        gated=gate_index >= 0,
+        gate_index=gate_index,
+        phase=str(status.get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        node=spec.get("nodeName") or None,
+        admitted=parse_admitted(annotations.get(names.ANN_ADMITTED)),
+        queue_note=annotations.get(names.ANN_QUEUE),
+        allocation_models=models,
+        reclaim_notice=parse_notice(annotations.get(names.ANN_RECLAIM_NOTICE)),
+        unschedulable=_unschedulable(status),
+        constraints=read_constraints(spec),
+    )
+
+
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    for condition in status.get("conditions") or ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodScheduled":
+            return condition.get("status") == "False" and condition.get("reason") == "Unschedulable"
+    return False

@@ -1,0 +1,282 @@
+"""The admission queue's decision over one snapshot, pure: which gated pods to admit now, and
+where every other gated pod stands (position in its tenant's queue and why it waits).
+
+Usage comes from the pods already admitted (gate removed, not finished), each charged through a
+quota `Lease` as the quota core counts it; gated pods are offered in priority then submit order
+per tenant (`quota.AdmissionQueue`), each decided by `quota.decide` against the ledger as it
+grows with this round's admissions. The tenant `default` (namespaces without a tenant label) is
+unlimited unless a GpuQuota named `default` exists; any other tenant needs its GpuQuota.
+
+A pod's borrowed mark is its live GpuLease's `spec.borrowed` / `spec.preemptible` (copied at bind
+from `gpupool.io/admitted`), or the annotation itself while it has no live lease yet
+(`mark_borrowed`). The plan is the round's one decision on quota: the reclaim round consumes it
+(its ledger, its reclaim asks) instead of deciding again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from gpupool.domain.errors import GpupoolError, InvalidQuota
+from gpupool.domain.models import get_model
+from gpupool.domain.requests import MILLI, Request
+from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
+from gpupool.quota.book import QuotaBook
+from gpupool.quota.lease import Lease
+from gpupool.quota.ledger import Ledger
+from gpupool.quota.metering import Meter
+from gpupool.quota.queue import AdmissionQueue, FifoMode, Outcome, QueueEntry
+from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.spec import TenantQuota
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.pods import PodView
+
+UNLIMITED = 2**62  # the nominal quota of the implicit `default` tenant
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitPod:
+    pod: PodView
+    borrowed: int
+    preemptible: bool
+    reason: str
+    # The pod's amount in its tenant quota's resource: the bind writes both into the GpuLease so
+    # `amount` and `borrowed` are in one unit (milli-GPU for a `gpu` quota, bytes otherwise).
+    resource: str | None = None
+    amount: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedPod:
+    pod: PodView
+    position: int
+    queued: int  # how many wait in the tenant's queue
+    reason: str  # a WaitReason name, REJECTED or UNREADABLE
+    detail: str
+
+    @property
+    def note(self) -> str:
+        """The pod's gpupool.io/queue annotation and event message."""
+        return (
+            f"position {self.position} of {self.queued} in the queue of tenant "
+            f"{self.pod.tenant}: {self.detail}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TenantStatus:
+    tenant: str
+    resource: Resource
+    used: int
+    borrowed: int
+    lent: int
+    pods: int
+    queue: tuple[QueuedPod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimAsk:
+    """A tenant within its nominal quota whose pod waits for borrowers to give capacity back."""
+
+    tenant: str
+    needed: int
+    pod: PodView
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPlan:
+    admit: tuple[AdmitPod, ...]
+    queued: tuple[QueuedPod, ...]
+    tenants: tuple[TenantStatus, ...]
+    ledger: Ledger
+    reclaim: tuple[ReclaimAsk, ...] = ()
+    quota_problems: Mapping[str, str] = field(default_factory=dict)
+
+
+def build_book(quotas: Iterable[TenantQuota], default_tenant: str) -> QuotaBook:
+    """The tenants' quotas plus an unlimited `default_tenant` unless a quota is given for it."""
+    listed = list(quotas)
+    if not any(q.name == default_tenant for q in listed):
+        listed.append(TenantQuota(default_tenant, nominal=UNLIMITED))
+    return QuotaBook(listed)
+
+
+def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> list[PodView]:
+    """The pods, each admitted one with its borrowed mark taken from its live GpuLease."""
+    live = {le.pod.uid: le for le in leases if le.holds_capacity}
+    out = []
+    for pod in pods:
+        lease = live.get(pod.uid)
+        if lease is not None and pod.admitted is not None:
+            admitted = replace(
+                pod.admitted, borrowed=max(0, lease.borrowed), preemptible=lease.preemptible
+            )
+            pod = replace(pod, admitted=admitted)
+        out.append(pod)
+    return out
+
+
+def _card_memory(pod: PodView) -> int | None:
+    """The card size a share needs to be counted in bytes (or bytes in milli-GPU), if known."""
+    models = pod.allocation_models or (pod.request.models if pod.request else ())
+    sizes = {get_model(m).memory_bytes for m in models if _known(m)}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def _known(model: str) -> bool:
+    try:
+        get_model(model)
+    except GpupoolError:
+        return False
+    return True
+
+
+def _amount(request: Request, resource: Resource, pod: PodView) -> int:
+    return demand_of(request, resource, _card_memory(pod))
+
+
+def _held_amount(request: Request, resource: Resource, pod: PodView) -> int:
+    """What an admitted pod holds; if it cannot be converted any more, its whole cards."""
+    try:
+        return _amount(request, resource, pod)
+    except GpupoolError:
+        if resource is Resource.GPU:
+            return MILLI * request.gpu_count
+        return (request.gpu_memory_bytes or 0) * request.gpu_count
+
+
+def _lease(pod: PodView, request: Request, quota: TenantQuota) -> Lease:
+    admitted = pod.admitted
+    return Lease(
+        id=pod.uid or pod.key,
+        tenant=quota.name,
+        amount=_held_amount(request, quota.resource, pod),
+        reserved_at=admitted.at if admitted else pod.submitted_at,
+        priority=pod.priority,
+        compute_milli=request.compute_milli * request.gpu_count,
+        gpu_memory_bytes=(request.gpu_memory_bytes or 0) * request.gpu_count,
+        borrowed=bool(admitted and admitted.borrowed > 0),
+        preemptible=bool(admitted and admitted.preemptible),
+        exclusive=request.exclusive,
+    )
+
+
+def plan_admission(
+    pods: Sequence[PodView],
+    quotas: Iterable[TenantQuota],
+    now: float,
+    *,
+    default_tenant: str,
+    mode: FifoMode = FifoMode.BEST_EFFORT,
+    meter: Meter | None = None,
+    quota_problems: Mapping[str, str] | None = None,
+) -> AdmissionPlan:
+    """Decide this round. `default_tenant`: the tenant of pods without a tenant label (unlimited
+    unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why."""
+    problems = dict(quota_problems or {})
+    quotas = list(quotas)
+    try:
+        book = build_book(quotas, default_tenant)
+    except InvalidQuota as err:
+        # Quotas that clash (the validating webhook normally prevents it): admit nothing.
+        book = build_book((), default_tenant)
+        problems = {q.name: str(err) for q in quotas} | problems
+    ledger = Ledger(book)
+    for pod in pods:
+        if pod.holds_quota and pod.request is not None:
+            quota = book.get(pod.tenant)
+            if quota is not None:
+                ledger.add(_lease(pod, pod.request, quota))
+
+    queue = AdmissionQueue(mode, {q.name: q.priority for q in book})
+    by_id: dict[str, PodView] = {}
+    admit: list[AdmitPod] = []
+    stuck: dict[str, tuple[str, str]] = {}
+    for pod in sorted(pods, key=lambda p: (p.submitted_at, p.key)):
+        if not pod.gated or pod.terminal or pod.deleting:
+            continue
+        if pod.request is None and pod.problem is None:
+            admit.append(AdmitPod(pod, 0, False, "asks for no GPU"))
+            continue
+        by_id[pod.key] = pod
+        queue.push(QueueEntry(pod.key, pod.tenant, pod.priority, pod.submitted_at))
+
+    reclaim: list[ReclaimAsk] = []
+
+    def attempt(entry: QueueEntry) -> Outcome:
+        pod = by_id[entry.id]
+        if pod.problem is not None or pod.request is None:
+            stuck[entry.id] = ("UNREADABLE", pod.problem or "unreadable request")
+            return Outcome(False, None, f"cannot be admitted: {pod.problem}")
+        quota = book.get(pod.tenant)
+        if quota is None:
+            why = problems.get(pod.tenant) or (
+                f"tenant {pod.tenant!r} has no GpuQuota; ask an administrator to create "
+                f"GpuQuota {pod.tenant!r}, or move the pod to a namespace of another tenant"
+            )
+            stuck[entry.id] = ("NO_QUOTA", why)
+            return Outcome(False, None, why)
+        try:
+            ask = Ask.of(pod.request, quota.resource, _card_memory(pod))
+        except GpupoolError as err:
+            stuck[entry.id] = ("REJECTED", str(err))
+            return Outcome(False, None, str(err))
+        verdict = decide(ledger, ask, now, meter)
+        if isinstance(verdict, Admit):
+            ledger.add(
+                replace(
+                    _lease(pod, pod.request, quota),
+                    reserved_at=now,
+                    borrowed=verdict.borrowed,
+                    preemptible=verdict.preemptible,
+                )
+            )
+            admit.append(
+                AdmitPod(
+                    pod,
+                    verdict.borrowed_amount,
+                    verdict.preemptible,
+                    verdict.reason,
+                    quota.resource.value,
+                    ask.amount,
+                )
+            )
+            return Outcome(True)
+        if isinstance(verdict, Reject):
+            stuck[entry.id] = ("REJECTED", f"can never be admitted: {verdict.reason}")
+            return Outcome(False, None, f"can never be admitted: {verdict.reason}")
+        assert isinstance(verdict, Wait)
+        if verdict.reason is WaitReason.RECLAIM_NEEDED:
+            reclaim.append(ReclaimAsk(pod.tenant, verdict.reclaim_needed, pod))
+        return Outcome(False, verdict.reason, verdict.detail)
+
+    queue.drain(attempt)
+
+    queued: list[QueuedPod] = []
+    per_tenant: dict[str, list[QueuedPod]] = {}
+    for tenant in queue.tenants():
+        line = list(queue.entries(tenant))
+        for entry in line:
+            waiting = queue.status(entry.id)
+            code, detail = stuck.get(
+                entry.id,
+                (waiting.reason.name if waiting.reason else "QUEUED", waiting.detail),
+            )
+            item = QueuedPod(by_id[entry.id], waiting.position, len(line), code, detail)
+            queued.append(item)
+            per_tenant.setdefault(tenant, []).append(item)
+
+    tenants = tuple(
+        TenantStatus(
+            tenant=q.name,
+            resource=q.resource,
+            used=ledger.used(q.name),
+            borrowed=ledger.borrowed(q.name),
+            lent=ledger.lent(q.name),
+            pods=ledger.pods(q.name),
+            queue=tuple(per_tenant.get(q.name, ())),
+        )
+        for q in book
+    )
+    return AdmissionPlan(tuple(admit), tuple(queued), tenants, ledger, tuple(reclaim), problems)

@@ -1,0 +1,1 @@
+"""The lease lifecycle: GpuLeases through the core's phases (plan), and the writes (reconcile)."""

@@ -1,0 +1,117 @@
+"""The lease lifecycle reconciler: moves GpuLeases through their phases from their pods' state,
+releases and meters them when their pod finishes or is gone, expires them, and collects ended
+ones after a retention period, and sweeps stale reservations (`leases.plan` decides; this applies
+it). A write that fails (the API server answers an error) raises: the manager logs it and the next
+round plans the same move again from what the API server holds."""
+
+from __future__ import annotations
+
+import logging
+
+from gpupool.adapters.kubernetes.lease import phase_name
+from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.controllers.leases.plan import (
+    RESERVED_TIMEOUT_S,
+    LeasePlan,
+    Move,
+    plan_leases,
+)
+from gpupool.controllers.reads import read_leases
+from gpupool.ports import Clock, ClusterApi, Json
+from gpupool.rfc3339 import format_time
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.pods import PodView
+
+log = logging.getLogger("gpupool.controller.leases")
+
+
+def move_status(move: Move, now: float) -> Json:
+    stamp = format_time(now)
+    name = phase_name(move.phase)
+    status: Json = {
+        "phase": name,
+        "conditions": [
+            {
+                "type": name,
+                "status": "True",
+                "reason": move.reason,
+                "message": move.message,
+                "lastTransitionTime": stamp,
+            }
+        ],
+    }
+    if move.to.bound_at is not None:
+        status["boundAt"] = format_time(move.to.bound_at)
+    if move.to.active_at is not None:
+        status["activeAt"] = format_time(move.to.active_at)
+    if move.to.ended_at is not None:
+        status["end"] = format_time(move.to.ended_at)
+    if move.gib_hours is not None:
+        status["gibHours"] = round(move.gib_hours, 6)
+    return status
+
+
+class LeaseReconciler:
+    def __init__(
+        self,
+        api: ClusterApi,
+        clock: Clock,
+        *,
+        retention_s: float = 3600.0,
+        reserved_timeout_s: float | None = RESERVED_TIMEOUT_S,
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.retention_s = retention_s
+        self.reserved_timeout_s = reserved_timeout_s
+
+    def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
+              gone: frozenset[str] = frozenset()) -> LeasePlan:  # fmt: skip
+        return plan_leases(
+            leases,
+            by_uid,
+            now,
+            retention_s=self.retention_s,
+            reserved_timeout_s=self.reserved_timeout_s,
+            known_gone=gone,
+        )
+
+    async def reconcile(self) -> LeasePlan:
+        leases = read_leases(await self.api.leases(), log)
+        pods = [read_pod(p) for p in await self.api.tenant_pods()]
+        by_uid = {p.uid: p for p in pods}
+        now = self.clock()
+        plan = self._plan(leases, by_uid, now)
+        if plan.unsure:  # pods outside the tenant list: look each up before declaring it gone
+            gone: set[str] = set()
+            for lease in plan.unsure:
+                pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
+                if pod is None or (pod.get("metadata") or {}).get("uid") != lease.pod.uid:
+                    gone.add(lease.pod.uid)
+                else:
+                    by_uid[lease.pod.uid] = read_pod(pod)
+            plan = self._plan(leases, by_uid, now, frozenset(gone))
+        for move in plan.moves:
+            lease = move.lease
+            if await self.api.patch_lease_status(
+                lease.namespace, lease.name, move_status(move, now)
+            ):
+                log.info("lease %s: %s (%s)", lease.key, phase_name(move.phase), move.message)
+        for item in plan.collect:
+            if await self.api.delete_lease(item.lease.namespace, item.lease.name):
+                log.info("lease %s collected", item.lease.key)
+        for lease in plan.sweep:
+            # The snapshot may predate the pod's Binding: read it again; bound, it keeps the
+            # lease (the next pass moves it to Bound).
+            pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
+            meta = (pod or {}).get("metadata") or {}
+            if pod is None or meta.get("uid") != lease.pod.uid:
+                continue  # gone: released and metered by the next pass, as any lease
+            if ((pod.get("spec") or {}).get("nodeName")) or meta.get("deletionTimestamp"):
+                continue
+            if await self.api.delete_lease(lease.namespace, lease.name):
+                log.warning(
+                    "lease %s swept: Reserved since %s for pod %s, which is bound to no node",
+                    lease.key, format_time(lease.start), lease.pod.key,
+                )  # fmt: skip
+        return plan

@@ -1,0 +1,1 @@
+"""Node health from GpuNode heartbeats (plan), and the writes (reconcile)."""

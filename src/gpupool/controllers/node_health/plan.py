@@ -1,0 +1,83 @@
+"""Node health from the GpuNode heartbeat, pure: Suspect after `suspect_s` without one, Lost after
+`lost_s`; a Lost node's live leases become Lost (metered to now) and their pods are deleted so
+their owners (Deployments, Jobs) replace them on healthy nodes. A node that heartbeats again is
+Healthy again (the agent then reports its cards' own health). Losing a lease is the core
+lifecycle's `lose` (`quota.lease`), which meters it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpupool.quota.lease import Lease
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.nodes import GpuNodeObject
+
+SUSPECT_S = 90.0
+LOST_S = 180.0
+
+
+@dataclass(frozen=True, slots=True)
+class SetHealth:
+    node: str
+    health: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoseLease:
+    """The lease ends Lost: `to` is the core lease after `lose` (ended now, metered)."""
+
+    lease: LeaseRecord
+    to: Lease
+    message: str
+
+    @property
+    def gib_hours(self) -> float:
+        """Metered from its reservation to its end (now)."""
+        assert self.to.ended_at is not None  # `lose` ends it
+        return self.to.gib_hours(self.to.ended_at)
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPlan:
+    health: tuple[SetHealth, ...]
+    lose: tuple[LoseLease, ...]
+    delete_pods: tuple[tuple[str, str], ...]  # (namespace, name) of pods on lost nodes
+
+
+def plan_node_health(
+    nodes: Sequence[GpuNodeObject],
+    leases: Sequence[LeaseRecord],
+    now: float,
+    *,
+    suspect_s: float = SUSPECT_S,
+    lost_s: float = LOST_S,
+) -> HealthPlan:
+    if not 0 < suspect_s < lost_s:
+        raise ValueError(
+            f"node health: suspect after {suspect_s:g}s must come before lost after {lost_s:g}s"
+        )
+    health: list[SetHealth] = []
+    lose: list[LoseLease] = []
+    delete: list[tuple[str, str]] = []
+    for node in nodes:
+        if node.heartbeat is None:
+            continue  # never reported: nothing placed there either
+        silent = now - node.heartbeat
+        if silent >= lost_s:
+            message = f"node lost: no heartbeat for {silent:.0f}s (lost after {lost_s:g}s)"
+            if node.health != "Lost":
+                health.append(SetHealth(node.name, "Lost", message))
+            for lease in leases:
+                if lease.node == node.name and lease.holds_capacity:
+                    lose.append(LoseLease(lease, lease.accounting(now).lose(now), message))
+                    delete.append((lease.pod.namespace, lease.pod.name))
+        elif silent >= suspect_s:
+            if node.health != "Suspect":
+                health.append(
+                    SetHealth(node.name, "Suspect", f"node suspect: no heartbeat for {silent:.0f}s")
+                )
+        elif node.health in ("Suspect", "Lost"):
+            health.append(SetHealth(node.name, "Healthy", "heartbeat resumed"))
+    return HealthPlan(tuple(health), tuple(lose), tuple(dict.fromkeys(delete)))

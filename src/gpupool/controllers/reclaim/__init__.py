@@ -1,0 +1,1 @@
+"""Reclaim of borrowed quota and of room (plan, room), and the writes (reconcile)."""

@@ -1,0 +1,168 @@
+"""Reclaim of borrowed quota, applied (DESIGN.md section 6): `ReclaimReconciler` takes the
+admission round (its pods, GpuLeases, GpuQuotas and quota decision; when some pod waits for room
+it also reads Nodes and GpuNodes), asks the pure `reclaim.plan.plan_reclaim_round` what to do,
+and `apply_reclaim` writes it:
+notices (annotation `gpupool.io/reclaim-notice` + event), evictions through the Eviction API
+(PodDisruptionBudgets honoured; a 429 retried every round), the eviction record and room hold on
+the victim's GpuLease (`status.reclaim`), withdrawals and ended holds. See `reclaim.plan` for the
+rules. A write that fails raises and ends the round; the next round plans it again (notices and
+deadlines are kept on the pods, so nothing is lost).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.reclaim_notice import notice_annotation
+from gpupool.controllers.admission.reconcile import AdmissionRound
+from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound, plan_reclaim_round
+from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
+from gpupool.ports import ClusterApi, Json
+from gpupool.rfc3339 import format_time
+from gpupool.state.notice import ReclaimNotice
+
+log = logging.getLogger("gpupool.controller.reclaim")
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def notice_patch(pod: Json, uid: str, notice: ReclaimNotice) -> list[Json]:
+    """JSON patch: the same pod (uid) gets the notice annotation."""
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    value = notice_annotation(notice)
+    if annotations is None:
+        patch.append(
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {names.ANN_RECLAIM_NOTICE: value},
+            }
+        )
+    else:
+        path = "/metadata/annotations/" + _escape(names.ANN_RECLAIM_NOTICE)
+        patch.append({"op": "add", "path": path, "value": value})
+    return patch
+
+
+def withdraw_patch(uid: str) -> list[Json]:
+    path = "/metadata/annotations/" + _escape(names.ANN_RECLAIM_NOTICE)
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "remove", "path": path},
+    ]
+
+
+class ReclaimReconciler:
+    """Runs after the admission round, over its reads and its plan (`AdmissionRound`)."""
+
+    def __init__(self, api: ClusterApi) -> None:
+        self.api = api
+
+    async def reconcile(self, admission: AdmissionRound) -> ReclaimRound:
+        views = admission.pods
+        placement: Placement | None = None
+        if any(waits_for_room(v) for v in views):  # nodes are read only when a pod needs room
+            nodes = [read_node(n) for n in await self.api.nodes()]
+            gpunodes = [read_gpu_node(n) for n in await self.api.gpu_nodes()]
+            holders = {v.uid for v in views if v.holds_quota}
+            placement = build_placement(nodes, gpunodes, admission.leases, holders)
+        now = admission.now
+        holds = {le.key: le.room_hold for le in admission.leases if le.room_hold is not None}
+        plan = plan_reclaim_round(admission.plan, views, now, placement=placement, holds=holds)
+        await apply_reclaim(self.api, plan, admission.raw, now)
+        return plan
+
+
+def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
+    """The GpuLease's `status.reclaim` for a pod reclaim has evicted (`leases.plan` reads it)."""
+    notice = eviction.notice
+    reason = "RoomReclaim" if notice.room is not None else "QuotaReclaim"
+    record: Json = {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
+    if notice.room is not None and eviction.claimant_uid and eviction.hold_until is not None:
+        record |= {
+            "room": notice.room,
+            "for": notice.claimant_pod,
+            "forUid": eviction.claimant_uid,
+            "holdUntil": format_time(eviction.hold_until),
+        }
+    return record
+
+
+async def _record_eviction(api: ClusterApi, eviction: EvictPod, stamp: str) -> None:
+    """Mark the evicted pod's GpuLease (named after the pod's uid, in its namespace), so that it
+    ends as Reclaimed rather than Released once the pod is gone; it keeps holding its slices
+    until then. Best effort: without the mark the lease is released as for any pod that goes."""
+    pod = eviction.pod
+    lost = f"its lease will end as Released, not Reclaimed, once {pod.key} is gone"
+    if not pod.uid:
+        log.warning("evicted %s has no uid: %s", pod.key, lost)
+        return
+    status = {"reclaim": reclaim_record(eviction, stamp)}
+    try:
+        recorded = await api.patch_lease_status(pod.namespace, pod.uid, status)
+    except NotLeader:
+        raise
+    except Exception as err:  # the eviction is done: a missing mark costs only the phase's name
+        log.warning("could not mark GpuLease %s/%s as evicted (%s): %s", pod.namespace, pod.uid,
+                    err, lost)  # fmt: skip
+        return
+    if not recorded:
+        log.warning("no GpuLease %s/%s to mark as evicted: %s", pod.namespace, pod.uid, lost)
+
+
+async def apply_reclaim(
+    api: ClusterApi, plan: ReclaimRound, raw: Mapping[str, Json], now: float
+) -> None:
+    """Write one round's plan: notices (annotation + event), evictions (each evicted pod's
+    GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds."""
+    stamp = format_time(now)
+    for item in plan.notices:
+        pod = raw[item.pod.key]
+        patch = notice_patch(pod, item.pod.uid, item.notice)
+        if await api.patch_pod(item.pod.namespace, item.pod.name, patch, json_patch=True):
+            log.warning("reclaim notice on %s: %s", item.pod.key, item.message)
+            await api.event(pod, "ReclaimNotice", item.message, warning=True, now_rfc3339=stamp)
+    for eviction in plan.evictions:
+        pod = raw[eviction.pod.key]
+        refused = await api.evict_pod(eviction.pod.namespace, eviction.pod.name)
+        if refused is None:
+            log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
+            await _record_eviction(api, eviction, stamp)
+            await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
+            continue
+        log.info("eviction of %s refused, retrying: %s", eviction.pod.key, refused)
+        if eviction.notice.blocked == refused:
+            continue  # said so already; the notice carries it
+        blocked = replace(eviction.notice, blocked=refused)
+        patch = notice_patch(pod, eviction.pod.uid, blocked)
+        if await api.patch_pod(eviction.pod.namespace, eviction.pod.name, patch, json_patch=True):
+            await api.event(
+                pod,
+                "EvictionBlocked",
+                f"reclaim for tenant {eviction.notice.claimant}: the Eviction API refused "
+                f"({refused}); a PodDisruptionBudget protects this pod now, retrying later",
+                warning=True,
+                now_rfc3339=stamp,
+            )
+    for withdrawal in plan.withdrawals:
+        pod = raw[withdrawal.pod.key]
+        if await api.patch_pod(
+            withdrawal.pod.namespace,
+            withdrawal.pod.name,
+            withdraw_patch(withdrawal.pod.uid),
+            json_patch=True,
+        ):
+            log.info("reclaim notice on %s withdrawn", withdrawal.pod.key)
+            await api.event(pod, "ReclaimWithdrawn", withdrawal.message, now_rfc3339=stamp)
+    for end in plan.ended_holds:
+        namespace, _, name = end.lease_key.partition("/")
+        if await api.patch_lease_status(namespace, name, {"reclaim": {"holdUntil": None}}):
+            log.info("room hold on GpuLease %s ended: %s", end.lease_key, end.message)

@@ -1,0 +1,108 @@
+"""The node agent's loops: the device plugin, health following, and the GpuNode heartbeat."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from gpupool.domain.devices import Gpu
+from gpupool.domain.reserve import allocatable_bytes
+from gpupool.node.device_plugin.server import DevicePluginServer
+from gpupool.ports import GpuNodeReporter, InventoryFacts, NodeReport
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEARTBEAT_S = 30.0  # DESIGN section 2: 90 s without one makes a node suspect
+
+
+def node_report(
+    node: str, gpus: tuple[Gpu, ...], facts: InventoryFacts, reserve_pct: float
+) -> NodeReport:
+    """The report for a node: its cards and what each can give to slices after the reserve."""
+    return NodeReport(
+        node=node,
+        gpus=gpus,
+        facts=facts,
+        reserve_pct=reserve_pct,
+        allocatable_bytes=tuple(
+            (g.uuid, allocatable_bytes(g.total_memory, reserve_pct))
+            for g in gpus
+            if g.total_memory is not None
+        ),
+    )
+
+
+class NodeAgent:
+    """Runs the device plugin and, when a reporter is wired, publishes the node's GpuNode.
+
+    `reporter=None` is the seam for the GpuNode publisher that arrives with the CRDs: the agent
+    then serves the device plugin only and says so once in its log.
+    """
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        plugin: DevicePluginServer,
+        reporter: GpuNodeReporter | None,
+        reserve_pct: float,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+    ) -> None:
+        self.node = node
+        self.plugin = plugin
+        self.inventory = plugin.inventory
+        self.reporter = reporter
+        self.reserve_pct = reserve_pct
+        self.heartbeat_s = heartbeat_s
+        self._changed = asyncio.Event()
+
+    def report(self) -> NodeReport:
+        return node_report(
+            self.node, self.inventory.devices(), self.inventory.facts(), self.reserve_pct
+        )
+
+    async def _follow_health(self) -> None:
+        async for event in self.inventory.health_events():
+            log.warning(
+                "card %s is now %s: %s",
+                event.uuid,
+                "healthy" if event.healthy else "unhealthy",
+                event.reason,
+            )
+            await self.plugin.refresh()
+            self._changed.set()
+
+    async def _heartbeat(self, stop: asyncio.Event) -> None:
+        if self.reporter is None:
+            log.warning(
+                "GpuNode publishing is not wired (it needs the GpuNode CRD and its client); "
+                "serving the device plugin only"
+            )
+            return
+        while not stop.is_set():
+            self._changed.clear()
+            try:
+                await self.reporter.publish(self.report())
+            except Exception:
+                log.exception("publishing GpuNode %s failed; retrying at next heartbeat", self.node)
+            waits = [asyncio.create_task(e.wait()) for e in (stop, self._changed)]
+            try:
+                await asyncio.wait(
+                    waits, timeout=self.heartbeat_s, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                for task in waits:
+                    task.cancel()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        health = asyncio.create_task(self._follow_health())
+        heartbeat = asyncio.create_task(self._heartbeat(stop))
+        try:
+            await self.plugin.run(stop, follow_health=False)
+        finally:
+            for task in (health, heartbeat):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.inventory.close()

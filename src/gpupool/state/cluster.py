@@ -1,0 +1,289 @@
+"""The cluster as gpupool sees it: nodes, GpuNodes and GpuLeases, kept as a placement snapshot
+that the extender's filter and prioritize read and the reclaim controller asks what-ifs of.
+
+Pure: typed events come in (`state.nodes` and `state.lease` values, decoded from JSON at the
+edge: `adapters.kubernetes.node` and `.lease`); an informer (`extender_http.informer`) feeds
+them; `rebuild` replaces everything from a fresh list (start-up and periodic resync) and reports
+drift. A lease is applied to the snapshot as
+the Decision that would have produced it (`assume`); removing it is the exact inverse (`forget`).
+A lease that does not fit where it says it is (a card shrank, two leases overlap) is kept and its
+node is fenced off with a condition that says so, never silently dropped. The snapshot is rebuilt
+(lazily, on the next read) only when the node set or a node's cards change; a node whose readiness,
+cordon or health changes gets a condition instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from gpupool.domain.devices import Node
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.requests import MILLI, Request
+from gpupool.placement.snapshot import ClusterSnapshot, Decision
+from gpupool.state.lease import LeaseRecord, RoomHold
+from gpupool.state.nodes import GpuNodeObject, NodeObject, condition_of, node_of
+
+log = logging.getLogger(__name__)
+
+
+def lease_request(lease: LeaseRecord) -> Request:
+    """The Request a lease's slices amount to (for assume/forget; no cpu or memory)."""
+    n = len(lease.slices)
+    compute = max((s.compute_milli for s in lease.slices), default=0)
+    whole = n > 1 or compute >= MILLI
+    return Request(
+        name=lease.key,
+        gpu_count=n,
+        gpu_memory_bytes=None if whole and n > 1 else max(s.size_bytes for s in lease.slices),
+        compute_pct=None if whole else (compute // 10 or None),
+    )
+
+
+def lease_decision(snap: ClusterSnapshot, lease: LeaseRecord) -> Decision | None:
+    """The Decision a lease stands for on `snap`; None if its node or a card is not there."""
+    i = snap.index.get(lease.node)
+    if i is None or not lease.slices:
+        return None
+    slot_of = {g.index: s for s, g in enumerate(snap.nodes[i].gpus)}
+    cards = []
+    for s in lease.slices:
+        slot = slot_of.get(s.gpu_index)
+        if slot is None:
+            return None
+        cards.append(slot)
+    return Decision(
+        request=lease_request(lease),
+        node_index=i,
+        node=lease.node,
+        cards=tuple(cards),
+        mem_bytes=tuple(s.size_bytes for s in lease.slices),
+        compute_milli=tuple(s.compute_milli for s in lease.slices),
+        offsets=tuple(s.offset_bytes for s in lease.slices),
+        score=0.0,
+    )
+
+
+@dataclass
+class Drift:
+    """What a resync found different from the cache (each should be 0 with working watches)."""
+
+    nodes: int = 0
+    gpunodes: int = 0
+    leases: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.nodes + self.gpunodes + self.leases
+
+
+@dataclass
+class ClusterCache:
+    nodes: dict[str, NodeObject] = field(default_factory=dict)
+    gpunodes: dict[str, GpuNodeObject] = field(default_factory=dict)
+    leases: dict[str, LeaseRecord] = field(default_factory=dict)
+    synced: bool = False
+    generation: int = 0  # bumps on every change (for callers that cache per state)
+    _domain: dict[str, Node] = field(default_factory=dict)
+    _conditions: dict[str, str | None] = field(default_factory=dict)
+    _snap: ClusterSnapshot | None = None
+    _applied: dict[str, Decision] = field(default_factory=dict)
+    _unfit: dict[str, str] = field(default_factory=dict)  # lease key → why it does not fit
+    _bad_nodes: dict[str, str] = field(default_factory=dict)  # node → why it cannot be read
+    room_holds: dict[str, RoomHold] = field(default_factory=dict)  # lease key → its room hold
+
+    # ---- reads -------------------------------------------------------------------------------
+    def snapshot(self) -> ClusterSnapshot:
+        if self._snap is None:
+            self._build()
+        assert self._snap is not None
+        return self._snap
+
+    def known(self, node: str) -> bool:
+        return node in self._domain
+
+    def why_unknown(self, node: str) -> str:
+        if node in self._bad_nodes:
+            return self._bad_nodes[node]
+        if node not in self.nodes:
+            return "node not in the extender's cache yet"
+        return "not a gpupool GPU node (no GpuNode and no gpupool.io/gpu-model label)"
+
+    def applied(self, key: str) -> Decision | None:
+        """The Decision lease `key` is applied to the snapshot as; None when it holds nothing
+        there (ended, its node or card unknown, or it does not fit its cards)."""
+        self.snapshot()
+        return self._applied.get(key)
+
+    def placed(self, key: str) -> bool:
+        """Lease `key` exists and holds capacity (its pod is bound or being bound)."""
+        lease = self.leases.get(key)
+        return lease is not None and lease.holds_capacity
+
+    def _index_hold(self, lease: LeaseRecord) -> None:
+        if lease.room_hold is None:
+            self.room_holds.pop(lease.key, None)
+        else:
+            self.room_holds[lease.key] = lease.room_hold
+
+    def leases_on(self, node: str) -> list[LeaseRecord]:
+        return [x for x in self.leases.values() if x.node == node and x.holds_capacity]
+
+    # ---- nodes -------------------------------------------------------------------------------
+    def _refresh_node(self, name: str) -> None:
+        node = self.nodes.get(name)
+        gpunode = self.gpunodes.get(name)
+        self.generation += 1
+        if node is None:
+            if name in self._domain:
+                del self._domain[name]
+                self._conditions.pop(name, None)
+                self._snap = None
+            self._bad_nodes.pop(name, None)
+            return
+        try:
+            domain: Node | None = node_of(node, gpunode)
+        except GpupoolError as err:
+            self._bad_nodes[name] = f"gpupool cannot read this node: {err}"
+            log.warning("%s", err)
+            domain = None
+        else:
+            self._bad_nodes.pop(name, None)
+        if domain is None or not domain.gpus:
+            if name in self._domain:
+                del self._domain[name]
+                self._conditions.pop(name, None)
+                self._snap = None
+            return
+        condition = condition_of(node, gpunode)
+        if self._domain.get(name) != domain:
+            self._domain[name] = domain
+            self._snap = None
+        self._conditions[name] = condition
+        if self._snap is not None:
+            self._apply_condition(name)
+
+    def _apply_condition(self, name: str) -> None:
+        assert self._snap is not None
+        condition = self._conditions.get(name)
+        unfit = [why for key, why in self._unfit.items() if self.leases[key].node == name]
+        if unfit and condition is None:
+            condition = f"fenced: {unfit[0]}"
+        if self._snap.condition[self._snap.index[name]] != condition:
+            self._snap.set_condition(name, condition)
+
+    def set_node(self, node: NodeObject) -> None:
+        self.nodes[node.name] = node
+        self._refresh_node(node.name)
+
+    def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+        self._refresh_node(name)
+
+    def set_gpunode(self, gpunode: GpuNodeObject) -> None:
+        self.gpunodes[gpunode.name] = gpunode
+        self._refresh_node(gpunode.name)
+
+    def delete_gpunode(self, name: str) -> None:
+        self.gpunodes.pop(name, None)
+        self._refresh_node(name)
+
+    # ---- leases ------------------------------------------------------------------------------
+    def _apply(self, lease: LeaseRecord) -> None:
+        if self._snap is None or not lease.holds_capacity:
+            return
+        decision = lease_decision(self._snap, lease)
+        if decision is None:
+            return  # node or card not (yet) known: applied on the rebuild that adds it
+        try:
+            self._snap.assume(decision)
+        except GpupoolError as err:
+            self._unfit[lease.key] = f"lease {lease.key} does not fit its cards ({err})"
+            log.error("%s", self._unfit[lease.key])
+            self._apply_condition(lease.node)
+            return
+        self._applied[lease.key] = decision
+
+    def _unapply(self, key: str) -> None:
+        decision = self._applied.pop(key, None)
+        if decision is not None and self._snap is not None:
+            self._snap.forget(decision)
+        if self._unfit.pop(key, None) is not None and key in self.leases and self._snap:
+            self._apply_condition(self.leases[key].node)
+
+    def set_lease(self, lease: LeaseRecord) -> None:
+        old = self.leases.get(lease.key)
+        self.generation += 1
+        self._index_hold(lease)
+        if old is not None and (old.slices, old.node, old.holds_capacity) == (
+            lease.slices,
+            lease.node,
+            lease.holds_capacity,
+        ):
+            self.leases[lease.key] = lease
+            return
+        if old is not None:
+            self._unapply(lease.key)
+        self.leases[lease.key] = lease
+        self._apply(lease)
+
+    def delete_lease(self, key: str) -> None:
+        if key in self.leases:
+            self.generation += 1
+            self._unapply(key)
+            self.room_holds.pop(key, None)
+            node = self.leases.pop(key).node
+            if self._snap is not None and node in self._snap.index:
+                self._apply_condition(node)
+
+    # ---- whole state -------------------------------------------------------------------------
+    def _build(self) -> None:
+        names = sorted(self._domain)
+        self._snap = ClusterSnapshot([self._domain[n] for n in names])
+        self._applied.clear()
+        self._unfit.clear()
+        for lease in self.leases.values():
+            self._apply(lease)
+        for name in names:
+            self._apply_condition(name)
+
+    def rebuild(
+        self,
+        nodes: Iterable[NodeObject],
+        gpunodes: Iterable[GpuNodeObject],
+        leases: Iterable[LeaseRecord],
+    ) -> Drift:
+        """Replace the whole state from fresh lists; return how far the cache had drifted."""
+        new_nodes = {n.name: n for n in nodes}
+        new_gpunodes = {n.name: n for n in gpunodes}
+        new_leases = {x.key: x for x in leases}
+        drift = Drift()
+        if self.synced:
+            drift.nodes = len(set(new_nodes) ^ set(self.nodes))
+            drift.gpunodes = sum(
+                1
+                for k in set(new_gpunodes) | set(self.gpunodes)
+                if new_gpunodes.get(k) != self.gpunodes.get(k)
+            )
+            drift.leases = sum(
+                1
+                for k in set(new_leases) | set(self.leases)
+                if (k in new_leases) != (k in self.leases)
+                or (
+                    k in new_leases
+                    and (new_leases[k].slices, new_leases[k].holds_capacity)
+                    != (self.leases[k].slices, self.leases[k].holds_capacity)
+                )
+            )
+        self.nodes, self.gpunodes, self.leases = new_nodes, new_gpunodes, new_leases
+        self.room_holds = {k: x.room_hold for k, x in new_leases.items() if x.room_hold}
+        self._domain.clear()
+        self._conditions.clear()
+        self._bad_nodes.clear()
+        for name in self.nodes:
+            self._refresh_node(name)
+        self._snap = None
+        self.synced = True
+        self.generation += 1
+        return drift

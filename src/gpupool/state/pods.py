@@ -1,0 +1,126 @@
+"""A pod as the controllers see it (`PodView`): decoded once from its JSON at the edge
+(`adapters.kubernetes.pod_view.read_pod`), then read by every plan; nothing further in parses
+its annotations again.
+
+`NodeConstraints` says which nodes a pod may run on by its own spec: `nodeSelector`, the required
+node affinity (`requiredDuringSchedulingIgnoredDuringExecution`: any term, all of a term's
+`matchExpressions` on labels and `matchFields` on `metadata.name`) and taints it does not
+tolerate (NoSchedule, NoExecute). kube-scheduler asks these before the extender sees a node;
+reclaim for room asks them so that it never evicts on a node the waiting pod could not use.
+Preferred affinity, pod (anti-)affinity and topology spread are not asked (they do not exclude a
+node outright, or depend on other pods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpupool.domain.requests import Request
+from gpupool.state.admitted import Admitted
+from gpupool.state.nodes import NodeObject, Taint
+from gpupool.state.notice import ReclaimNotice
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+Expression = tuple[str, str, tuple[str, ...]]  # key, operator, values
+Term = tuple[tuple[Expression, ...], tuple[Expression, ...]]  # matchExpressions, matchFields
+Toleration = tuple[str, str, str, str]  # key, operator, value, effect ("" = any)
+
+_EXCLUDING = ("NoSchedule", "NoExecute")
+
+
+def _matches(expression: Expression, labels: Mapping[str, str]) -> bool:
+    key, op, values = expression
+    present = key in labels
+    value = labels.get(key)
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            have, bound = int(str(value)), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _tolerates(toleration: Toleration, taint: Taint) -> bool:
+    key, op, value, effect = toleration
+    if effect and effect != taint.effect:
+        return False
+    if op == "Exists":
+        return not key or key == taint.key
+    return key == taint.key and value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConstraints:
+    selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[Term, ...] = ()  # any of them (none: no required affinity)
+    tolerations: tuple[Toleration, ...] = ()
+
+    def allows(self, node: NodeObject) -> bool:
+        """Whether a pod with these constraints may be placed on `node`."""
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in self.selector):
+            return False
+        fields = {"metadata.name": node.name}
+        if self.terms and not any(
+            (exprs or fieldexprs)
+            and all(_matches(e, labels) for e in exprs)
+            and all(_matches(e, fields) for e in fieldexprs)
+            for exprs, fieldexprs in self.terms
+        ):
+            return False
+        for taint in node.taints:
+            if taint.effect not in _EXCLUDING:
+                continue
+            if not any(_tolerates(t, taint) for t in self.tolerations):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    tenant: str
+    priority: int
+    submitted_at: float  # the webhook's queued-at stamp, else the creation time
+    request: Request | None  # None: asks for no GPU
+    problem: str | None  # the request could not be read (the pod predates a rule, or was edited)
+    gated: bool  # still carries the gpupool.io/quota scheduling gate
+    gate_index: int  # its position in spec.schedulingGates (-1 when not gated)
+    phase: str
+    deleting: bool
+    node: str | None
+    admitted: Admitted | None
+    queue_note: str | None  # the current gpupool.io/queue annotation
+    allocation_models: tuple[str, ...] = ()
+    reclaim_notice: ReclaimNotice | None = None
+    # kube-scheduler found no node for it: condition PodScheduled=False, reason Unschedulable
+    unschedulable: bool = False
+    # which nodes it may run on by its spec (nodeSelector, required node affinity, tolerations)
+    constraints: NodeConstraints = field(default_factory=NodeConstraints)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def holds_quota(self) -> bool:
+        """An admitted GPU pod that has not finished: it counts against its tenant's quota
+        (a pod being deleted counts until it is gone: its GPU may still be in use)."""
+        return not self.gated and not self.terminal and self.request is not None

@@ -1,0 +1,296 @@
+"""An in-memory `ports.ClusterApi` for the reconcilers' unit tests, and builders of the objects it
+holds (pods, GpuQuotas, GpuLeases, GpuNodes as the API server serves them).
+
+It keeps JSON objects, applies the writes as the API server would (JSON patch `test`/`add`/
+`remove`, merge patches, deletions, evictions) and records each write in `writes`, so a test says
+what a reconciler wrote for a given cluster state and what the cluster then holds. `fail_next`
+makes the next call of a write raise `ApiDown` (as an unreachable or erroring API server makes the
+real one raise), to show that a failed write is retried by the next round.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpupool.adapters.wire.times import format_time
+from gpupool.ports import Json
+
+
+class ApiDown(Exception):
+    """What a write raises when told to fail (a 500 or a broken connection in the real one)."""
+
+
+class PatchTestFailed(Exception):
+    """A JSON patch `test` op did not hold (the API server answers 422: the object changed)."""
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _json_patch(obj: Json, ops: list[Json]) -> None:
+    for op in ops:
+        *parents, last = [_unescape(t) for t in str(op["path"]).split("/")[1:]]
+        target: Any = obj
+        for token in parents:
+            target = target[int(token)] if isinstance(target, list) else target[token]
+        key: Any = int(last) if isinstance(target, list) else last
+        if op["op"] == "test":
+            if isinstance(target, list):
+                found = target[key] if key < len(target) else None
+            else:
+                found = target.get(key)
+            if found != op["value"]:
+                raise PatchTestFailed(f"{op['path']}: {found!r} != {op['value']!r}")
+        elif op["op"] == "add":
+            if isinstance(target, list):
+                target.insert(key, op["value"])
+            else:
+                target[key] = copy.deepcopy(op["value"])
+        elif op["op"] == "remove":
+            del target[key]
+        else:
+            raise AssertionError(f"the fake knows no JSON patch op {op['op']!r}")
+
+
+def _merge(into: Json, patch: Mapping[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+class FakeCluster:
+    """The objects of one cluster; every write recorded as (method, object key, payload)."""
+
+    def __init__(
+        self,
+        *,
+        pods: Sequence[Json] = (),
+        quotas: Sequence[Json] = (),
+        leases: Sequence[Json] = (),
+        nodes: Sequence[Json] = (),
+        gpu_nodes: Sequence[Json] = (),
+    ) -> None:
+        self.pods = {_key(o): copy.deepcopy(o) for o in pods}
+        self.quota_objects = {_key(o): copy.deepcopy(o) for o in quotas}
+        self.lease_objects = {_key(o): copy.deepcopy(o) for o in leases}
+        self.node_objects = {_key(o): copy.deepcopy(o) for o in nodes}
+        self.gpu_node_objects = {_key(o): copy.deepcopy(o) for o in gpu_nodes}
+        self.writes: list[tuple[str, str, Any]] = []
+        self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
+        self.refuse_eviction: dict[str, str] = {}  # pod key -> the 429's message
+        self._failing: dict[str, int] = {}
+
+    def fail_next(self, method: str, times: int = 1) -> None:
+        self._failing[method] = self._failing.get(method, 0) + times
+
+    def _write(self, method: str, key: str, payload: Any = None) -> None:
+        if self._failing.get(method):
+            self._failing[method] -= 1
+            raise ApiDown(f"{method} {key}: 500 Internal Server Error")
+        self.writes.append((method, key, payload))
+
+    def written(self, method: str) -> list[tuple[str, Any]]:
+        return [(key, payload) for m, key, payload in self.writes if m == method]
+
+    # -- reads ---------------------------------------------------------------------------------
+    async def tenant_pods(self) -> list[Json]:
+        return [
+            copy.deepcopy(p)
+            for p in self.pods.values()
+            if "gpupool.io/tenant" in ((p.get("metadata") or {}).get("labels") or {})
+        ]
+
+    async def quotas(self) -> list[Json]:
+        return [copy.deepcopy(q) for q in self.quota_objects.values()]
+
+    async def leases(self) -> list[Json]:
+        return [copy.deepcopy(le) for le in self.lease_objects.values()]
+
+    async def nodes(self) -> list[Json]:
+        return [copy.deepcopy(n) for n in self.node_objects.values()]
+
+    async def gpu_nodes(self) -> list[Json]:
+        return [copy.deepcopy(n) for n in self.gpu_node_objects.values()]
+
+    async def pod(self, namespace: str, name: str) -> Json | None:
+        found = self.pods.get(f"{namespace}/{name}")
+        return copy.deepcopy(found) if found is not None else None
+
+    # -- writes --------------------------------------------------------------------------------
+    async def patch_pod(
+        self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
+    ) -> bool:
+        key = f"{namespace}/{name}"
+        self._write("patch_pod", key, patch)
+        pod = self.pods.get(key)
+        if pod is None:
+            return False
+        changed = copy.deepcopy(pod)
+        try:
+            if json_patch:
+                assert isinstance(patch, list)
+                _json_patch(changed, patch)
+            else:
+                assert isinstance(patch, dict)
+                _merge(changed, patch)
+        except (PatchTestFailed, KeyError, IndexError):
+            return False  # 422/409: changed under us
+        self.pods[key] = changed
+        return True
+
+    async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
+        key = f"{namespace}/{name}"
+        self._write("delete_pod", key, grace_s)
+        return self.pods.pop(key, None) is not None
+
+    async def evict_pod(self, namespace: str, name: str) -> str | None:
+        key = f"{namespace}/{name}"
+        self._write("evict_pod", key)
+        if key in self.refuse_eviction:
+            return self.refuse_eviction[key]
+        self.pods.pop(key, None)
+        return None
+
+    async def event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        now_rfc3339: str,
+    ) -> None:
+        self.events.append((_key(pod), reason, message))
+
+    async def _patch_status(self, store: dict[str, Json], method: str, key: str, s: Json) -> bool:
+        self._write(method, key, s)
+        obj = store.get(key)
+        if obj is None:
+            return False
+        _merge(obj.setdefault("status", {}), s)
+        return True
+
+    async def patch_quota_status(self, name: str, status: Json) -> bool:
+        return await self._patch_status(self.quota_objects, "patch_quota_status", name, status)
+
+    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
+        key = f"{namespace}/{name}"
+        return await self._patch_status(self.lease_objects, "patch_lease_status", key, status)
+
+    async def delete_lease(self, namespace: str, name: str) -> bool:
+        key = f"{namespace}/{name}"
+        self._write("delete_lease", key)
+        return self.lease_objects.pop(key, None) is not None
+
+    async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
+        return await self._patch_status(
+            self.gpu_node_objects, "patch_gpu_node_status", name, status
+        )
+
+
+# -- objects as the API server serves them -----------------------------------------------------
+GiB = 2**30
+
+
+def pod_json(
+    name: str,
+    tenant: str,
+    gib: int = 12,
+    *,
+    gated: bool = False,
+    admitted_at: float | None = None,
+    borrowed_gib: int = 0,
+    node: str | None = None,
+    phase: str = "Pending",
+    namespace: str = "ns",
+    created: float = 0.0,
+    annotations: Mapping[str, str] | None = None,
+) -> Json:
+    """A tenant's pod asking for `gib` GiB of one card; `admitted_at`: the admission record."""
+    notes: dict[str, str] = dict(annotations or {})
+    if admitted_at is not None:
+        notes["gpupool.io/admitted"] = (
+            f'{{"at":"{format_time(admitted_at)}","borrowed":{borrowed_gib * GiB},'
+            f'"preemptible":false}}'
+        )
+    spec: Json = {
+        "containers": [
+            {"name": "main", "resources": {"limits": {"gpupool.io/gpu-memory": f"{gib}Gi"}}}
+        ],
+        "schedulingGates": [{"name": "gpupool.io/quota"}] if gated else [],
+    }
+    if node is not None:
+        spec["nodeName"] = node
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "labels": {"gpupool.io/tenant": tenant},
+            "annotations": notes,
+            "creationTimestamp": format_time(created),
+        },
+        "spec": spec,
+        "status": {"phase": phase},
+    }
+
+
+def quota_json(name: str, nominal_gib: int, *, cohort: str | None = None, **spec: Any) -> Json:
+    body: Json = {"nominal": f"{nominal_gib}Gi", **spec}
+    if cohort is not None:
+        body["cohort"] = cohort
+    return {"metadata": {"name": name, "generation": 1}, "spec": body, "status": {}}
+
+
+def lease_json(
+    pod: Json,
+    *,
+    phase: str | None = None,
+    start: float = 0.0,
+    borrowed_gib: int = 0,
+    gib: int = 12,
+    node: str = "n1",
+) -> Json:
+    """The GpuLease bind writes for `pod` (named after its uid, in its namespace)."""
+    meta = pod["metadata"]
+    status: Json = {"start": format_time(start)}
+    if phase is not None:
+        status["phase"] = phase
+    return {
+        "metadata": {"name": meta["uid"], "namespace": meta["namespace"]},
+        "spec": {
+            "tenant": meta["labels"]["gpupool.io/tenant"],
+            "podRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
+            "node": node,
+            "devices": [
+                {
+                    "index": 0,
+                    "uuid": f"GPU-{node}-0",
+                    "model": "A100-80GB",
+                    "offsetBytes": 0,
+                    "sizeBytes": gib * GiB,
+                }
+            ],
+            "amount": gib * GiB,
+            "borrowed": borrowed_gib * GiB,
+        },
+        "status": status,
+    }
+
+
+def gpu_node_json(name: str, *, heartbeat: float, health: str = "Healthy") -> Json:
+    return {"metadata": {"name": name}, "status": {"heartbeat": format_time(heartbeat),
+                                                   "health": health}}  # fmt: skip
