@@ -11,6 +11,7 @@ from gpupool.placement.cards import topology_cards
 from gpupool.placement.context import PlanContext
 from gpupool.placement.filters import UNRESOLVABLE, Feasibility, Reason, explain, feasibility
 from gpupool.placement.policies import Policy, make_policy
+from gpupool.placement.preference import with_preferences
 from gpupool.placement.snapshot import ClusterSnapshot, Decision, IntArray
 from gpupool.placement.verdict import REASON_LABEL, Unschedulable
 from gpupool.placement.workload import TargetWorkload
@@ -41,12 +42,14 @@ class Planner:
     def scores(
         self, snap: ClusterSnapshot, req: Request
     ) -> tuple[Feasibility, IntArray, np.ndarray]:
-        """Feasibility of every node, the candidate rows and their scores (higher is better)."""
+        """Feasibility of every node, the candidate rows and their scores (higher is better):
+        the policy's, moved by the request's soft model preferences (`preference.py`)."""
         feas = feasibility(snap, req)
         rows = feas.nodes
         if len(rows) == 0:
             return feas, rows, np.zeros(0)
-        return feas, rows, self.policy.score(PlanContext(snap, req, feas, rows))
+        ctx = PlanContext(snap, req, feas, rows)
+        return feas, rows, with_preferences(ctx, self.policy.score(ctx), self.policy.scale)
 
     def plan(self, snap: ClusterSnapshot, req: Request) -> Decision | Unschedulable:
         feas, rows, scores = self.scores(snap, req)

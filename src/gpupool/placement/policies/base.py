@@ -17,6 +17,9 @@ FloatArray = npt.NDArray[np.float64]
 class Policy(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
+    # The width of the policy's score range (0..100 points for most): soft model preferences
+    # move a score by a fixed fraction of it (`preference.py`).
+    scale: ClassVar[float] = 100.0
 
     @abstractmethod
     def score(self, ctx: PlanContext) -> FloatArray:

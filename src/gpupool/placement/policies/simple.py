@@ -18,6 +18,7 @@ MAX_SPEC_GPU = 8_000.0
 class RandomPolicy(Policy):
     name = "random"
     summary = "any node that fits, uniformly at random"
+    scale = 1.0  # fractions, not points
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
@@ -42,6 +43,7 @@ def _used_fraction_after(ctx: PlanContext) -> FloatArray:
 class BinpackPolicy(Policy):
     name = "binpack"
     summary = "the fullest node that fits (GPU share, then CPU)"
+    scale = 1.0  # fractions, not points
 
     def score(self, ctx: PlanContext) -> FloatArray:
         cpu_used = 1.0 - ctx.cpu_after / np.maximum(ctx.snap.cpu_cap[ctx.rows], 1)
@@ -51,6 +53,7 @@ class BinpackPolicy(Policy):
 class SpreadPolicy(Policy):
     name = "spread"
     summary = "the emptiest node that fits"
+    scale = 1.0  # fractions, not points
 
     def score(self, ctx: PlanContext) -> FloatArray:
         cpu_used = 1.0 - ctx.cpu_after / np.maximum(ctx.snap.cpu_cap[ctx.rows], 1)
@@ -70,6 +73,7 @@ class BestFitPolicy(Policy):
 class DotProductPolicy(Policy):
     name = "dot-product"
     summary = "Tetris: smallest dot product of free resources and the request, per node capacity"
+    scale = 1.0  # fractions, not points
 
     def score(self, ctx: PlanContext) -> FloatArray:
         snap, rows, req = ctx.snap, ctx.rows, ctx.req
