@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.webhook.hami import translate
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
-from gpupool.domain.errors import InvalidRequest
+from gpupool.domain.errors import GpupoolError, InvalidRequest
 
 JsonPatch = list[dict[str, Any]]
 
@@ -92,6 +93,45 @@ def _check_scheduler(spec: Mapping[str, Any], schedulers: tuple[str, ...]) -> No
         )
 
 
+TIMESLICE_REFUSED = (
+    f"annotation {names.ANN_COMPUTE_MODE}: timeslice is not supported: gpupool does not set up "
+    f"time-slicing, and a pod without {names.ANN_COMPUTE_MODE} already shares its card by the "
+    f"driver's own time-slicing, with its memory slice enforced (but not its "
+    f"{names.RES_GPU_COMPUTE}); remove the annotation, or set it to mps to cap the pod's share "
+    f"of the card's SMs"
+)
+
+
+def _check_compute_mode(annotations: Mapping[str, str]) -> None:
+    """Refuse the compute modes gpupool accepts on a pod but does not carry out."""
+    value = annotations.get(names.ANN_COMPUTE_MODE)
+    if value is None:
+        return
+    text = str(value).strip().lower()
+    if text == "timeslice":
+        raise InvalidRequest(TIMESLICE_REFUSED)
+    if text != "mps":
+        raise InvalidRequest(
+            f'annotation {names.ANN_COMPUTE_MODE} must be "mps" (or absent: time-slicing); got '
+            f"{value!r}"
+        )
+
+
+def _read_gpu(
+    pod: Mapping[str, Any], tenant: str, cluster: ClusterFacts, translated: tuple[str, ...]
+) -> PodGpu | None:
+    """The pod's GPU request; a refusal of a translated pod says how its HAMi names were read,
+    since it names gpupool's."""
+    try:
+        return read_pod_gpu(pod, tenant=tenant, cluster_cards=cluster.cards)
+    except GpupoolError as err:
+        if not translated:
+            raise
+        raise type(err)(
+            f"{err} (read from the pod's HAMi names: {'; '.join(translated)})"
+        ) from None
+
+
 def mutate_pod(
     pod: Mapping[str, Any],
     namespace_labels: Mapping[str, str],
@@ -99,12 +139,16 @@ def mutate_pod(
     cluster: ClusterFacts = UNKNOWN_CLUSTER,
 ) -> PodMutation:
     """The patch for a pod being created; `queued_at` is the submit time (RFC 3339) to stamp.
-    The pod's shape is already checked (`shape.check_pod`)."""
+    The pod's shape is already checked (`shape.check_pod`). A pod written in HAMi's names is
+    read in gpupool's (`hami.translate`), one warning per name translated."""
+    translation = translate(pod, cluster.cards)
+    pod = translation.pod
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     tenant = tenant_of(namespace_labels)
-    gpu = read_pod_gpu(pod, tenant=tenant, cluster_cards=cluster.cards)
+    _check_compute_mode(annotations)
+    gpu = _read_gpu(pod, tenant, cluster, translation.warnings)
     _written_by_gpupool(annotations, gpu)
     if gpu is None:
         ours = sorted(k for k in annotations if k in names.USER_ANNOTATIONS)
@@ -113,7 +157,7 @@ def mutate_pod(
             if ours
             else ()
         )
-        return PodMutation([], None, None, warnings)
+        return PodMutation([], None, None, translation.warnings + warnings)
     _check_scheduler(spec, cluster.schedulers)
     if spec.get("nodeName"):
         raise InvalidRequest(
@@ -153,4 +197,4 @@ def mutate_pod(
     if not any(g.get("name") == names.QUOTA_GATE for g in gates):
         gates.append({"name": names.QUOTA_GATE})
     patch.append({"op": "add", "path": "/spec/schedulingGates", "value": gates})
-    return PodMutation(patch, tenant, gpu)
+    return PodMutation(patch, tenant, gpu, translation.warnings)

@@ -7,11 +7,13 @@ Pods are mutated on create; GpuQuotas are validated on create and update (pod up
 pod-integrity policy's, `policy.py`, which needs no webhook).
 
 The API server sends a pod to the webhook only when it concerns gpupool (`POD_CONDITION`, CEL):
-a container asks for a gpupool.io resource, or the pod carries a gpupool.io annotation or the
-quota gate. Every other pod is created without a call, so a webhook outage never blocks them.
-For the pods it does get the failure policy is Fail (a GPU pod that slipped past the webhook
-would skip its quota), and the webhook's name, which the API server quotes when it cannot call
-it, says why they wait: `failed calling webhook "gpu-pods-need-the-gpupool-webhook.gpupool.io"`.
+a container asks for a gpupool.io resource or one of HAMi's (`hami.py`: gpupool translates them),
+or the pod carries a gpupool.io or HAMi annotation or the quota gate. Every other pod is created
+without a call, so a webhook outage never blocks them (a pod asking only for `nvidia.com/gpu`,
+NVIDIA's device plugin's resource, included). For the pods it does get the failure policy is
+Fail (a GPU pod that slipped past the webhook would skip its quota), and the webhook's name,
+which the API server quotes when it cannot call it, says why they wait:
+`failed calling webhook "gpu-pods-need-the-gpupool-webhook.gpupool.io"`.
 Namespaces `kube-system` and the webhook's own are never sent to it, so a webhook that is down
 cannot block its own restart.
 """
@@ -30,6 +32,7 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
 )
 
+from gpupool.adapters.webhook import hami
 from gpupool.adapters.webhook.server import MUTATE_PODS, VALIDATE_QUOTAS
 from gpupool.adapters.wire import names
 
@@ -39,14 +42,26 @@ POD_WEBHOOK = "gpu-pods-need-the-gpupool-webhook.gpupool.io"
 QUOTA_WEBHOOK = "gpuquotas.validate.gpupool.io"
 
 
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+# A resource or annotation key that concerns gpupool: its own, or HAMi's, which it translates.
+_OURS_OR_HAMI_RESOURCE = f"r.startsWith('{names.GROUP}/') || r in {_cel_list(hami.HAMI_RESOURCES)}"
+_OURS_OR_HAMI_ANNOTATION = (
+    f"k.startsWith('{names.GROUP}/') || k in {_cel_list(hami.HAMI_ANNOTATIONS)}"
+)
+
+
 def _asks(containers: str) -> str:
-    """CEL: a container of `containers` (a list field of the pod) asks for a gpupool.io resource."""
+    """CEL: a container of `containers` (a list field of the pod) asks for a gpupool.io resource
+    or one of HAMi's (not `nvidia.com/gpu` alone: NVIDIA's device plugin's pods are not ours)."""
     return (
         f"(has(object.spec.{containers}) && object.spec.{containers}.exists(c, "
         f"has(c.resources) && ("
-        f"(has(c.resources.limits) && c.resources.limits.exists(r, r.startsWith('{names.GROUP}/')))"
+        f"(has(c.resources.limits) && c.resources.limits.exists(r, {_OURS_OR_HAMI_RESOURCE}))"
         f" || (has(c.resources.requests) && "
-        f"c.resources.requests.exists(r, r.startsWith('{names.GROUP}/'))))))"
+        f"c.resources.requests.exists(r, {_OURS_OR_HAMI_RESOURCE})))))"
     )
 
 
@@ -58,7 +73,7 @@ POD_CONDITION = {
             _asks("containers"),
             _asks("initContainers"),
             f"(has(object.metadata.annotations) && "
-            f"object.metadata.annotations.exists(k, k.startsWith('{names.GROUP}/')))",
+            f"object.metadata.annotations.exists(k, {_OURS_OR_HAMI_ANNOTATION}))",
             f"(has(object.spec.schedulingGates) && "
             f"object.spec.schedulingGates.exists(g, g.name == '{names.QUOTA_GATE}'))",
         )
