@@ -139,7 +139,7 @@ def test_format_quantity_round_trips() -> None:
             {"gpupool.io/gpu-memory": "1Gi"},
             {"gpupool.io/compute-mode": "mig"},
             InvalidRequest,
-            "must be one of mps, timeslice",
+            'gpupool.io/compute-mode must be "mps" (or absent: time-slicing)',
         ),
         (
             {"gpupool.io/gpu-memory": "1Gi"},
