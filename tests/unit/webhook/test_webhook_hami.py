@@ -116,7 +116,7 @@ def test_each_translated_name_gets_its_own_warning() -> None:
     )
     assert warnings == (
         "container 'main': HAMi's nvidia.com/gpu: 1 → gpupool.io/gpu: 1",
-        "container 'main': HAMi's nvidia.com/gpumem: 3k → gpupool.io/gpu-memory: 3000Mi",
+        "container 'main': HAMi's nvidia.com/gpumem: 3000 → gpupool.io/gpu-memory: 3000Mi",
         "container 'main': HAMi's nvidia.com/gpucores: 30 → gpupool.io/gpu-compute: 30",
         "HAMi's annotation nvidia.com/use-gputype: A100-80GB → gpupool.io/gpu-model: A100-80GB",
     )

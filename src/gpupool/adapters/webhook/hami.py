@@ -275,12 +275,12 @@ def _translate_container(
             f"{where}: give either {GPUMEM} (MiB) or {GPUMEM_PERCENTAGE}, not both"
         )
     out: dict[str, str] = {names.RES_GPU: str(count)}
-    asked = f"{GPU}: {raw_count}" if raw_count is not None else f"default of 1 {GPU}"
+    asked = f"{GPU}: {count}" if raw_count is not None else f"default of 1 {GPU}"
     said = [f"{asked} → {names.RES_GPU}: {count}"]
     if raw_mem is not None:
         mib = _mebibytes(raw_mem, where)
         out[names.RES_GPU_MEMORY] = format_quantity(mib * MiB)
-        said.append(f"{GPUMEM}: {raw_mem} → {names.RES_GPU_MEMORY}: {out[names.RES_GPU_MEMORY]}")
+        said.append(f"{GPUMEM}: {mib} → {names.RES_GPU_MEMORY}: {out[names.RES_GPU_MEMORY]}")
     if raw_pct is not None:
         pct = _whole(raw_pct, GPUMEM_PERCENTAGE, 1, 100, "50", where)
         if pct == 100 or count > 1:
@@ -296,7 +296,7 @@ def _translate_container(
         cores = _whole(raw_cores, GPUCORES, 0, 100, "30", where)
         if cores:
             out[names.RES_GPU_COMPUTE] = str(cores)
-            said.append(f"{GPUCORES}: {raw_cores} → {names.RES_GPU_COMPUTE}: {cores}")
+            said.append(f"{GPUCORES}: {cores} → {names.RES_GPU_COMPUTE}: {cores}")
         else:
             said.append(f"{GPUCORES}: 0 → no compute cap (HAMi's meaning of 0)")
     if count > 1 and (raw_mem is not None or raw_pct is not None):
