@@ -151,7 +151,7 @@ def test_format_quantity_round_trips() -> None:
             {"gpupool.io/gpu-memory": "1Gi"},
             {"gpupool.io/gpu-model": "H800", "gpupool.io/avoid-gpu-model": "H800|T4"},
             InvalidRequest,
-            "excludes every model",
+            "avoids every model",
         ),
         ({"gpupool.io/vgpu": "1"}, {}, InvalidRequest, "gpupool.io/vgpu is set by gpupool"),
     ],

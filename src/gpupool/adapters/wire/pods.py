@@ -238,8 +238,9 @@ def read_pod_gpu(
     avoided = _models(annotations, names.ANN_AVOID_GPU_MODEL)
     if models and avoided and set(models) <= set(avoided):
         raise InvalidRequest(
-            f"annotation {names.ANN_AVOID_GPU_MODEL} ({'|'.join(avoided)}) excludes every model "
-            f"{names.ANN_GPU_MODEL} allows ({'|'.join(models)}); the pod could never be placed"
+            f"annotation {names.ANN_AVOID_GPU_MODEL} ({'|'.join(avoided)}) avoids every model "
+            f"{names.ANN_GPU_MODEL} allows ({'|'.join(models)}), so it could never choose "
+            f"between them; avoid fewer models, or allow more"
         )
     exclusive = _flag(annotations, names.ANN_EXCLUSIVE)
     mode = _choice(annotations, names.ANN_COMPUTE_MODE, names.COMPUTE_MODES)
