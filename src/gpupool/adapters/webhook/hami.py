@@ -98,29 +98,23 @@ def is_hami_pod(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def _gpupool_marks(pod: Mapping[str, Any]) -> list[str]:
+def _marks(
+    pod: Mapping[str, Any], annotation_names: tuple[str, ...], resource_names: tuple[str, ...]
+) -> list[str]:
+    """The names of `annotation_names` the pod carries, then of `resource_names` it asks for."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    found = [a for a in names.USER_ANNOTATIONS if a in annotations]
+    found = [a for a in annotation_names if a in annotations]
     for key in ("containers", "initContainers"):
         for c in _containers(pod, key):
-            found.extend(r for r in _GPUPOOL_RESOURCES if r in _listed(c) and r not in found)
-    return found
-
-
-def _hami_marks(pod: Mapping[str, Any]) -> list[str]:
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    found = [a for a in HAMI_ANNOTATIONS if a in annotations]
-    for key in ("containers", "initContainers"):
-        for c in _containers(pod, key):
-            found.extend(r for r in _ALL_RESOURCES if r in _listed(c) and r not in found)
+            found.extend(r for r in resource_names if r in _listed(c) and r not in found)
     return found
 
 
 def check_not_mixed(pod: Mapping[str, Any]) -> None:
     """MixedResourceNames when the pod asks in gpupool's names and in HAMi's (or NVIDIA's
     `nvidia.com/gpu`) at once: no translation could say which it means."""
-    ours = _gpupool_marks(pod)
-    theirs = _hami_marks(pod)
+    ours = _marks(pod, names.USER_ANNOTATIONS, _GPUPOOL_RESOURCES)
+    theirs = _marks(pod, HAMI_ANNOTATIONS, _ALL_RESOURCES)
     if ours and theirs:
         raise MixedResourceNames(
             f"the pod mixes HAMi's names ({', '.join(theirs)}) with gpupool's "
