@@ -5,8 +5,8 @@ GpuLease holds 3000 MiB); a pod mixing HAMi's and gpupool's names and a timeslic
 refused with their messages.
 
 The cluster has no kube-controller-manager, so the test creates the Deployment (the API server
-admits its template as written) and then the pod its ReplicaSet would create, from the same
-template, through kubectl as a user would.
+admits its template as written) and then, through kubectl as a user would, the pod its
+ReplicaSet would create from that template.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.builders import pod_json
+from support.waiting import wait_until
 
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.polling import poll_until
 from gpupool.domain.units import MiB
 
 if TYPE_CHECKING:
@@ -49,23 +50,8 @@ def _kubectl(c: E2ECluster, ns: str, manifest: dict[str, Any]) -> subprocess.Com
     )
 
 
-def _container(limits: dict[str, str]) -> dict[str, Any]:
-    return {"name": "main", "image": "registry.example/infer:1", "resources": {"limits": limits}}
-
-
-HAMI_TEMPLATE: dict[str, Any] = {
-    "metadata": {
-        "labels": {"app": "infer"},
-        "annotations": {"nvidia.com/use-gputype": "A100"},
-    },
-    "spec": {
-        "containers": [
-            _container(
-                {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"}
-            )
-        ]
-    },
-}
+HAMI_LIMITS = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "30"}
+HAMI_ANNOTATIONS = {"nvidia.com/use-gputype": "A100"}
 
 
 def _running(api: KubeApi, ns: str, name: str) -> dict[str, Any] | None:
@@ -78,6 +64,14 @@ def test_a_hami_deployment_runs_unchanged_with_the_slice_it_asked_for(
 ) -> None:
     c = gpupool_cluster
     ns = _namespace(c.api)
+    # what the ReplicaSet controller would create from the template: the same metadata and spec
+    pod = pod_json(
+        "infer-0", labels={"app": "infer"}, annotations=HAMI_ANNOTATIONS, limits=HAMI_LIMITS
+    )
+    template = {
+        "metadata": {k: pod["metadata"][k] for k in ("labels", "annotations")},
+        "spec": pod["spec"],
+    }
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -85,18 +79,11 @@ def test_a_hami_deployment_runs_unchanged_with_the_slice_it_asked_for(
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": "infer"}},
-            "template": HAMI_TEMPLATE,
+            "template": template,
         },
     }
     created = _kubectl(c, ns, deployment)
     assert created.returncode == 0, created.stderr
-    # what the ReplicaSet controller would create from the template
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "infer-0", **HAMI_TEMPLATE["metadata"]},
-    }
-    pod["spec"] = HAMI_TEMPLATE["spec"]
     created = _kubectl(c, ns, pod)
     assert created.returncode == 0, created.stderr
     warnings = created.stderr
@@ -104,9 +91,10 @@ def test_a_hami_deployment_runs_unchanged_with_the_slice_it_asked_for(
     assert "nvidia.com/gpucores: 30 → gpupool.io/gpu-compute: 30" in warnings, warnings
     assert "nvidia.com/use-gputype: A100 → gpupool.io/gpu-model: A100-40GB|A100-80GB" in warnings
 
-    running = poll_until(lambda: _running(c.api, ns, "infer-0"), timeout_s=90)
-    assert running, (
-        f"the HAMi pod did not run: {c.api.find(f'/api/v1/namespaces/{ns}/pods/infer-0')}"
+    running = wait_until(
+        lambda: _running(c.api, ns, "infer-0"),
+        timeout_s=90,
+        what=lambda: f"the HAMi pod to run: {c.api.find(f'/api/v1/namespaces/{ns}/pods/infer-0')}",
     )
     limits = running["spec"]["containers"][0]["resources"]["limits"]
     assert not [k for k in limits if k.startswith("nvidia.com/")], limits
@@ -119,68 +107,48 @@ def test_a_hami_deployment_runs_unchanged_with_the_slice_it_asked_for(
     assert lease["spec"]["node"] == running["spec"]["nodeName"]
 
 
-def test_a_pod_mixing_hami_and_gpupool_names_is_refused(gpupool_cluster: E2ECluster) -> None:
+@pytest.mark.parametrize(
+    ("limits", "annotations", "message"),
+    [
+        (
+            {"nvidia.com/gpumem": "3000", "gpupool.io/gpu-compute": "20"},
+            None,
+            "the pod mixes HAMi's names (nvidia.com/gpumem) with gpupool's "
+            "(gpupool.io/gpu-compute)",
+        ),
+        (
+            {"nvidia.com/gpumem-percentage": "150"},
+            None,
+            "nvidia.com/gpumem-percentage must be a whole number from 1 to 100",
+        ),
+        (
+            {"gpupool.io/gpu-memory": "4Gi"},
+            {"gpupool.io/compute-mode": "timeslice"},
+            "gpupool.io/compute-mode: timeslice is not supported: gpupool does not set up "
+            "time-slicing",
+        ),
+    ],
+    ids=["mixed", "percentage-over-100", "timeslice"],
+)
+def test_refused_with_the_message(
+    gpupool_cluster: E2ECluster,
+    limits: dict[str, str],
+    annotations: dict[str, str] | None,
+    message: str,
+) -> None:
     c = gpupool_cluster
     ns = _namespace(c.api)
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "mixed"},
-        "spec": {
-            "containers": [
-                _container({"nvidia.com/gpumem": "3000", "gpupool.io/gpu-compute": "20"})
-            ]
-        },
-    }
-    refused = _kubectl(c, ns, pod)
+    refused = _kubectl(c, ns, pod_json("refused", limits=limits, annotations=annotations))
     assert refused.returncode != 0
-    assert (
-        "the pod mixes HAMi's names (nvidia.com/gpumem) with gpupool's (gpupool.io/gpu-compute)"
-        in refused.stderr
-    ), refused.stderr
-    assert c.api.find(f"/api/v1/namespaces/{ns}/pods/mixed") is None
-
-
-def test_a_gpumem_percentage_over_100_is_refused(gpupool_cluster: E2ECluster) -> None:
-    c = gpupool_cluster
-    ns = _namespace(c.api)
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "too-much"},
-        "spec": {"containers": [_container({"nvidia.com/gpumem-percentage": "150"})]},
-    }
-    refused = _kubectl(c, ns, pod)
-    assert refused.returncode != 0
-    assert "nvidia.com/gpumem-percentage must be a whole number from 1 to 100" in refused.stderr
-
-
-def test_a_timeslice_pod_is_refused_with_the_message(gpupool_cluster: E2ECluster) -> None:
-    c = gpupool_cluster
-    ns = _namespace(c.api)
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "sliced", "annotations": {"gpupool.io/compute-mode": "timeslice"}},
-        "spec": {"containers": [_container({"gpupool.io/gpu-memory": "4Gi"})]},
-    }
-    refused = _kubectl(c, ns, pod)
-    assert refused.returncode != 0
-    assert "gpupool.io/compute-mode: timeslice is not supported" in refused.stderr, refused.stderr
-    assert "remove the annotation, or set it to mps" in refused.stderr
+    assert "denied the request" in refused.stderr and message in refused.stderr, refused.stderr
+    assert c.api.find(f"/api/v1/namespaces/{ns}/pods/refused") is None
 
 
 def test_a_pod_asking_only_nvidia_gpu_is_not_sent_to_gpupool(gpupool_cluster: E2ECluster) -> None:
     c = gpupool_cluster
     ns = _namespace(c.api)
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "plain"},
-        "spec": {"containers": [_container({"nvidia.com/gpu": "1"})]},
-    }
-    created = _kubectl(c, ns, pod)
-    assert created.returncode == 0, created.stderr
+    created = _kubectl(c, ns, pod_json("plain", limits={"nvidia.com/gpu": "1"}))
+    assert created.returncode == 0 and "Warning" not in created.stderr, created.stderr
     stored = c.api.get(f"/api/v1/namespaces/{ns}/pods/plain")
     assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert not stored["spec"].get("schedulingGates")  # gpupool did not touch it
