@@ -437,3 +437,16 @@ def test_mps_is_still_accepted() -> None:
         pod({"gpupool.io/gpu-memory": "1Gi"}, {"gpupool.io/compute-mode": "mps"}), {}, STAMP
     )
     assert mutation.gpu is not None and mutation.gpu.compute_mode == "mps"
+
+
+def test_hamis_scheduler_name_becomes_one_that_calls_gpupools_extender() -> None:
+    original = pod({"nvidia.com/gpumem": "1000"})
+    original["spec"]["schedulerName"] = "hami-scheduler"
+    cluster = ClusterFacts(cards=A100_80.cards, schedulers=("gpu-scheduler",))
+    mutation = mutate_pod(original, {}, STAMP, cluster)
+    assert applied(mutation.patch, original)["spec"]["schedulerName"] == "gpu-scheduler"
+    assert "HAMi's spec.schedulerName: hami-scheduler → gpu-scheduler" in mutation.warnings
+    other = pod({"nvidia.com/gpumem": "1000"})
+    other["spec"]["schedulerName"] = "volcano"  # not HAMi's: refused as for any GPU pod
+    with pytest.raises(InvalidRequest, match=r"spec\.schedulerName is 'volcano'"):
+        mutate_pod(other, {}, STAMP, cluster)

@@ -16,6 +16,7 @@ gets a warning in the admission response, which kubectl prints. The table (docs/
 |                                        | alias contains a listed name (HAMi's match)          |
 | `nvidia.com/nouse-gputype: T4`         | `gpupool.io/gpu-model`: every other model            |
 | `nvidia.com/use-gpuuuid`, `nouse-gpuuuid`, `nvidia.com/priority` | refused: no equivalent    |
+| `spec.schedulerName: hami-scheduler`   | a scheduler that calls gpupool's extender            |
 
 `nvidia.com/gpu` alone does not make a HAMi pod: it is also the resource of NVIDIA's own device
 plugin, whose pods must neither be rewritten nor wait for gpupool's webhook. A pod that uses
@@ -45,6 +46,8 @@ USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
 USE_GPUUUID = "nvidia.com/use-gpuuuid"
 NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
+
+HAMI_SCHEDULER = "hami-scheduler"  # the schedulerName HAMi's webhook writes
 
 HAMI_RESOURCES = (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES, PRIORITY)  # what makes a HAMi pod
 HAMI_ANNOTATIONS = (USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID)
@@ -303,10 +306,13 @@ def _translate_container(
     return {**container, "resources": resources}
 
 
-def translate(pod: Mapping[str, Any], cards: Sequence[tuple[str, int]] = ()) -> Translation:
+def translate(
+    pod: Mapping[str, Any], cards: Sequence[tuple[str, int]], scheduler: str
+) -> Translation:
     """The pod in gpupool's names; unchanged (no warnings) unless it is a HAMi pod. `cards`
-    (model, allocatable bytes) size `gpumem-percentage`. Raises MixedResourceNames for a pod
-    that uses both kinds, InvalidRequest/InvalidQuantity/UnknownGpuModel for a bad HAMi value."""
+    (model, allocatable bytes) size `gpumem-percentage`; `scheduler` (one that calls gpupool's
+    extender) replaces HAMi's. Raises MixedResourceNames for a pod that uses both kinds,
+    InvalidRequest/InvalidQuantity/UnknownGpuModel for a bad HAMi value."""
     check_not_mixed(pod)
     if not is_hami_pod(pod):
         return Translation(pod)
@@ -341,6 +347,9 @@ def translate(pod: Mapping[str, Any], cards: Sequence[tuple[str, int]] = ()) -> 
     for i in gpu_containers:
         containers[i] = _translate_container(containers[i], models, cards, warnings)
     spec["containers"] = containers
+    if spec.get("schedulerName") == HAMI_SCHEDULER:
+        spec["schedulerName"] = scheduler
+        warnings.append(f"HAMi's spec.schedulerName: {HAMI_SCHEDULER} → {scheduler}")
     for name in (USE_GPUTYPE, NOUSE_GPUTYPE):
         value = annotations.pop(name, None)
         if value is not None:

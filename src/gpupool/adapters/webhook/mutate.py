@@ -141,7 +141,8 @@ def mutate_pod(
     """The patch for a pod being created; `queued_at` is the submit time (RFC 3339) to stamp.
     The pod's shape is already checked (`shape.check_pod`). A pod written in HAMi's names is
     read in gpupool's (`hami.translate`), one warning per name translated."""
-    translation = translate(pod, cluster.cards)
+    original = pod
+    translation = translate(pod, cluster.cards, (*cluster.schedulers, DEFAULT_SCHEDULER)[0])
     pod = translation.pod
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -192,6 +193,9 @@ def mutate_pod(
             "value": resources,
         }
     )
+
+    if spec.get("schedulerName") != (original.get("spec") or {}).get("schedulerName"):
+        patch.append({"op": "add", "path": "/spec/schedulerName", "value": spec["schedulerName"]})
 
     gates = list(spec.get("schedulingGates") or [])
     if not any(g.get("name") == names.QUOTA_GATE for g in gates):
