@@ -33,7 +33,9 @@ RELEASE = "gpupool"
 SCHEDULER_SOURCE = "templates/scheduler/configmap.yaml"
 SCHEDULER_KEY = "kube-scheduler-config.yaml"
 FOLDERS = {"crds/": "crds", "templates/rbac/": "rbac", "templates/install/": "install"}
-NOTICE = "# Rendered by tools/helm/render_manifests.py from deploy/helm/gpupool/{source}: edit that.\n"
+NOTICE = (
+    "# Rendered by tools/helm/render_manifests.py from deploy/helm/gpupool/{source}: edit that.\n"
+)
 _SOURCE = re.compile(rf"^---\n# Source: {RELEASE}/(.+)\n", re.M)
 
 
@@ -84,17 +86,24 @@ def plain_files(rendered: str) -> dict[Path, str]:
     return out
 
 
+def stale(files: dict[Path, str], root: Path = REPO) -> list[Path]:
+    """The files under `root` that are missing or differ from their rendering."""
+    return [
+        p for p, text in files.items() if not (root / p).is_file() or (root / p).read_text() != text
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 on a difference")
     args = parser.parse_args(argv)
     files = plain_files(template(helm_binary(), "-f", str(VALUES)))
-    stale = [p for p, text in files.items() if not (REPO / p).is_file() or (REPO / p).read_text() != text]
+    changed = stale(files)
     if args.check:
-        for path in stale:
+        for path in changed:
             print(f"{path}: not what the chart renders", file=sys.stderr)
-        return 1 if stale else 0
-    for path in stale:
+        return 1 if changed else 0
+    for path in changed:
         (REPO / path).write_text(files[path])
         print(f"wrote {path}")
     return 0
