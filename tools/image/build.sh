@@ -11,7 +11,7 @@
 # <hash> covers every build input: the Dockerfile, .dockerignore, this script and the files the
 # Dockerfile copies (pyproject.toml, README.md, src/, native/, as .dockerignore filters them).
 # Idempotent: when the archive for the current inputs exists, it only prints its path.
-# Prints the archive's path last. buildah's storage is private (under the cache folder).
+# Prints the archive's path last. buildah's storage is private: <cache>/storage/{root,run}.
 #
 # Usage: tools/image/build.sh [--force]
 # Env: GPUPOOL_IMAGE_CACHE (the cache folder), GPUPOOL_BUILD_CA (a CA bundle to mount read-only
@@ -102,7 +102,7 @@ step "exporting $archive"
 rm -f "$cache/gpupool-$version-"*.oci.tar  # one archive per version: the newest source
 "${bah[@]}" push --quiet "$image" "oci-archive:$archive.part:$image"
 mv -f "$archive.part" "$archive"
-# Intermediate images nobody names any more (earlier sources' layers).
-"${bah[@]}" rmi --prune >/dev/null 2>&1 || true
+# The stages' layers stay in the storage (--layers reuses them on the next source change; a
+# prune would drop them): delete the cache folder to reclaim the space.
 step "done: $(du -m "$archive" | cut -f1) MiB archive"
 echo "$archive"
