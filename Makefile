@@ -25,9 +25,9 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Everything but the tests that need the control plane binaries.
+# Everything but the tests that need the control plane binaries or build the image.
 unit: venv
-	$(BIN)/pytest -m "not e2e"
+	$(BIN)/pytest -m "not e2e and not image"
 
 test: lint k8s native helm
 	$(BIN)/pytest
