@@ -34,7 +34,8 @@ SCHEDULER_SOURCE = "templates/scheduler/configmap.yaml"
 SCHEDULER_KEY = "kube-scheduler-config.yaml"
 FOLDERS = {"crds/": "crds", "templates/rbac/": "rbac", "templates/install/": "install"}
 NOTICE = (
-    "# Rendered by tools/helm/render_manifests.py from deploy/helm/gpupool/{source}: edit that.\n"
+    "# Rendered from deploy/helm/gpupool/{source}\n"
+    "# by tools/helm/render_manifests.py: edit the chart, not this file.\n"
 )
 _SOURCE = re.compile(rf"^---\n# Source: {RELEASE}/(.+)\n", re.M)
 
