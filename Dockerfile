@@ -24,7 +24,9 @@ RUN make -C /src/native CC=gcc all
 FROM ${BASE} AS wheels
 COPY pyproject.toml README.md /src/
 COPY src/ /src/src/
-RUN python3 -m pip wheel --no-cache-dir --wheel-dir /wheels /src
+# pip's cache outlives the build (a cache mount, not a layer): a change under src/ downloads
+# nothing again.
+RUN --mount=type=cache,target=/root/.cache/pip python3 -m pip wheel --wheel-dir /wheels /src
 
 FROM ${BASE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/gpupool/bin:$PATH
