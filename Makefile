@@ -27,6 +27,7 @@ lint: venv
 
 # Everything but the tests that need the control plane binaries or build the image.
 unit: venv
+	tools/helm/build.sh >/dev/null || echo "make unit: helm cannot be built here; the chart's tests skip"
 	$(BIN)/pytest -m "not e2e and not image"
 
 test: lint k8s native helm
