@@ -231,6 +231,8 @@ def _path(doc: dict[str, Any]) -> str:
         "ConfigMap": "configmaps",
         "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
         "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+        "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
     }[doc["kind"]]  # fmt: skip
     namespace = doc["metadata"].get("namespace")
     where = f"/namespaces/{namespace}" if namespace else ""

@@ -1,12 +1,13 @@
 """Renders the chart deploy/helm/gpupool into the plain manifests under deploy/.
 
 The chart is the one source of truth; deploy/crds, deploy/rbac (but namespace.yaml and the
-per-tenant template tenant.yaml), deploy/install and deploy/scheduler are `helm template` of it,
-release namespace gpupool-system, with tools/helm/plain-values.yaml (the webhook certificate
-from cert-manager). Each chart file becomes the plain file of the same name:
+per-tenant template tenant.yaml), deploy/policies, deploy/install and deploy/scheduler are
+`helm template` of it, release namespace gpupool-system, with tools/helm/plain-values.yaml (the
+webhook certificate from cert-manager). Each chart file becomes the plain file of the same name:
 
     crds/X.yaml                      -> deploy/crds/X.yaml
     templates/rbac/X.yaml            -> deploy/rbac/X.yaml
+    templates/policies/X.yaml        -> deploy/policies/X.yaml
     templates/install/X.yaml         -> deploy/install/X.yaml
     templates/scheduler/configmap.yaml -> deploy/scheduler/kube-scheduler-config.yaml (its data)
 
@@ -32,7 +33,12 @@ NAMESPACE = "gpupool-system"
 RELEASE = "gpupool"
 SCHEDULER_SOURCE = "templates/scheduler/configmap.yaml"
 SCHEDULER_KEY = "kube-scheduler-config.yaml"
-FOLDERS = {"crds/": "crds", "templates/rbac/": "rbac", "templates/install/": "install"}
+FOLDERS = {
+    "crds/": "crds",
+    "templates/rbac/": "rbac",
+    "templates/policies/": "policies",
+    "templates/install/": "install",
+}
 NOTICE = (
     "# Rendered from deploy/helm/gpupool/{source}\n"
     "# by tools/helm/render_manifests.py: edit the chart, not this file.\n"

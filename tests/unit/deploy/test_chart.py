@@ -26,6 +26,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from gpupool.adapters.webhook import policy
 from gpupool.adapters.webhook import register as registration
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.cli import webhook as webhook_cli
@@ -127,7 +128,7 @@ def test_the_plain_manifests_are_exactly_what_the_chart_renders(
     # ... and every plain manifest is one the chart renders (none kept by hand beside it).
     files = {
         str(p.relative_to(DEPLOY))
-        for folder in ("crds", "rbac", "install", "scheduler")
+        for folder in ("crds", "rbac", "policies", "install", "scheduler")
         for p in (DEPLOY / folder).glob("*.yaml")
     }
     assert files - NOT_RENDERED == {str(p.relative_to("deploy")) for p in plain}
@@ -204,6 +205,18 @@ def test_the_webhook_configurations_follow_the_namespace_and_the_skipped_namespa
         for hook in expected["webhooks"]:
             hook["clientConfig"].pop("caBundle")
         assert rendered == expected
+
+
+def test_the_pod_integrity_policy_lets_through_the_release_namespaces_writers(helm: Path) -> None:
+    docs = _template(helm, namespace="gpu")
+    rendered = [_one(docs, d["kind"], d["metadata"]["name"]) for d in policy.objects()]
+    [not_gpupool, *_] = rendered[0]["spec"]["matchConditions"]
+    for user in policy.writer_users("gpu"):
+        assert f"'{user}'" in not_gpupool["expression"]
+    expected = policy.objects()
+    condition = expected[0]["spec"]["matchConditions"][0]
+    condition["expression"] = condition["expression"].replace(f":{policy.NAMESPACE}:", ":gpu:")
+    assert rendered == expected
 
 
 def test_the_scheduler_configuration_follows_the_extenders_service(helm: Path) -> None:
