@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit venv clean k8s native
+.PHONY: demo test lint unit venv clean k8s native helm image manifests
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,16 +20,17 @@ demo: venv
 	$(BIN)/gpupool simulate
 
 lint: venv
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Everything but the tests that need the control plane binaries.
+# Everything but the tests that need the control plane binaries or build the image.
 unit: venv
-	$(BIN)/pytest -m "not e2e"
+	tools/helm/build.sh >/dev/null || echo "make unit: helm cannot be built here; the chart's tests skip"
+	$(BIN)/pytest -m "not e2e and not image"
 
-test: lint k8s native
+test: lint k8s native helm
 	$(BIN)/pytest
 
 # The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
@@ -37,6 +38,21 @@ test: lint k8s native
 # ($GPUPOOL_K8S_BIN overrides); a no-op when already built.
 k8s:
 	tools/k8s/build.sh
+
+# helm, built from helm.sh/helm/v3 into ~/.cache/gpupool/helm/<version>/bin ($GPUPOOL_HELM_BIN
+# overrides); the chart's tests lint and render deploy/helm/gpupool with it. A no-op when built.
+helm:
+	tools/helm/build.sh
+
+# deploy/'s plain manifests, rendered from the chart deploy/helm/gpupool (edit the chart, then this).
+manifests: venv helm
+	$(BIN)/python tools/helm/render_manifests.py
+
+# The image (Dockerfile) built with buildah on a local mmdebstrap Debian base, exported as an OCI
+# archive for `ctr -n k8s.io images import`; prints its path. Root, buildah, mmdebstrap; a no-op
+# when the archive for the current source exists (docs/install.md).
+image:
+	tools/image/build.sh
 
 # The in-container limiter, native/build/libgpupool.so (C, warnings as errors; see native/README.md).
 # tests/native also builds the fake CUDA driver and test programs (make -C native test-bins).

@@ -1,4 +1,5 @@
-"""The install manifests against a real kube-apiserver and the real kube-scheduler binary.
+"""The install manifests and the Helm chart against a real kube-apiserver and the real
+kube-scheduler binary.
 
 `kubectl apply --dry-run=server` runs every object of deploy/kustomization.yaml through the API
 server's decoding (strict: an unknown field fails), defaulting, validation and admission without
@@ -8,14 +9,22 @@ Certificate and Issuer) exist only where cert-manager is installed, and this clu
 kube-scheduler reads deploy/scheduler/kube-scheduler-config.yaml with its own strict decoder and
 validation (`--write-config-to` loads, validates, writes and exits, contacting nothing).
 
-Not tested here: building the image, and running the Deployments, the DaemonSet and the
-webhook on real kubelets with GPUs (this cluster has no kubelet, only kwok's fake nodes).
+`helm install` puts the chart (deploy/helm/gpupool, its defaults: the webhook certificate made
+by the chart) into the cluster for real: every object it renders is created by the API server
+(decoding, validation, admission, storage), `helm upgrade` keeps the certificate the webhooks
+trust, and `helm uninstall` removes it all again (the webhook configurations it registers would
+otherwise hold every later pod of the session).
+
+Not tested here: running the Deployments, the DaemonSet and the webhook on real kubelets with
+GPUs (this cluster has no kubelet, only kwok's fake nodes); tests/image builds the image.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +42,8 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 CERT_MANAGER_FILE = "install/webhook-cert.yaml"  # needs cert-manager's CRDs
+CHART = DEPLOY / "helm" / "gpupool"
+NAMESPACE = "gpupool-system"
 FIRST = ("rbac/namespace.yaml", "crds/gpulease.yaml", "crds/gpunode.yaml", "crds/gpupool.yaml",
          "crds/gpuquota.yaml")  # fmt: skip
 
@@ -173,3 +184,135 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
     )  # fmt: skip
     assert refused.returncode != 0
     assert "filterVerbs" in refused.stderr
+
+
+# ---- the Helm chart ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def helm(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """tools/helm/build.sh's helm (skip only where it cannot be built), with its own config,
+    cache and data folders, so the test touches nothing of the user's."""
+    built = subprocess.run(
+        [str(REPO / "tools" / "helm" / "build.sh")], capture_output=True, text=True, timeout=1800
+    )
+    if built.returncode != 0:
+        pytest.skip(f"helm cannot be built here: {built.stderr[-2000:]}")
+    binary = built.stdout.strip().splitlines()[-1]
+    home = tmp_path_factory.mktemp("helm-home")
+    env = {
+        **os.environ,
+        **{f"HELM_{kind}_HOME": str(home / kind.lower()) for kind in ("CACHE", "CONFIG", "DATA")},
+    }
+
+    def run(c: E2ECluster, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, "--kubeconfig", str(c.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    return run
+
+
+def _path(doc: dict[str, Any]) -> str:
+    """The API path of an object the chart renders (every kind it has)."""
+    group_version = doc["apiVersion"]
+    prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    plural = {
+        "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+        "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
+        "Service": "services", "Deployment": "deployments", "DaemonSet": "daemonsets",
+        "PodDisruptionBudget": "poddisruptionbudgets", "Secret": "secrets",
+        "ConfigMap": "configmaps",
+        "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+        "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+    }[doc["kind"]]  # fmt: skip
+    namespace = doc["metadata"].get("namespace")
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"{prefix}{where}/{plural}/{doc['metadata']['name']}"
+
+
+def _release(
+    c: E2ECluster, helm: Callable[..., subprocess.CompletedProcess[str]]
+) -> list[dict[str, Any]]:
+    got = helm(c, "get", "manifest", "gpupool", "-n", NAMESPACE)
+    assert got.returncode == 0, got.stderr
+    return [d for d in yaml.safe_load_all(got.stdout) if d]
+
+
+@pytest.fixture
+def installed(
+    cluster: E2ECluster, helm: Callable[..., subprocess.CompletedProcess[str]]
+) -> Iterator[list[dict[str, Any]]]:
+    """The chart installed with its defaults; uninstalled after the test, whatever happened."""
+    done = helm(cluster, "install", "gpupool", str(CHART), "-n", NAMESPACE)
+    try:
+        assert done.returncode == 0, done.stderr
+        yield _release(cluster, helm)
+    finally:
+        helm(cluster, "uninstall", "gpupool", "-n", NAMESPACE, "--wait", "--timeout", "120s")
+
+
+def test_helm_install_creates_every_object_the_chart_renders(
+    cluster: E2ECluster,
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    installed: list[dict[str, Any]],
+) -> None:
+    kinds = {d["kind"] for d in installed}
+    assert {
+        "Deployment",
+        "DaemonSet",
+        "Secret",
+        "ConfigMap",
+        "MutatingWebhookConfiguration",
+    } <= kinds
+    for doc in installed:
+        stored = cluster.api.get(_path(doc))
+        assert stored["metadata"]["annotations"]["meta.helm.sh/release-name"] == "gpupool"
+    names = {d["metadata"]["name"] for d in installed if d["kind"] == "Deployment"}
+    assert names == {"gpupool-extender", "gpupool-controller", "gpupool-webhook"}
+    # The webhooks trust the CA of the certificate the webhook serves (the chart made both).
+    secret = cluster.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/gpupool-webhook-tls")
+    webhooks = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpupool"
+    [hook] = cluster.api.get(webhooks)["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert base64.b64decode(secret["data"]["ca.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")
+    # An upgrade keeps that certificate: a new one would leave running webhooks untrusted.
+    upgraded = helm(cluster, "upgrade", "gpupool", str(CHART), "-n", NAMESPACE)
+    assert upgraded.returncode == 0, upgraded.stderr
+    again = cluster.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/gpupool-webhook-tls")
+    assert again["data"] == secret["data"]
+    [hook] = cluster.api.get(webhooks)["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    # Uninstalled, nothing of it is left (CRDs aside: helm never deletes those).
+    gone = helm(cluster, "uninstall", "gpupool", "-n", NAMESPACE, "--wait", "--timeout", "120s")
+    assert gone.returncode == 0, gone.stderr
+    for doc in installed:
+        assert cluster.api.find(_path(doc)) is None, _path(doc)
+
+
+def test_the_api_server_refuses_an_install_with_an_invalid_value(
+    cluster: E2ECluster, helm: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
+    # The install above can fail: the API server validates what the chart renders (here the
+    # DaemonSet's runtimeClassName, not a DNS name), and --atomic takes the half-made release
+    # out again.
+    try:
+        done = helm(
+            cluster, "install", "gpupool", str(CHART), "-n", NAMESPACE, "--atomic",
+            "--timeout", "120s", "--set", "agent.runtimeClassName=Not_A_Name",
+        )  # fmt: skip
+        assert done.returncode != 0
+        assert "spec.template.spec.runtimeClassName: Invalid value" in done.stderr, done.stderr
+        assert helm(cluster, "status", "gpupool", "-n", NAMESPACE).returncode != 0
+        secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/gpupool-webhook-tls"
+        assert poll_until(lambda: cluster.api.find(secret) is None, timeout_s=60)
+    finally:
+        helm(cluster, "uninstall", "gpupool", "-n", NAMESPACE, "--wait", "--timeout", "120s")

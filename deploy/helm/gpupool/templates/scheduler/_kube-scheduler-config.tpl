@@ -1,0 +1,47 @@
+{{/*
+kube-scheduler's configuration with gpupool's extender: a file for the control-plane nodes.
+Rendered into the ConfigMap gpupool-scheduler-config (configmap.yaml) and, by
+tools/helm/render-manifests.sh, into deploy/scheduler/kube-scheduler-config.yaml.
+*/}}
+{{- define "gpupool.schedulerConfig" -}}
+# kube-scheduler's configuration with gpupool's extender: a file for the control-plane nodes, not
+# an object to `kubectl apply`. With kubeadm: copy it to /etc/kubernetes/gpupool-scheduler.yaml on
+# every control-plane node, and in /etc/kubernetes/manifests/kube-scheduler.yaml add
+# `--config=/etc/kubernetes/gpupool-scheduler.yaml` to the command and a read-only hostPath
+# mount of that file (the kubelet restarts the static pod when the manifest changes). A scheduler
+# already run with --config: merge the `extenders` entry into its file instead.
+#
+# kube-scheduler calls the extender only for pods that request one of managedResources (the
+# resources gpupool's webhook and users put on GPU pods); every other pod is scheduled as before,
+# even while the extender is down. It leaves those resources to the extender (ignoredByScheduler):
+# no node advertises gpu-memory, gpu-compute or gpu, and the extender accounts for vgpu per card.
+#
+# urlPrefix: kube-scheduler usually runs on the host network, where the cluster's DNS names may not
+# resolve; if so, set the chart's scheduler.extenderURL to the Service's ClusterIP
+# (`kubectl -n NAMESPACE get svc gpupool-extender -o jsonpath='{.spec.clusterIP}'`).
+#
+# The `extenders` entry is what gpupool.devcluster.scheduler_config.ExtenderConfig(url_prefix=...)
+# builds for the dev cluster's kube-scheduler (tests/unit/deploy checks they are equal). The rest
+# is for a real control plane: its own kubeconfig, and leader election among the schedulers of an
+# HA control plane (the dev cluster runs one scheduler without).
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: {{ .Values.scheduler.kubeconfig }}
+leaderElection:
+  leaderElect: true
+extenders:
+  - urlPrefix: {{ include "gpupool.extenderURL" . }}
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    bindVerb: bind
+    weight: 1
+    nodeCacheCapable: true
+    enableHTTPS: false
+    httpTimeout: 5s
+    managedResources:
+      - {name: gpupool.io/vgpu, ignoredByScheduler: true}
+      - {name: gpupool.io/gpu-memory, ignoredByScheduler: true}
+      - {name: gpupool.io/gpu-compute, ignoredByScheduler: true}
+      - {name: gpupool.io/gpu, ignoredByScheduler: true}
+{{- end }}
