@@ -172,3 +172,32 @@ def remove_new_chains(before: Mapping[str, list[str]]) -> list[str]:
             run([family, "-w", "-t", table, "-X", name], check=False)
             removed.append(f"{where}:{name}")
     return removed
+
+
+# ---- cgroups --------------------------------------------------------------------------------
+
+
+def mounted_hierarchies() -> list[Path]:
+    """Every mounted cgroup hierarchy (the v1 controllers and the unified one beside them)."""
+    hierarchies = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] in ("cgroup", "cgroup2"):
+            hierarchies.append(Path(parts[1]))
+    return hierarchies
+
+
+def cgroup_dirs(relative: str) -> list[Path]:
+    """The folder of cgroup `relative` in every hierarchy that has it."""
+    found = []
+    for mount in mounted_hierarchies():
+        folder = mount / relative.lstrip("/")
+        if folder.is_dir():
+            found.append(folder)
+    return found
+
+
+def make_cgroup(relative: str) -> None:
+    """Create cgroup `relative` in every hierarchy (the kubelet wants its cgroup root to exist)."""
+    for mount in mounted_hierarchies():
+        (mount / relative.lstrip("/")).mkdir(exist_ok=True)

@@ -34,6 +34,7 @@ from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.processes import ProcessRecord, is_running
 from gpupool.devcluster.realnode import configs, host
 from gpupool.devcluster.realnode.layout import (
+    CGROUP_ROOT,
     CONTAINERD_NAMESPACE,
     DEVICE_PLUGIN_DIR,
     FIXED_HOST_DIRS,
@@ -187,6 +188,7 @@ class RealNode:
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
         OWNER_FILE.write_text(f"{self.state_dir}\n")
         host.add_address_link(NODE_LINK, NODE_IP)
+        host.make_cgroup(CGROUP_ROOT)
 
         self._write_runtime_files()
         containerd = launch("containerd", configs.containerd_argv(self.tools.containerd, layout))

@@ -72,29 +72,10 @@ def teardown(
 # ---- processes ----------------------------------------------------------------------------
 
 
-def _cgroup_dirs(relative: str) -> list[Path]:
-    """The folder of cgroup `relative` in every mounted hierarchy (v1 controllers, unified)."""
-    found = []
-    for mount in mounted_hierarchies():
-        folder = mount / relative.lstrip("/")
-        if folder.is_dir():
-            found.append(folder)
-    return found
-
-
-def mounted_hierarchies() -> list[Path]:
-    hierarchies = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] in ("cgroup", "cgroup2"):
-            hierarchies.append(Path(parts[1]))
-    return hierarchies
-
-
 def kill_cgroup_tree(relative: str) -> list[int]:
     """SIGKILL every process in the cgroup subtree (containers, pause), in every hierarchy."""
     pids: set[int] = set()
-    for top in _cgroup_dirs(relative):
+    for top in host.cgroup_dirs(relative):
         for procs in top.rglob("cgroup.procs"):
             with contextlib.suppress(OSError, ValueError):
                 pids.update(int(p) for p in procs.read_text().split())
@@ -175,7 +156,7 @@ def delete_links() -> list[str]:
 def remove_cgroup_tree(relative: str) -> list[str]:
     """rmdir the subtree, deepest first, in every hierarchy (an empty cgroup removes cleanly)."""
     removed = []
-    for top in _cgroup_dirs(relative):
+    for top in host.cgroup_dirs(relative):
         folders = sorted(
             (p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
         )
