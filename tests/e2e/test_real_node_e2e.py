@@ -9,6 +9,8 @@ all); the packages and images come from `make realnode` (tools/realnode/setup.sh
 
 from __future__ import annotations
 
+import os
+import signal
 import ssl
 import subprocess
 import urllib.error
@@ -214,6 +216,60 @@ def test_two_pods_on_the_one_card_each_see_their_own_limit(real: RealCluster) ->
         assert f"cuda: device 0 {driver_uuid(0)} total {gib * GiB} " in out, out
         assert f"nvml: device 0 {driver_uuid(0)} total {gib * GiB} used 0" in out, out
         assert "(past the total): CUDA_ERROR_OUT_OF_MEMORY" in out, out
+
+
+def _events(api: KubeApi, ns: str, pod: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.name%3D{pod}"
+    return list(api.get(f"/api/v1/namespaces/{ns}/events?fieldSelector={selector}")["items"])
+
+
+def test_a_pod_whose_lease_is_gone_is_refused_by_allocate_and_placed_again(
+    real: RealCluster,
+) -> None:
+    """The extender binds the pod and writes its lease; the lease is deleted before the kubelet
+    gets to the pod (the kubelet is paused for that moment); Allocate must refuse with a message
+    that reaches the pod's events, and the Deployment's next pod must run."""
+    api = real.api
+    ns = _namespace(api, "probe-gone")
+    [kubelet] = [p for p in real.cluster.running_state().processes if p.name == "kubelet"]
+    os.kill(kubelet.pid, signal.SIGSTOP)
+    try:
+        api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", _deployment("gone", "4Gi"))
+
+        def bound() -> dict[str, Any] | None:
+            pods = api.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dgone")["items"]
+            ready = [p for p in pods if "gpupool.io/lease" in p["metadata"].get("annotations", {})]
+            return ready[0] if ready and ready[0]["spec"].get("nodeName") else None
+
+        first = poll_until(bound, timeout_s=60, interval_s=0.2)
+        assert first, f"the pod was never bound:\n{real.logs()}"
+        lease_ns, lease_name = first["metadata"]["annotations"]["gpupool.io/lease"].split("/")
+        lease = f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{lease_name}"
+        api.delete(lease)
+        assert poll_until(lambda: api.find(lease) is None, timeout_s=30), "the lease stayed"
+    finally:
+        os.kill(kubelet.pid, signal.SIGCONT)
+    name = first["metadata"]["name"]
+
+    def refusal() -> str | None:
+        for event in _events(api, ns, name):
+            if "gpupool lease" in event.get("message", ""):
+                return str(event["message"])
+        return None
+
+    message = poll_until(refusal, timeout_s=60, interval_s=0.5)
+    assert message, f"no refusal in the events: {_events(api, ns, name)}\n{real.logs()}"
+    assert f"no gpupool lease on node {NODE_NAME}" in message, message
+
+    def replaced() -> dict[str, Any] | None:
+        pod = _running_pod(api, ns, "gone")
+        return pod if pod is not None and pod["metadata"]["name"] != name else None
+
+    again = poll_until(replaced, timeout_s=120, interval_s=0.5)
+    assert again, f"no pod ran after the refusal:\n{real.logs()}"
+    assert again["spec"]["nodeName"] == NODE_NAME
+    refused = api.find(f"/api/v1/namespaces/{ns}/pods/{name}")
+    assert refused is None or refused["status"]["phase"] == "Failed", refused["status"]
 
 
 def test_down_leaves_nothing_behind_on_the_host(real: RealCluster) -> None:

@@ -1,6 +1,12 @@
 """What of the host a real node could leave behind, captured so that two captures compare:
-processes of the node's programs, mounts, network links, iptables rules, cgroups and sysctls.
+processes, mounts, network links, iptables rules, cgroups and sysctls.
 `tests/e2e/test_real_node_e2e.py` captures before `up` and after `down` and wants no difference.
+
+Other programs share this machine (image builds run their own containers meanwhile), so a
+process, mount or cgroup counts only when it is the node's: a process naming the cluster's folder
+(`marker`) or living in the node's cgroup root, a mount under that folder or the kubelet's fixed
+folders (or a network namespace), a cgroup of the kubelet's or under the node's root. Links,
+iptables rules and sysctls count whoever made them.
 """
 
 from __future__ import annotations
@@ -11,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpupool.devcluster.realnode import host
+from gpupool.devcluster.realnode.layout import CGROUP_ROOT, FIXED_HOST_DIRS
 
-# The programs a real node runs (comm, which the kernel cuts to 15 characters).
-NODE_PROGRAMS = ("containerd", "containerd-shim", "kubelet", "runc", "pause", "gpu_probe")
+# The names a cgroup of the node's has: the kubelet's (kubepods, its QoS classes) and ours.
+_NODE_CGROUP_NAMES = ("kube", CGROUP_ROOT.strip("/"))
 _SYSCTL_TREES = ("kernel", "vm", "net/ipv4", "net/bridge", "net/core")
 # Counters and per-boot values that change on their own, and per-link settings (links are
 # compared on their own).
@@ -52,17 +59,23 @@ def _processes(marker: str) -> frozenset[str]:
         try:
             comm = (entry / "comm").read_text().strip()
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cgroups = (entry / "cgroup").read_text()
         except OSError:
             continue
-        if comm in NODE_PROGRAMS or (marker and marker in cmdline):
+        if (marker and marker in cmdline) or CGROUP_ROOT + "/" in cgroups:
             found.add(f"{entry.name} {comm} {cmdline[:200]}")
     return frozenset(found)
 
 
-def _mounts() -> frozenset[str]:
-    lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    # mount point and filesystem type (field 4 and the one after the ' - ' separator)
-    return frozenset(f"{ln.split()[4]} {ln.split(' - ')[1].split()[0]}" for ln in lines)
+def _mounts(marker: str) -> frozenset[str]:
+    roots = [str(d) for d in FIXED_HOST_DIRS] + ([marker] if marker else [])
+    found = set()
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # mount point and filesystem type (field 4 and the one after the ' - ' separator)
+        point, kind = line.split()[4], line.split(" - ")[1].split()[0]
+        if kind == "nsfs" or any(point == r or point.startswith(r + "/") for r in roots):
+            found.add(f"{point} {kind}")
+    return frozenset(found)
 
 
 def _iptables() -> frozenset[str]:
@@ -85,7 +98,7 @@ def _cgroups() -> frozenset[str]:
         for level1 in _subdirs(top):
             found.add(str(level1))
             found.update(str(p) for p in _subdirs(level1))
-    return frozenset(found)
+    return frozenset(c for c in found if any(n in Path(c).name for n in _NODE_CGROUP_NAMES))
 
 
 def _subdirs(folder: Path) -> list[Path]:
@@ -121,7 +134,7 @@ def capture(marker: str = "") -> HostSnapshot:
     """The host now; `marker` (e.g. the state folder) also catches processes naming it."""
     return HostSnapshot(
         processes=_processes(marker),
-        mounts=_mounts(),
+        mounts=_mounts(marker),
         links=frozenset(os.listdir("/sys/class/net")),
         iptables=_iptables(),
         cgroups=_cgroups(),
