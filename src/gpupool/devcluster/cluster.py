@@ -1,7 +1,9 @@
-"""The dev cluster: etcd, kube-apiserver, kube-scheduler and kwok on loopback, and fake GPU nodes;
-with a `GpupoolSpec`, all of gpupool on top: the CRDs, the scheduler extender (kube-scheduler
-configured to call it), the admission webhook (registered with its CA), the controller and the
-fake node agents' GpuNode heartbeats (`heartbeat.py`), each a `gpupool` process.
+"""The dev cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on
+loopback, and fake GPU nodes; with a `GpupoolSpec`, all of gpupool on top: the CRDs, the
+scheduler extender (kube-scheduler configured to call it), the admission webhook (registered with
+its CA), the controller and the fake node agents' GpuNode heartbeats (`heartbeat.py`), each a
+`gpupool` process; with a `RealNodeSpec`, one real node beside them (`realnode/`: kubelet,
+containerd, and gpupool's agent for its fake GPU), which `down` takes apart to the last mount.
 
 gpupool's processes run under their own least-privilege identities, not as admin: `up` applies
 deploy/rbac, deploy/policies and the CRDs as admin, registers the webhook as admin (with the CA
@@ -323,7 +325,11 @@ class DevCluster:
         binaries = Binaries.locate(self.bin_dir)
         real_node = None
         if spec.real_node is not None:
-            tools = realnode.prepare(self.state_dir, lambda d: DevCluster(d).is_running())
+            tools = realnode.prepare(
+                self.state_dir,
+                lambda d: DevCluster(d).is_running(),
+                lambda d: DevCluster(d).down(),
+            )
             real_node = (tools, binaries.kubelet())
         for stale in (self.etcd_dir, self.pki_dir, self.log_dir):
             shutil.rmtree(stale, ignore_errors=True)

@@ -31,7 +31,7 @@ from gpupool.devcluster.nodes import (
     ready_for_pods,
 )
 from gpupool.devcluster.ports import free_port
-from gpupool.devcluster.processes import ProcessRecord, is_running
+from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode import configs, host
 from gpupool.devcluster.realnode.layout import (
     CGROUP_ROOT,
@@ -118,10 +118,13 @@ def image_dir() -> Path:
     return Path(cache) / "gpupool" / "real-node" / "images"
 
 
-def prepare(state_dir: Path, running: Callable[[Path], bool]) -> host.HostTools:
+def prepare(
+    state_dir: Path, running: Callable[[Path], bool], clean: Callable[[Path], object]
+) -> host.HostTools:
     """Check the host before the cluster starts: tools, images, and that no other dev cluster's
     real node holds this machine's fixed kubelet folders (`running` tells whether the cluster
-    of a state folder still runs)."""
+    of a state folder still runs). The leftovers of one that is gone without `down` (its
+    processes were killed) are cleaned first with `clean` (that cluster's `down`)."""
     tools = host.host_tools()
     missing = [a for a in IMAGE_ARCHIVES if not (image_dir() / a).is_file()]
     if missing:
@@ -146,6 +149,8 @@ def prepare(state_dir: Path, running: Callable[[Path], bool]) -> host.HostTools:
             f"{DEVICE_PLUGIN_DIR}, so there is one per machine); stop it with "
             f"`gpupool dev-cluster down --dir {owner}` first"
         )
+    if owner is not None:
+        clean(owner)
     return tools
 
 
@@ -324,7 +329,3 @@ class RealNode:
             return False
         vgpus = ((node.get("status") or {}).get("allocatable") or {}).get(VGPU_RESOURCE, "0")
         return int(vgpus) > 0 and bool((gpunode.get("status") or {}).get("heartbeat"))
-
-
-def running_somewhere(record: ProcessRecord) -> bool:
-    return is_running(record)
