@@ -3,9 +3,8 @@
 the extender's bind; a node that stops heartbeating loses its leases and its pods, and the
 replacement lands on a healthy node.
 
-The cluster has no kube-controller-manager, so no ReplicaSet controller: the test creates a real
-ReplicaSet object and plays its controller's part (a pod from the template, owned by the
-ReplicaSet, whenever it has fewer pods than replicas).
+The lost node's pod belongs to a real ReplicaSet: kube-controller-manager's ReplicaSet controller
+makes its pods, and the replacement once the pod on the lost node is deleted.
 """
 
 from __future__ import annotations
