@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit venv clean k8s native helm image manifests
+.PHONY: demo test lint unit venv clean k8s native helm image manifests realnode
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ unit: venv
 	tools/helm/build.sh >/dev/null || echo "make unit: helm cannot be built here; the chart's tests skip"
 	$(BIN)/pytest -m "not e2e and not image"
 
-test: lint k8s native helm
+test: lint k8s native helm realnode
 	$(BIN)/pytest
 
 # The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
@@ -58,6 +58,13 @@ image:
 # tests/native also builds the fake CUDA driver and test programs (make -C native test-bins).
 native:
 	$(MAKE) -C native all test-bins
+
+# The real node's host packages (containerd, runc, CNI plugins, iptables; apt-get, as root) and
+# its images (pause, GPU probe) for `gpupool dev-cluster up --real-node` and its e2e tests; see
+# docs/real-node.md. Installs nothing when all is there; on a host that cannot run a real node it
+# says why and the real-node tests skip with that reason.
+realnode: native
+	tools/realnode/setup.sh || [ "$$(id -u)" != 0 ]
 
 clean:
 	rm -rf $(VENV) build native/build .mypy_cache .ruff_cache .pytest_cache

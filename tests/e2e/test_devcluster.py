@@ -157,6 +157,7 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
         assert [p.name for p in state.processes] == [
             "etcd",
             "kube-apiserver",
+            "kube-controller-manager",
             "kube-scheduler",
             "kwok",
             "gpupool-webhook",
@@ -179,11 +180,30 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
         gpunodes = cluster.api().get("/apis/gpupool.io/v1alpha1/gpunodes")["items"]
         assert sorted(g["metadata"]["name"] for g in gpunodes) == ["h100-0", "h100-1"]
         assert all(g["status"]["gpuCount"] == 4 for g in gpunodes)
+
+        # A component that died comes back with `restart`, and `down` knows the new process.
+        [kwok] = [p for p in state.processes if p.name == "kwok"]
+        os.kill(kwok.pid, signal.SIGKILL)
+        assert poll_until(lambda: not is_running(kwok), timeout_s=10)
+        broken = _gpupool("status", "--dir", str(state_dir))
+        assert broken.returncode == 1 and "STOPPED" in broken.stdout
+        restarted = _gpupool("restart", "--dir", str(state_dir), "kwok")
+        assert restarted.returncode == 0, restarted.stderr
+        new_state = cluster.load_state()
+        assert new_state is not None
+        [new_kwok] = [p for p in new_state.processes if p.name == "kwok"]
+        assert new_kwok.pid != kwok.pid and is_running(new_kwok)
+        assert f"pid {new_kwok.pid}" in restarted.stdout
+        assert _gpupool("status", "--dir", str(state_dir)).returncode == 0
+        unknown = _gpupool("restart", "--dir", str(state_dir), "kubelet")
+        assert unknown.returncode == 1
+        assert "'kubelet' is not a component" in unknown.stderr
     finally:
         down = _gpupool("down", "--dir", str(state_dir))
     assert down.returncode == 0, down.stderr
     assert "kube-apiserver" in down.stdout
     assert not any(is_running(p) for p in state.processes)
+    assert not is_running(new_kwok)
     after = _gpupool("status", "--dir", str(state_dir))
     assert after.returncode == 1
     assert "no dev cluster" in after.stdout
@@ -251,7 +271,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path, moment: str) -> None:
         assert proc.returncode == 0, output
         assert (
             "stopped: gpupool-heartbeat, gpupool-controller, gpupool-webhook, gpupool-extender, "
-            "kwok, kube-scheduler, kube-apiserver, etcd" in output
+            "kwok, kube-scheduler, kube-controller-manager, kube-apiserver, etcd" in output
         )
 
 

@@ -3,9 +3,8 @@
 the extender's bind; a node that stops heartbeating loses its leases and its pods, and the
 replacement lands on a healthy node.
 
-The cluster has no kube-controller-manager, so no ReplicaSet controller: the test creates a real
-ReplicaSet object and plays its controller's part (a pod from the template, owned by the
-ReplicaSet, whenever it has fewer pods than replicas).
+The lost node's pod belongs to a real ReplicaSet: kube-controller-manager's ReplicaSet controller
+makes its pods, and the replacement once the pod on the lost node is deleted.
 """
 
 from __future__ import annotations
@@ -105,8 +104,8 @@ def _logs(c: E2ECluster) -> str:
     )
 
 
-class _ReplicaSetController:
-    """Plays kube-controller-manager's ReplicaSet controller for one real ReplicaSet object."""
+class _ReplicaSet:
+    """A real ReplicaSet; kube-controller-manager's ReplicaSet controller creates its pods."""
 
     def __init__(self, api: KubeApi, ns: str, name: str, template_spec: dict[str, Any]) -> None:
         self.api, self.ns, self.name = api, ns, name
@@ -134,36 +133,17 @@ class _ReplicaSetController:
             and not p["metadata"].get("deletionTimestamp")
         ]
 
-    def sync(self) -> list[str]:
-        """Create pods from the template until the ReplicaSet has its replicas; their names."""
-        missing = int(self.rs["spec"]["replicas"]) - len(self.owned_pods())
-        created = []
-        for _ in range(missing):
-            name = f"{self.name}-{secrets.token_hex(3)}"
-            template = self.rs["spec"]["template"]
-            owner = {
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": self.name,
-                "uid": self.rs["metadata"]["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-            self.api.create(
-                f"/api/v1/namespaces/{self.ns}/pods",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": name,
-                        "labels": template["metadata"]["labels"],
-                        "ownerReferences": [owner],
-                    },
-                    "spec": template["spec"],
-                },
-            )
-            created.append(name)
-        return created
+    def new_pod(self, *, besides: tuple[str, ...] = ()) -> str:
+        """The name of the pod the controller made (one not in `besides`), waiting for it."""
+
+        def made() -> str | None:
+            names = [p["metadata"]["name"] for p in self.owned_pods()]
+            fresh = [n for n in names if n not in besides]
+            return fresh[0] if fresh else None
+
+        name = poll_until(made, timeout_s=60)
+        assert name, f"ReplicaSet {self.ns}/{self.name} made no pod"
+        return name
 
 
 def test_a_users_12gi_pod_goes_through_every_component_and_lands(
@@ -204,8 +184,8 @@ def test_a_node_that_stops_heartbeating_loses_its_leases_and_its_pods_are_replac
     c = gpupool_cluster
     api = c.api
     ns = _namespace(api)
-    replicaset = _ReplicaSetController(api, ns, "infer", _pod_spec("12Gi"))
-    [first] = replicaset.sync()
+    replicaset = _ReplicaSet(api, ns, "infer", _pod_spec("12Gi"))
+    first = replicaset.new_pod()
     pod = poll_until(lambda: _running(api, ns, first), timeout_s=60)
     assert pod, f"{first} did not run:\n{_logs(c)}"
     lost_node = pod["spec"]["nodeName"]
@@ -251,8 +231,7 @@ def test_a_node_that_stops_heartbeating_loses_its_leases_and_its_pods_are_replac
 
         # The ReplicaSet's controller replaces the pod; the extender keeps it off the lost node
         # (kwok still reports that Node Ready: only its GpuNode says it is lost).
-        assert replicaset.owned_pods() == []
-        [replacement] = replicaset.sync()
+        replacement = replicaset.new_pod(besides=(first,))
         placed = poll_until(lambda: _running(api, ns, replacement), timeout_s=60)
         assert placed, f"replacement {replacement} did not run:\n{_logs(c)}"
         assert placed["spec"]["nodeName"] != lost_node

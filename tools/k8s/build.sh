@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the real control plane gpupool's dev cluster and e2e tests run:
-#   kube-apiserver, kube-scheduler, kubectl  (k8s.io/kubernetes, wrapper module ./kubernetes)
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet
+#                                            (k8s.io/kubernetes, wrapper module ./kubernetes)
 #   etcd                                     (go.etcd.io/etcd/server/v3, wrapper module ./etcd)
 #   kwok                                     (sigs.k8s.io/kwok/cmd/kwok, wrapper module ./kwok)
 # into a folder named after the versions, ~/.cache/gpupool/k8s/<versions>/bin (or $GPUPOOL_K8S_BIN).
-# Idempotent: does nothing when every binary is already there. Prints the bin folder last.
+# Idempotent: builds only the binaries that are missing (a folder filled by an older build.sh
+# that knew fewer binaries gains just the new ones); --force rebuilds all. Prints the bin folder
+# last.
 # The versions are read from the wrapper modules' go.mod; src/gpupool/devcluster/binaries.py
 # names the same folder (a unit test keeps the two in step).
 #
@@ -33,18 +36,22 @@ done
 
 tag="kubernetes-${kube_version}_etcd-${etcd_version}_kwok-${kwok_version}"
 bin="${GPUPOOL_K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/gpupool/k8s/$tag/bin}"
-binaries=(kube-apiserver kube-scheduler kubectl etcd kwok)
+kube_commands=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
+binaries=("${kube_commands[@]}" etcd kwok)
 
-complete() {
-  local b
-  for b in "${binaries[@]}"; do [[ -x "$bin/$b" ]] || return 1; done
-  [[ "$(cat "$bin/.built" 2>/dev/null)" == "$tag" ]]
-}
-
-if [[ $force == 0 ]] && complete; then
+# The folder is named after the versions, so a binary in it is the right one; .built marks a
+# folder whose earlier build finished (an interrupted one leaves only .staging.* behind).
+missing=()
+for b in "${binaries[@]}"; do
+  if [[ $force == 1 || ! -x "$bin/$b" || "$(cat "$bin/.built" 2>/dev/null)" != "$tag" ]]; then
+    missing+=("$b")
+  fi
+done
+if [[ ${#missing[@]} == 0 ]]; then
   echo "$bin"
   exit 0
 fi
+wanted() { local b; for b in "${missing[@]}"; do [[ "$b" == "$1" ]] && return 0; done; return 1; }
 
 # 2 cores on the reference machine: more parallelism only adds memory pressure.
 export GOFLAGS="${GOFLAGS:--mod=mod}"
@@ -65,24 +72,30 @@ kube_ldflags+=" -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
 kube_ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$kube_version"
 kube_ldflags+=" -X k8s.io/client-go/pkg/version.gitMajor=$major -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 
-step "kwok $kwok_version"
-(cd "$here/kwok" && go build -p "$jobs" -trimpath \
-  -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}" \
-  -o "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok)
+if wanted kwok; then
+  step "kwok $kwok_version"
+  (cd "$here/kwok" && go build -p "$jobs" -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}" \
+    -o "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok)
+fi
 
-step "etcd $etcd_version"
-# etcd's version is a constant in go.etcd.io/etcd/api/v3/version; only the commit is a variable.
-(cd "$here/etcd" && go build -p "$jobs" -trimpath \
-  -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" \
-  -o "$staging/etcd" go.etcd.io/etcd/server/v3)
+if wanted etcd; then
+  step "etcd $etcd_version"
+  # etcd's version is a constant in go.etcd.io/etcd/api/v3/version; only the commit is a variable.
+  (cd "$here/etcd" && go build -p "$jobs" -trimpath \
+    -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=module-$etcd_version" \
+    -o "$staging/etcd" go.etcd.io/etcd/server/v3)
+fi
 
-for cmd in kube-apiserver kube-scheduler kubectl; do
+for cmd in "${kube_commands[@]}"; do
+  wanted "$cmd" || continue
   step "$cmd $kube_version"
   (cd "$here/kubernetes" && CGO_ENABLED=0 go build -p "$jobs" -trimpath -ldflags "$kube_ldflags" \
     -o "$staging/$cmd" "k8s.io/kubernetes/cmd/$cmd")
 done
 
-for b in "${binaries[@]}"; do mv -f "$staging/$b" "$bin/$b"; done
+# Each binary lands whole (mv within one folder), so a reader never sees half a file.
+for b in "${missing[@]}"; do mv -f "$staging/$b" "$bin/$b"; done
 echo "$tag" > "$bin/.built"
 step "done"
 echo "$bin"

@@ -1,4 +1,4 @@
-"""`gpupool dev-cluster up|down|status|kubeconfig`: a real control plane on loopback.
+"""`gpupool dev-cluster up|down|status|restart|kubeconfig`: a real control plane on loopback.
 
 Wiring only: the work is in `gpupool.devcluster`.
 """
@@ -25,6 +25,8 @@ from gpupool.devcluster.nodes import (
     node_specs,
     parse_gpu_spec,
 )
+from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS
+from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
@@ -121,6 +123,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="SECONDS",
         help="the controller's --lost-after (default: the controller's, 180)",
     )
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also run one real node on this machine (root; kubelet, containerd, runc; see "
+        "docs/real-node.md), with gpupool's agent serving its fake GPUs unless --bare",
+    )
+    up.add_argument(
+        "--real-node-gpus",
+        default=DEFAULT_GPUS,
+        help=f"the real node's fake cards (default {DEFAULT_GPUS}; one card, see docs)",
+    )
     up.add_argument("--extender-weight", type=int, default=1, help="extender priority weight")
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
     up.add_argument(
@@ -136,6 +149,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     down = commands.add_parser("down", help="stop every process the cluster started")
     common(down)
     down.set_defaults(func=_guard(_down))
+
+    restart = commands.add_parser(
+        "restart",
+        help="stop one component (if it still runs) and start it again, known to `down`",
+    )
+    common(restart)
+    restart.add_argument("component", help="its name as `status` shows it, e.g. kwok")
+    restart.set_defaults(func=_guard(_restart))
 
     status = commands.add_parser("status", help="show the components and whether they run")
     common(status)
@@ -176,6 +197,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     heartbeat.add_argument("--interval", type=float, default=10.0, metavar="SECONDS")
     heartbeat.add_argument("--log-level", default="INFO")
     heartbeat.set_defaults(func=_heartbeat)
+
+    agent = commands.add_parser(
+        "agent",
+        help="`gpupool agent` for the real node (`up --real-node` starts it)",
+        description=(
+            "`gpupool agent` with a fake inventory whose cards carry the uuids of the project's "
+            "fake CUDA driver (native/), so the limiter in a container on the real node finds "
+            "its card. Takes `gpupool agent`'s flags."
+        ),
+    )
+    _agent_flags(agent)
+    agent.set_defaults(func=_agent)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -232,7 +265,9 @@ def _up(args: argparse.Namespace) -> int:
             lost_after_s=args.lost_after,
         )
     )
+    real_node = RealNodeSpec(gpus=parse_gpu_spec(args.real_node_gpus)) if args.real_node else None
     spec = ClusterSpec(
+        real_node=real_node,
         nodes=tuple(nodes),
         extender=extender,
         gpupool=gpupool,
@@ -277,6 +312,8 @@ def _summary(
 ) -> None:
     print(f"dev cluster up in {elapsed:.1f}s: {state.server}")
     print(f"  nodes:      {len(state.nodes)} {shape} (label type=kwok)")
+    if state.real_node:
+        print(f"  real node:  {state.real_node} (kubelet, containerd, runc; label type=real)")
     print(f"  scheduler:  {'extender ' + state.extender_url if state.extender_url else 'plain'}")
     gpupool = [p.name for p in state.processes if p.name.startswith("gpupool-")]
     print(f"  gpupool:    {', '.join(gpupool) if gpupool else 'not running (--bare)'}")
@@ -294,6 +331,12 @@ def _cluster_file_nodes(path: Path) -> list[Node]:
 def _down(args: argparse.Namespace) -> int:
     stopped = DevCluster(args.dir).down()
     print(f"stopped: {', '.join(stopped)}" if stopped else "no dev cluster was running")
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    record = DevCluster(args.dir).restart(args.component)
+    print(f"restarted {record.name}: pid {record.pid}, log {record.log}")
     return 0
 
 
@@ -335,6 +378,58 @@ def _heartbeat(args: argparse.Namespace) -> int:
     async def main() -> None:
         stop = stop_on_signals()
         await run_heartbeats(args.kubeconfig, stop, interval_s=args.interval)
+
+    asyncio.run(main())
+    return 0
+
+
+def _agent_flags(parser: argparse.ArgumentParser) -> None:
+    """`gpupool agent`'s own flags, taken from its parser so the two never drift apart."""
+    from gpupool.cli import agent as agent_cli
+
+    holder = argparse.ArgumentParser(add_help=False)
+    agent_cli.register(holder.add_subparsers())
+    agent_parser = next(
+        action.choices["agent"]
+        for action in holder._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    for action in agent_parser._actions:
+        if action.option_strings and "--help" not in action.option_strings:
+            parser._add_action(action)
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from gpupool.adapters.device_plugin.server import DevicePluginServer
+    from gpupool.cli import agent as agent_cli
+    from gpupool.controllers.node_agent import NodeAgent
+    from gpupool.devcluster.realnode.fake_gpus import driver_matched_inventory
+
+    if not args.node_name or not args.fake_gpus:
+        print(
+            "gpupool dev-cluster agent: error: needs --node-name and --fake-gpus", file=sys.stderr
+        )
+        return 2
+    try:
+        inventory = driver_matched_inventory(args.fake_gpus, node=args.node_name)
+    except GpupoolError as err:
+        print(f"gpupool dev-cluster agent: error: {err}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_level)
+
+    async def main() -> None:
+        stop = stop_on_signals()
+        plugin = DevicePluginServer(
+            agent_cli.plugin_config(args), inventory, agent_cli.lease_source(args)
+        )
+        node_agent = NodeAgent(
+            node=args.node_name,
+            plugin=plugin,
+            reporter=agent_cli.gpu_node_reporter(args),
+            reserve_pct=args.reserve_pct,
+            heartbeat_s=args.heartbeat,
+        )
+        await node_agent.run(stop)
 
     asyncio.run(main())
     return 0

@@ -1,7 +1,8 @@
 """A real Kubernetes control plane on loopback for development and end-to-end tests.
 
-etcd, kube-apiserver, kube-scheduler and kwok (fake nodes and pods), built from their Go modules
-by `tools/k8s/build.sh`, run as plain processes on free 127.0.0.1 ports. `DevCluster` starts and
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes and pods),
+built from their Go modules by `tools/k8s/build.sh`, run as plain processes on free 127.0.0.1
+ports; `--real-node` adds a real kubelet on containerd (`realnode/`). `DevCluster` starts and
 stops them; `gpupool dev-cluster` is the command line for it; `tests/e2e/conftest.py` brings one
 up per test session.
 """

@@ -19,7 +19,16 @@ KWOK_VERSION = "v0.7.0"
 BIN_DIR_ENV = "GPUPOOL_K8S_BIN"
 BUILD_COMMAND = "make k8s  (or: tools/k8s/build.sh)"
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kwok", "kubectl")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "kubectl",
+)
+# Only `up --real-node` runs it, so a cluster without one does not need it built.
+KUBELET = "kubelet"
 
 
 def version_tag() -> str:
@@ -38,10 +47,11 @@ def default_bin_dir() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Binaries:
-    """Absolute paths of the five executables the dev cluster runs."""
+    """Absolute paths of the executables the dev cluster runs (the kubelet: `kubelet()`)."""
 
     etcd: Path
     kube_apiserver: Path
+    kube_controller_manager: Path
     kube_scheduler: Path
     kwok: Path
     kubectl: Path
@@ -50,10 +60,15 @@ class Binaries:
     def locate(cls, bin_dir: Path | None = None) -> Binaries:
         """Find every binary in `bin_dir` (default: `default_bin_dir()`) or raise BinaryMissing."""
         folder = (bin_dir or default_bin_dir()).expanduser().resolve()
-        paths: dict[str, Path] = {}
-        for name in COMPONENTS:
-            path = folder / name
-            if not (path.is_file() and os.access(path, os.X_OK)):
-                raise BinaryMissing(name, str(folder), BUILD_COMMAND)
-            paths[name.replace("-", "_")] = path
-        return cls(**paths)
+        return cls(**{name.replace("-", "_"): _find(folder, name) for name in COMPONENTS})
+
+    def kubelet(self) -> Path:
+        """The kubelet beside the other binaries, or BinaryMissing."""
+        return _find(self.kubectl.parent, KUBELET)
+
+
+def _find(folder: Path, name: str) -> Path:
+    path = folder / name
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise BinaryMissing(name, str(folder), BUILD_COMMAND)
+    return path

@@ -20,6 +20,7 @@ from gpupool.adapters.tls import Authority, name, new_key, write_cert, write_key
 # The first address of the service range: in-cluster clients reach the apiserver there.
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 KUBERNETES_SERVICE_IP = "10.0.0.1"
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 APISERVER_DNS_NAMES = (
     "localhost",
     "kubernetes",
@@ -43,6 +44,8 @@ class Pki:
     apiserver: KeyPair
     admin: KeyPair
     scheduler: KeyPair
+    controller_manager: KeyPair
+    kubelet_client: KeyPair
     service_account_key: Path
     service_account_pub: Path
 
@@ -71,6 +74,12 @@ def generate_pki(folder: Path, *, now: dt.datetime | None = None) -> Pki:
     # system:masters bypasses RBAC; the scheduler gets the identity RBAC bootstraps roles for.
     admin = pair("admin", *ca.issue(name("gpupool-admin", "system:masters"), server=False))
     scheduler = pair("scheduler", *ca.issue(name("system:kube-scheduler"), server=False))
+    controller_manager = pair(
+        "controller-manager", *ca.issue(name("system:kube-controller-manager"), server=False)
+    )
+    # The apiserver's identity towards kubelets (logs, exec): a kubelet's webhook authorizer
+    # asks the apiserver whether it may, and RBAC answers from KUBELET_CLIENT_ROLE's binding.
+    kubelet_client = pair("kubelet-client", *ca.issue(name(KUBELET_CLIENT_USER), server=False))
 
     sa_key = new_key()
     sa_key_path = folder / "service-account.key"
@@ -81,7 +90,16 @@ def generate_pki(folder: Path, *, now: dt.datetime | None = None) -> Pki:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
-    return Pki(ca_pair, apiserver, admin, scheduler, sa_key_path, sa_pub_path)
+    return Pki(
+        ca_pair,
+        apiserver,
+        admin,
+        scheduler,
+        controller_manager,
+        kubelet_client,
+        sa_key_path,
+        sa_pub_path,
+    )
 
 
 def issue_client(

@@ -1,7 +1,9 @@
-"""The dev cluster: etcd, kube-apiserver, kube-scheduler and kwok on loopback, and fake GPU nodes;
-with a `GpupoolSpec`, all of gpupool on top: the CRDs, the scheduler extender (kube-scheduler
-configured to call it), the admission webhook (registered with its CA), the controller and the
-fake node agents' GpuNode heartbeats (`heartbeat.py`), each a `gpupool` process.
+"""The dev cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok on
+loopback, and fake GPU nodes; with a `GpupoolSpec`, all of gpupool on top: the CRDs, the
+scheduler extender (kube-scheduler configured to call it), the admission webhook (registered with
+its CA), the controller and the fake node agents' GpuNode heartbeats (`heartbeat.py`), each a
+`gpupool` process; with a `RealNodeSpec`, one real node beside them (`realnode/`: kubelet,
+containerd, and gpupool's agent for its fake GPU), which `down` takes apart to the last mount.
 
 gpupool's processes run under their own least-privilege identities, not as admin: `up` applies
 deploy/rbac, deploy/policies and the CRDs as admin, registers the webhook as admin (with the CA
@@ -42,18 +44,23 @@ from gpupool.devcluster.errors import (
     ClusterAlreadyRunning,
     ClusterNotRunning,
     ComponentNotReady,
+    UnknownComponent,
 )
 from gpupool.devcluster.kubeconfig import write_kubeconfig
-from gpupool.devcluster.nodes import FakeNodeSpec, build_node
+from gpupool.devcluster.nodes import FakeNodeSpec, build_node, ready_for_pods
 from gpupool.devcluster.ports import LOOPBACK, claim
 from gpupool.devcluster.processes import ProcessRecord
+from gpupool.devcluster.realnode import node as realnode
+from gpupool.devcluster.realnode import teardown
+from gpupool.devcluster.realnode.node import HostBefore, RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig, write_scheduler_configuration
 
 # Start order; `down` stops in reverse.
-COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kwok")
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 WEBHOOK_NAME = "gpupool"  # adapters.webhook.register.NAME
 WEBHOOK_CERT_HOSTS = ("127.0.0.1", "localhost")  # `gpupool webhook serve`'s default
 POD_CIDR = "10.244.0.1/16"
+KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
 STATE_FILE = "state.json"
 
 
@@ -73,6 +80,7 @@ class Ports:
     etcd: int | None = None
     etcd_peer: int | None = None
     apiserver: int | None = None
+    controller_manager: int | None = None
     scheduler: int | None = None
     kwok: int | None = None
 
@@ -101,6 +109,8 @@ class ClusterSpec:
     gpupool: GpupoolSpec | None = None
     ports: Ports = Ports()
     ready_timeout_s: float = 60.0
+    # One real node (kubelet, containerd, runc) beside the kwok nodes (realnode/).
+    real_node: RealNodeSpec | None = None
 
 
 @dataclass(slots=True)
@@ -115,6 +125,9 @@ class ClusterState:
     processes: list[ProcessRecord] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
     extender_url: str | None = None
+    # The real node's name and what the host looked like before it (`down` restores that).
+    real_node: str | None = None
+    host_before: HostBefore | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +139,8 @@ class ClusterState:
             "processes": [p.to_json() for p in self.processes],
             "nodes": self.nodes,
             "extender_url": self.extender_url,
+            "real_node": self.real_node,
+            "host_before": self.host_before.to_json() if self.host_before else None,
         }
 
     @classmethod
@@ -139,6 +154,10 @@ class ClusterState:
             processes=[ProcessRecord.from_json(p) for p in data.get("processes", [])],
             nodes=[str(n) for n in data.get("nodes", [])],
             extender_url=data.get("extender_url"),
+            real_node=data.get("real_node"),
+            host_before=HostBefore.from_json(data["host_before"])
+            if data.get("host_before")
+            else None,
         )
 
 
@@ -188,6 +207,7 @@ class DevCluster:
         self.log_dir = self.state_dir / "logs"
         self.kubeconfig_path = self.state_dir / "kubeconfig"
         self.scheduler_kubeconfig_path = self.state_dir / "scheduler.kubeconfig"
+        self.controller_manager_kubeconfig_path = self.state_dir / "controller-manager.kubeconfig"
         self.scheduler_config_path = self.state_dir / "scheduler.yaml"
         # Inside pki/: removed with it by every `up` (their CA is gone).
         self.identities_dir = self.pki_dir / "identities"
@@ -244,6 +264,33 @@ class DevCluster:
             )
         return state
 
+    def is_running(self) -> bool:
+        """Whether any process of this folder's cluster still runs."""
+        state = self.load_state()
+        return state is not None and any(processes.is_running(p) for p in state.processes)
+
+    def restart(self, component: str) -> ProcessRecord:
+        """Stop one component (if it still runs) and start it again with the same command and
+        log; `state.json` then holds the new process, so `down` stops it."""
+        state = self.load_state()
+        if state is None or not state.processes:
+            raise ClusterNotRunning(
+                f"no dev cluster in {self.state_dir}; start one with `gpupool dev-cluster up`"
+            )
+        names = [p.name for p in state.processes]
+        if component not in names:
+            raise UnknownComponent(
+                f"{component!r} is not a component of the dev cluster in {self.state_dir}; "
+                f"its components: {', '.join(names)}"
+            )
+        index = names.index(component)
+        old = state.processes[index]
+        processes.stop(old)
+        new = processes.start(old.name, old.argv, Path(old.log), env=_env(), cwd=self.state_dir)
+        state.processes[index] = new
+        self._save(state)
+        return new
+
     def status(self) -> list[ComponentStatus]:
         state = self.load_state()
         if state is None:
@@ -276,6 +323,14 @@ class DevCluster:
                 f"{previous.kubeconfig}); stop it with `gpupool dev-cluster down` first"
             )
         binaries = Binaries.locate(self.bin_dir)
+        real_node = None
+        if spec.real_node is not None:
+            tools = realnode.prepare(
+                self.state_dir,
+                lambda d: DevCluster(d).is_running(),
+                lambda d: DevCluster(d).down(),
+            )
+            real_node = (tools, binaries.kubelet())
         for stale in (self.etcd_dir, self.pki_dir, self.log_dir):
             shutil.rmtree(stale, ignore_errors=True)
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -286,6 +341,9 @@ class DevCluster:
             "etcd": claim("etcd", spec.ports.etcd, taken),
             "etcd-peer": claim("etcd", spec.ports.etcd_peer, taken),
             "kube-apiserver": claim("kube-apiserver", spec.ports.apiserver, taken),
+            "kube-controller-manager": claim(
+                "kube-controller-manager", spec.ports.controller_manager, taken
+            ),
             "kube-scheduler": claim("kube-scheduler", spec.ports.scheduler, taken),
             "kwok": claim("kwok", spec.ports.kwok, taken),
         }
@@ -321,6 +379,14 @@ class DevCluster:
             pki.scheduler.key,
             "kube-scheduler",
         )
+        write_kubeconfig(
+            self.controller_manager_kubeconfig_path,
+            server,
+            pki.ca.cert,
+            pki.controller_manager.cert,
+            pki.controller_manager.key,
+            "kube-controller-manager",
+        )
         write_scheduler_configuration(
             self.scheduler_config_path, self.scheduler_kubeconfig_path, extender
         )
@@ -348,6 +414,9 @@ class DevCluster:
             )
             api = self._api(server)
             self._wait(apiserver, deadline_s, lambda: self._apiserver_ready(api))
+            controller_manager = launch(
+                "kube-controller-manager", self._controller_manager_argv(binaries, ports, pki)
+            )
             if gpupool is not None:
                 crds = self._create_crds(api)
                 self._apply_rbac(api)
@@ -370,8 +439,26 @@ class DevCluster:
             insecure.verify_mode = ssl.CERT_NONE
             scheduler_url = f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz"
             self._wait(scheduler, deadline_s, lambda: _http_ok(scheduler_url, insecure))
+            manager_url = f"https://{LOOPBACK}:{ports['kube-controller-manager']}/healthz"
+            self._wait(controller_manager, deadline_s, lambda: _http_ok(manager_url, insecure))
+            # Pods need their namespace's default ServiceAccount (the ServiceAccount admission
+            # plugin refuses them until the controller manager has made it).
+            self._wait(controller_manager, deadline_s, lambda: self._default_account(api))
             self._wait(kwok, deadline_s, lambda: self._nodes_ready(api, state.nodes))
             self._wait_gpupool(api, started, ports, state.nodes, deadline_s)
+            if spec.real_node is not None and real_node is not None:
+                state.real_node = spec.real_node.name
+                state.host_before = realnode.record_host()
+                self._save(state)
+                real = realnode.RealNode(
+                    self.state_dir, self.pki_dir, server, *real_node, spec.real_node
+                )
+                real.start(
+                    api,
+                    launch,
+                    lambda record, ready: self._wait(record, deadline_s, ready),
+                    with_agent=gpupool is not None,
+                )
         except BaseException:
             self._stop_all(state)
             raise
@@ -549,16 +636,45 @@ class DevCluster:
             f"--service-account-key-file={pki.service_account_pub}",
             f"--service-account-signing-key-file={pki.service_account_key}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            # No kube-controller-manager runs: no endpoints controller, no default ServiceAccount,
-            # and no node lifecycle controller to lift the not-ready taint that the
-            # TaintNodesByCondition admission plugin puts on every new node.
+            # The Node authorizer and NodeRestriction keep a kubelet (`up --real-node`) to its
+            # own Node and the pods bound to it.
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            # The kubelets' serving certificates come from the cluster's CA; the apiserver
+            # proves itself to them (logs, exec) with its own client certificate.
+            f"--kubelet-certificate-authority={pki.ca.cert}",
+            f"--kubelet-client-certificate={pki.kubelet_client.cert}",
+            f"--kubelet-client-key={pki.kubelet_client.key}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+            # One apiserver on loopback: no endpoint reconciling for the kubernetes Service.
             "--endpoint-reconciler-type=none",
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
+        ]
+
+    def _controller_manager_argv(
+        self, binaries: Binaries, ports: Mapping[str, int], pki: Pki
+    ) -> list[str]:
+        """kube-controller-manager: Deployments, ReplicaSets, DaemonSets, garbage collection,
+        namespaces, ServiceAccounts and their tokens, node lifecycle (which lifts the not-ready
+        taint TaintNodesByCondition puts on new nodes), CSR signing with the cluster's CA."""
+        return [
+            str(binaries.kube_controller_manager),
+            f"--kubeconfig={self.controller_manager_kubeconfig_path}",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={ports['kube-controller-manager']}",
+            f"--cert-dir={self.state_dir / 'controller-manager-certs'}",
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+            "--leader-elect=false",
+            # Each controller under its own ServiceAccount, as in a real cluster.
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki.service_account_key}",
+            f"--root-ca-file={pki.ca.cert}",
+            f"--cluster-signing-cert-file={pki.ca.cert}",
+            f"--cluster-signing-key-file={pki.ca.cert.with_suffix('.key')}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         ]
 
     def _scheduler_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
@@ -582,7 +698,8 @@ class DevCluster:
             str(binaries.kwok),
             f"--config={config}",
             f"--kubeconfig={self.kubeconfig_path}",
-            "--manage-all-nodes=true",
+            # Only the fake nodes: a real node (`up --real-node`) has its own kubelet.
+            f"--manage-nodes-with-label-selector={KWOK_SELECTOR}",
             f"--node-ip={LOOPBACK}",
             f"--cidr={POD_CIDR}",
             f"--server-address={LOOPBACK}:{ports['kwok']}",
@@ -596,19 +713,22 @@ class DevCluster:
             return False
 
     @staticmethod
+    def _default_account(api: KubeApi) -> bool:
+        try:
+            api.get("/api/v1/namespaces/default/serviceaccounts/default")
+        except (ApiError, urllib.error.URLError, OSError):
+            return False
+        return True
+
+    @staticmethod
     def _nodes_ready(api: KubeApi, names: list[str]) -> bool:
         if not names:
             return True
         try:
-            items = api.get("/api/v1/nodes?labelSelector=type%3Dkwok")["items"]
+            items = api.get("/api/v1/nodes")["items"]
         except (ApiError, urllib.error.URLError, OSError):
             return False
-        ready = {
-            item["metadata"]["name"]
-            for item in items
-            for cond in item.get("status", {}).get("conditions", [])
-            if cond.get("type") == "Ready" and cond.get("status") == "True"
-        }
+        ready = {item["metadata"]["name"] for item in items if ready_for_pods(item)}
         return all(name in ready for name in names)
 
     @staticmethod
@@ -644,6 +764,11 @@ class DevCluster:
 
     def _stop_all(self, state: ClusterState) -> list[str]:
         stopped: list[str] = []
+        if state.host_before is not None:
+            # Containers, shims, mounts, links, iptables, cgroups and sysctls of the real node.
+            node = [r for r in state.processes if r.name in teardown.NODE_PROCESSES]
+            stopped += [r.name for r in reversed(node) if processes.is_running(r)]
+            teardown.teardown(self.state_dir, state.host_before, node, processes.stop)
         for record in reversed(state.processes):
             if processes.is_running(record):
                 stopped.append(record.name)

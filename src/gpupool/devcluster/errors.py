@@ -67,3 +67,15 @@ class ApiError(DevClusterError):
         self.method = method
         self.path = path
         self.status = status
+
+
+class RealNodeUnsupported(DevClusterError):
+    """This host cannot run a real node (not root, no cgroups) or lacks a package for it."""
+
+
+class RealNodeBusy(DevClusterError):
+    """Another dev cluster's real node holds this machine's fixed kubelet folders."""
+
+
+class UnknownComponent(DevClusterError):
+    """`restart` was given a name that is not one of the cluster's components."""

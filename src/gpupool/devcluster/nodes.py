@@ -144,3 +144,15 @@ def build_node(spec: FakeNodeSpec, extra_labels: Mapping[str, str] | None = None
             },
         },
     }
+
+
+# Taints the node lifecycle controller (kube-controller-manager) lifts once a node is Ready.
+_NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def ready_for_pods(node: Mapping[str, Any]) -> bool:
+    """The node reports Ready and carries none of the not-ready taints."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("key") in _NOT_READY_TAINTS for t in taints)

@@ -4,8 +4,9 @@
 certificate for its ServiceAccount's user name (CN `system:serviceaccount:gpupool-system:NAME`,
 O `system:serviceaccounts` and `system:serviceaccounts:gpupool-system`): the apiserver's x509
 authenticator turns that into exactly the user and groups a ServiceAccount token would give, so
-the roles' ServiceAccount subjects apply and each component has only its role's rights. No token
-controller runs in the dev cluster (no kube-controller-manager), hence certificates.
+the roles' ServiceAccount subjects apply and each component has only its role's rights. The
+processes run on the host, outside any pod, so a certificate is simpler than a token to hand
+them (kube-controller-manager runs now and would issue tokens).
 
 tenant.yaml is a template (NAMESPACE, TENANT): `up` applies only its parts without placeholders
 (the `gpupool-tenant` ClusterRole); `tenant_rbac` instantiates the rest for one tenant.

@@ -94,3 +94,26 @@ def test_bin_dir_override(monkeypatch: pytest.MonkeyPatch) -> None:
     assert binaries.default_bin_dir() == Path("/somewhere/bin")
     monkeypatch.delenv("GPUPOOL_K8S_BIN")
     assert binaries.default_bin_dir().parent.name == binaries.version_tag()
+
+
+def test_build_script_builds_every_binary_the_cluster_runs() -> None:
+    script = (REPO / "tools" / "k8s" / "build.sh").read_text()
+    kube = re.search(r"^kube_commands=\((.*)\)$", script, re.MULTILINE)
+    assert kube, "kube_commands=(...) not found in tools/k8s/build.sh"
+    built = {*kube.group(1).split(), "etcd", "kwok"}
+    assert {*binaries.COMPONENTS, binaries.KUBELET} <= built
+    tools_go = (REPO / "tools" / "k8s" / "kubernetes" / "tools.go").read_text()
+    for command in kube.group(1).split():
+        assert f'"k8s.io/kubernetes/cmd/{command}"' in tools_go, command
+
+
+def test_the_kubelet_is_looked_up_beside_the_other_binaries(tmp_path: Path) -> None:
+    for name in binaries.COMPONENTS:
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    found = binaries.Binaries.locate(tmp_path)
+    with pytest.raises(binaries.BinaryMissing, match=r"kubelet not found in .*make k8s"):
+        found.kubelet()
+    (tmp_path / "kubelet").write_text("#!/bin/sh\n")
+    (tmp_path / "kubelet").chmod(0o755)
+    assert found.kubelet() == tmp_path.resolve() / "kubelet"

@@ -1,0 +1,153 @@
+"""The real node's files, rendered without a host: kubelet, containerd and CNI configuration,
+the toolkit stand-in's edit of a runc bundle, the image archives, the agent's card uuids."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpupool.devcluster.errors import InvalidClusterSpec
+from gpupool.devcluster.realnode import configs, fake_toolkit, image_archive
+from gpupool.devcluster.realnode.fake_gpus import driver_matched_inventory, driver_uuid
+from gpupool.devcluster.realnode.layout import NODE_IP, PAUSE_IMAGE, Layout
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_kubelet_serves_only_authenticated_and_authorized_callers(tmp_path: Path) -> None:
+    layout = Layout.under(tmp_path)
+    tls = configs.KubeletTls(tmp_path / "ca.crt", tmp_path / "k.crt", tmp_path / "k.key")
+    config = yaml.safe_load(
+        configs.render_kubelet_configuration(
+            configs.kubelet_configuration(layout, tls, port=10250, healthz_port=10248)
+        )
+    )
+    assert config["authentication"]["anonymous"] == {"enabled": False}
+    assert config["authentication"]["x509"]["clientCAFile"] == str(tmp_path / "ca.crt")
+    assert config["authorization"] == {"mode": "Webhook"}
+    assert config["readOnlyPort"] == 0
+    assert config["address"] == NODE_IP
+    assert config["tlsCertFile"] == str(tmp_path / "k.crt")
+    # the field is podLogsDir (a misspelt one would be silently ignored)
+    assert config["podLogsDir"].startswith(str(tmp_path))
+    assert config["containerRuntimeEndpoint"] == f"unix://{layout.containerd_socket}"
+
+
+def test_containerd_keeps_to_its_folder_and_uses_the_local_pause_image(tmp_path: Path) -> None:
+    layout = Layout.under(tmp_path)
+    text = configs.containerd_config(layout, Path("/usr/lib/cni"))
+    assert f'root = "{layout.containerd_root}"' in text
+    assert f'address = "{layout.containerd_socket}"' in text
+    assert f'sandbox_image = "{PAUSE_IMAGE}"' in text
+    assert "restrict_oom_score_adj = true" in text
+    assert f'BinaryName = "{layout.runtime_wrapper}"' in text
+    assert "/var/lib/containerd" not in text and "/run/containerd" not in text
+
+
+def test_the_pod_network_changes_no_sysctl_and_adds_no_iptables_rule(tmp_path: Path) -> None:
+    [bridge] = json.loads(configs.cni_conflist(Layout.under(tmp_path)))["plugins"]
+    assert bridge["isGateway"] is False and bridge["ipMasq"] is False
+    assert bridge["ipam"]["dataDir"].startswith(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("argv", "bundle"),
+    [
+        (["--root", "/run/r", "--log", "/l.json", "--log-format", "json", "create",
+          "--bundle", "/b/1", "--pid-file", "/b/1/pid", "id1"], "/b/1"),
+        (["create", "--bundle=/b/2", "id2"], "/b/2"),
+        (["--root", "/run/r", "start", "id1"], None),
+        (["--root", "/run/r", "kill", "id1", "9"], None),
+        (["--log", "create", "state", "x"], None),  # 'create' is --log's value here
+    ],
+)  # fmt: skip
+def test_the_toolkit_finds_the_bundle_of_create_calls_only(
+    argv: list[str], bundle: str | None
+) -> None:
+    found = fake_toolkit.bundle_of(argv)
+    assert (str(found) if found else None) == bundle
+
+
+def test_the_toolkit_mounts_the_driver_only_for_gpu_containers(tmp_path: Path) -> None:
+    gpu = {"process": {"env": ["PATH=/", "NVIDIA_VISIBLE_DEVICES=GPU-1"]}, "mounts": []}
+    plain = {"process": {"env": ["PATH=/"]}, "mounts": []}
+    void = {"process": {"env": ["NVIDIA_VISIBLE_DEVICES=void"]}}
+    assert fake_toolkit.wants_gpus(gpu)
+    assert not fake_toolkit.wants_gpus(plain) and not fake_toolkit.wants_gpus(void)
+    once = fake_toolkit.add_driver(gpu, tmp_path)
+    twice = fake_toolkit.add_driver(once, tmp_path)
+    assert twice == once
+    mounts = {m["destination"]: m for m in once["mounts"]}
+    cuda = mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]
+    assert cuda["source"] == str(tmp_path / "libcuda.so.1") and "ro" in cuda["options"]
+    assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" in mounts
+
+
+def test_the_toolkit_rewrites_the_bundle_and_runs_runc(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(
+        json.dumps({"process": {"env": ["NVIDIA_VISIBLE_DEVICES=all"]}, "mounts": []})
+    )
+    runc = tmp_path / "runc"
+    runc.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "called"}\n')
+    runc.chmod(0o755)
+    script = Path(fake_toolkit.__file__)
+    args = ["--runc", str(runc), "--driver-dir", "/drv", "--", "create", "--bundle", str(bundle)]
+    subprocess.run([sys.executable, "-I", str(script), *args], check=True, timeout=30)
+    spec = json.loads((bundle / "config.json").read_text())
+    assert [m["source"] for m in spec["mounts"]] == ["/drv/libcuda.so.1", "/drv/libnvidia-ml.so.1"]
+    assert (tmp_path / "called").read_text().split() == ["create", "--bundle", str(bundle)]
+
+
+def test_an_image_archive_names_its_image_and_holds_its_files(tmp_path: Path) -> None:
+    program = tmp_path / "pause"
+    program.write_bytes(b"\x7fELF fake")
+    program.chmod(0o755)
+    data = image_archive.image_archive(
+        {"/bin/pause": program}, "gpupool.dev/pause:local", entrypoint=["/bin/pause"], dirs=["/tmp"]
+    )
+    with tarfile.open(fileobj=io.BytesIO(data)) as outer:
+        [manifest] = json.loads(_member(outer, "manifest.json"))
+        assert manifest["RepoTags"] == ["gpupool.dev/pause:local"]
+        config = json.loads(_member(outer, manifest["Config"]))
+        assert config["config"]["Entrypoint"] == ["/bin/pause"]
+        with tarfile.open(fileobj=io.BytesIO(_member(outer, manifest["Layers"][0]))) as layer:
+            members = {m.name: m for m in layer.getmembers()}
+    assert members["bin/pause"].mode == 0o755
+    assert members["tmp"].isdir() and members["tmp"].mode == 0o1777
+    # the same inputs give the same image
+    assert (
+        image_archive.image_archive(
+            {"/bin/pause": program},
+            "gpupool.dev/pause:local",
+            entrypoint=["/bin/pause"],
+            dirs=["/tmp"],
+        )
+        == data
+    )
+
+
+def _member(tar: tarfile.TarFile, name: str) -> bytes:
+    handle = tar.extractfile(name)
+    assert handle is not None, name
+    return handle.read()
+
+
+def test_the_agents_card_has_the_uuid_the_fake_driver_reports() -> None:
+    source = (REPO / "native" / "tests" / "fake" / "fake_nvml.c").read_text()
+    assert '"GPU-fa4ec0de-0000-0000-0000-0000000000%02x"' in source
+    [card] = driver_matched_inventory("1xA100-80GB", node="real-node-0").devices()
+    assert card.uuid == driver_uuid(0) == "GPU-fa4ec0de-0000-0000-0000-000000000000"
+    assert card.model == "A100-80GB"
+    with pytest.raises(InvalidClusterSpec, match="exactly one card"):
+        driver_matched_inventory("2xA100-80GB", node="real-node-0")
+    assert re.fullmatch(r"GPU-fa4ec0de-(0000-){3}0000000000ff", driver_uuid(255))
