@@ -400,10 +400,10 @@ def _agent_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from gpupool.adapters.device_plugin.server import DevicePluginServer
     from gpupool.cli import agent as agent_cli
-    from gpupool.controllers.node_agent import NodeAgent
     from gpupool.devcluster.realnode.fake_gpus import driver_matched_inventory
+    from gpupool.node.agent import NodeAgent
+    from gpupool.node.device_plugin.server import DevicePluginServer
 
     if not args.node_name or not args.fake_gpus:
         print(

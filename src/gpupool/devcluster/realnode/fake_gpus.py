@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpupool.adapters.nvml import FakeInventory
 from gpupool.devcluster.errors import InvalidClusterSpec
+from gpupool.node.nvml import FakeInventory
 
 DEFAULT_GPUS = "1xA100-80GB"
 
