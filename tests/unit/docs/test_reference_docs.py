@@ -1,0 +1,107 @@
+"""The docs stay true to the code: generated reference pages are current, every gpupool.io name
+the code uses is documented, every relative link and anchor in README.md and docs/ resolves,
+and the docs speak of the project, not of the sessions that built it."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gpupool.adapters.wire import names
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+ANNOTATIONS_MD = ROOT / "docs" / "reference" / "annotations.md"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "tools/gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("page", ["flags.md", "crds.md"])
+def test_the_generated_reference_is_current(page: str) -> None:
+    gen = _generator()
+    path = ROOT / "docs" / "reference" / page
+    expected = gen.rendered()[path]
+    assert path.read_text() == expected, (
+        f"docs/reference/{page} is stale: run .venv/bin/python tools/gen_reference.py"
+    )
+
+
+def test_the_flags_page_names_every_command() -> None:
+    text = (ROOT / "docs" / "reference" / "flags.md").read_text()
+    for command in ("simulate", "dev-cluster", "agent", "webhook", "extender", "controller"):
+        assert f"## gpupool {command}\n" in text
+
+
+def _names_in_code() -> set[str]:
+    found = {v for v in vars(names).values() if isinstance(v, str) and v.startswith("gpupool.io/")}
+    for file in (ROOT / "src" / "gpupool").rglob("*.py"):
+        found.update(re.findall(r"[\"'](gpupool\.io/[a-z0-9][a-z0-9.-]*)", file.read_text()))
+    found.discard(names.API_VERSION)
+    return found
+
+
+def test_every_gpupool_name_the_code_uses_is_in_the_annotations_reference() -> None:
+    documented = set(re.findall(r"`(gpupool\.io/[a-z0-9.-]+)`", ANNOTATIONS_MD.read_text()))
+    missing = sorted(_names_in_code() - documented)
+    assert not missing, f"add these to docs/reference/annotations.md: {missing}"
+
+
+def _anchor(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    anchors: set[str] = set()
+    in_code = False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and line.startswith("#"):
+            anchors.add(_anchor(line.lstrip("#")))
+    return anchors
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page: Path) -> None:
+    broken = []
+    for target in _links(page):
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        checked = dest.exists() and bool(anchor) and dest.suffix == ".md"
+        if not dest.exists() or (checked and anchor not in _anchors(dest)):
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+# Words about the sessions that built gpupool, not about gpupool.
+_SESSION_WORDS = re.compile(
+    r"\bthe issue\b|\bthis stop\b|\bthis session\b|\bthis 2-core machine\b",
+    re.I,
+)
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_speak_of_the_project(page: Path) -> None:
+    hits = [m.group(0) for m in _SESSION_WORDS.finditer(page.read_text())]
+    assert not hits, f"{page.relative_to(ROOT)} says {hits}: speak of the reference machine"
