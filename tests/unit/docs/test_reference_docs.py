@@ -79,6 +79,7 @@ _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 def _links(path: Path) -> list[str]:
     text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)  # code spans: a regex there is not a link
     return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:", t)]
 
 
