@@ -4,6 +4,7 @@ and the docs speak of the project, not of the sessions that built it."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import re
 import sys
@@ -93,6 +94,31 @@ def test_every_relative_link_resolves(page: Path) -> None:
         if not dest.exists() or (checked and anchor not in _anchors(dest)):
             broken.append(target)
     assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+# A code span that starts like a repository path, or a path inside src/gpupool, names a file or
+# folder that must exist: a module that moves makes the page that names it fail here.
+_TOP = ("src/", "tests/", "bench/", "deploy/", "native/", "tools/", "docs/")
+_PACKAGES = tuple(
+    f"{p.name}/" for p in (ROOT / "src" / "gpupool").iterdir() if (p / "__init__.py").exists()
+)
+
+
+def _named_paths(path: Path) -> list[str]:
+    return [
+        s for s in re.findall(r"`([^`\n ]+)`", path.read_text()) if s.startswith(_TOP + _PACKAGES)
+    ]
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_a_page_names_exists(page: Path) -> None:
+    missing = []
+    for named in _named_paths(page):
+        where = named if named.startswith(_TOP) else f"src/gpupool/{named}"
+        pattern = where.rstrip("/")
+        if not (glob.glob(str(ROOT / pattern)) or glob.glob(str(ROOT / pattern) + "*")):
+            missing.append(named)
+    assert not missing, f"{page.relative_to(ROOT)} names paths that do not exist: {missing}"
 
 
 # Words about the sessions that built gpupool, not about gpupool.
