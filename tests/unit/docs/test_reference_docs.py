@@ -104,10 +104,30 @@ _PACKAGES = tuple(
 )
 
 
+# A path named as history ("formerly `x.py`", "`x.py` is gone") or as a pattern with a
+# placeholder (`deploy/crds/X`) is not a claim that it exists.
+_HISTORY = re.compile(
+    r"\b(?:formerly|used to be|were|was|moved out of|moved from|before)\W*"
+    r"(?:`[^`]*`[\s,]*(?:and|or)?\s*)*$",
+    re.I,
+)
+_GONE = re.compile(r"^\W*(?:\([^)]*\)\s*)?(?:is|are) gone\b")
+_PLACEHOLDER = re.compile(r"(?:^|/)[A-Z][A-Z_]*(?:/|$)")
+
+
 def _named_paths(path: Path) -> list[str]:
-    return [
-        s for s in re.findall(r"`([^`\n ]+)`", path.read_text()) if s.startswith(_TOP + _PACKAGES)
-    ]
+    text = path.read_text()
+    named = []
+    for match in re.finditer(r"`([^`\n ]+)`", text):
+        span = match.group(1)
+        if not span.startswith(_TOP + _PACKAGES) or _PLACEHOLDER.search(span):
+            continue
+        before = text[max(0, match.start() - 80) : match.start()]
+        after = text[match.end() : match.end() + 40]
+        if _HISTORY.search(before) or _GONE.search(after):
+            continue
+        named.append(span)
+    return named
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
