@@ -127,8 +127,8 @@ def _namespace_name(test_name: str) -> str:
 
 @pytest.fixture
 def namespace(dev_cluster: E2ECluster, request: pytest.FixtureRequest) -> str:
-    """A fresh namespace for this test. Never deleted: no kube-controller-manager runs, so a
-    namespace could not finish terminating; the cluster is thrown away after the session."""
+    """A fresh namespace for this test. Never deleted: the cluster is thrown away after the
+    session, and a namespace's termination would only add work to every later test."""
     name = _namespace_name(request.node.name)
     dev_cluster.api.create(
         "/api/v1/namespaces",

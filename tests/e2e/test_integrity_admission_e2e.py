@@ -125,32 +125,23 @@ def tenant(gpupool_cluster: E2ECluster) -> Tenant:
             "metadata": {"name": ns, "labels": {"gpupool.io/tenant": name}},
         },
     )
-    # `edit`'s rights on pods. The ClusterRole `edit` itself is empty here: its rules are
-    # aggregated by kube-controller-manager, which the dev cluster does not run.
-    edit = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "developers-edit", "namespace": ns},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["pods"],
-                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-            }
-        ],
-    }
+    # The usual namespace `edit` rights: the built-in ClusterRole, whose rules
+    # kube-controller-manager's aggregation controller fills in shortly after the cluster starts.
+    edit_filled = poll_until(
+        lambda: bool(
+            admin.get("/apis/rbac.authorization.k8s.io/v1/clusterroles/edit").get("rules")
+        ),
+        timeout_s=60,
+    )
+    assert edit_filled, "ClusterRole edit has no rules: is kube-controller-manager running?"
     bound = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
         "metadata": {"name": "developers-edit", "namespace": ns},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": edit["metadata"]["name"],
-        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
         "subjects": [{"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"}],
     }
-    rbac.apply(admin, [*rbac.tenant_rbac(ns, name), edit, bound])
+    rbac.apply(admin, [*rbac.tenant_rbac(ns, name), bound])
     pair = issue_client(c.cluster.pki_dir, f"test-{name}-alice", "alice", (group,))
     api = KubeApi(c.state.server, c.cluster.pki_dir / "ca.crt", pair.cert, pair.key)
     kubeconfig = str(c.cluster.user_kubeconfig("alice", (group,)))
