@@ -10,6 +10,7 @@ from gpupool.domain.requests import MILLI
 from gpupool.placement import ClusterSnapshot, TargetWorkload
 from gpupool.simulator.openb import TracePod
 from gpupool.simulator.replay import MODES, Engine
+from gpupool.simulator.replay_defrag import ReplayDefrag
 from gpupool.simulator.replay_jobs import make_jobs, peak_offered, thin_nodes
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy, default_tenancy
@@ -26,6 +27,7 @@ class ReplayConfig:
     target_load: float = DEFAULT_TARGET_LOAD  # peak offered GPU request / cluster GPUs
     seed: int = 0
     modes: tuple[str, ...] = MODES
+    defrag: ReplayDefrag | None = None  # also run each pooled mode with defragmentation
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +90,18 @@ def run_experiment(
     unclaimed = 0
     for mode in config.modes:
         jobs, unclaimed = make_jobs(pods, tenancy, scale, whole_card=mode == "whole-card")
-        engine = Engine.create(mode, nodes, jobs, tenancy, config.policy, workload, config.seed)
-        runs[mode] = engine.run()
-        if progress is not None:
-            progress(mode)
+        # whole cards leave no fragments to clear: defragmentation runs beside the pooled modes
+        variants = (
+            [None] if config.defrag is None or mode == "whole-card" else [None, config.defrag]
+        )
+        for defrag in variants:
+            engine = Engine.create(
+                mode, nodes, jobs, tenancy, config.policy, workload, config.seed, defrag
+            )
+            stats = engine.run()
+            runs[stats.mode] = stats
+            if progress is not None:
+                progress(stats.mode)
     return ReplayResult(
         scale, fraction, len(nodes), capacity // MILLI, tenancy, runs, unclaimed, len(pods)
     )
