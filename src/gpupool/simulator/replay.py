@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from gpupool.domain.devices import Node
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement import ClusterSnapshot, Decision, Planner, TargetWorkload
-from gpupool.placement.defrag import Move, plan_defrag
+from gpupool.placement.defrag import DefragPlan, DefragRules, Move, plan_defrag
 from gpupool.placement.fragmentation import CommonSizes, pool_fragmentation
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
@@ -405,19 +405,22 @@ class Engine:
     def _defrag_round(self, freed: set[int]) -> None:
         """Plan a round over the snapshot and carry its moves out now (see `replay_defrag`)."""
         assert self.defrag is not None
-        held = {h.node for h in self.holds.values()}
+        plan = self.plan_defrag(self.defrag.rules)
+        self.stats.defrag_rounds += 1
+        for move in plan.moves:
+            self._move(move, freed)
+
+    def plan_defrag(self, rules: DefragRules) -> DefragPlan:
+        """The planner's moves over the state now (the snapshot is left as it is)."""
         residents = movable(
             (
                 (key, run.decision, run.job.request.priority, run.job.request.exclusive)
                 for key, run in self.running.items()
             ),
             self.notices.keys(),
-            held,
+            {h.node for h in self.holds.values()},
         )
-        plan = plan_defrag(self.snap, residents, CommonSizes.learn(self.recent), self.defrag.rules)
-        self.stats.defrag_rounds += 1
-        for move in plan.moves:
-            self._move(move, freed)
+        return plan_defrag(self.snap, residents, CommonSizes.learn(self.recent), rules)
 
     def _move(self, move: Move, freed: set[int]) -> None:
         """The moved pod leaves and re-enters at once at its new place: its lease ends, a new

@@ -163,6 +163,19 @@ def test_no_target_within_the_threshold_means_no_move() -> None:
     }
 
 
+def test_an_empty_card_is_never_a_target() -> None:
+    # Two quarter slices leave 500 free on n0/0, too little for the pool's 600-milli requests
+    # (50%). Each alone on one of n1's empty cards would leave 750 free, enough (0%): within
+    # the threshold, but it would only move the hole and use up whole cards.
+    snap = ClusterSnapshot([node("n0", gpus=1), node("n1", gpus=2)])
+    res = [resident(put(snap, "n0", 0, quarter(f"q{k}"))) for k in range(2)]
+    sizes = CommonSizes.learn([share("s", 600)])
+    assert snapshot_fragmentation(snap, sizes)[0, 0] == pytest.approx(0.5)
+    plan = plan_defrag(snap, res, sizes, DefragRules(threshold_pct=10))
+    assert not plan.moves
+    assert [(s.reason, s.resident) for s in plan.skipped] == [(SkipReason.NO_TARGET, "q0")]
+
+
 @pytest.mark.parametrize("bad", [-1, 100.5, float("nan"), "20"])
 def test_a_threshold_outside_0_to_100_is_a_typed_error(bad: object) -> None:
     with pytest.raises(InvalidDefragThreshold, match="percentage of a card's memory from 0 to 100"):
@@ -251,6 +264,9 @@ def test_plan_properties(
     assert all(used[name] <= budgets[name] for name in used)
     assert bound is None or len(plan.moves) <= bound
 
+    # No slice moves onto a card that was empty.
+    empty = snap.fully_free()
+    assert not any(empty[m.target.node_index, m.target.cards[0]] for m in plan.moves)
     # Applied in order, every move is feasible (assume refuses over-commit) and no card ends
     # over capacity.
     apply(snap, plan)

@@ -15,7 +15,8 @@ forgotten (`feasibility`: model, health, cordons, CPU and memory of the node, ro
 then assumed, so the moves in order are feasible one after another and never over-commit a card
 (`assume` refuses). A target must not be a source already cleared or being cleared, and must end
 at or below the threshold — or, if it was above already, no higher than it was: no move raises
-any card's fragmentation above the threshold. Among the targets that pass, the best fit (least
+any card's fragmentation above the threshold. Nor is it an empty card: a slice moved there would
+only move the hole, and use up a card that whole-card requests can take. Among the targets that pass, the best fit (least
 free memory left, as a share of the card) wins, which fills holes and leaves empty cards empty.
 If one slice of a source has no target the card's earlier moves are undone and the card is
 skipped with that reason. A card that received slices is not cleared in the same round. The
@@ -186,6 +187,7 @@ class _Round:
         self._refresh(source)
         feas = feasibility(snap, req)
         fit = feas.card_fit & ~self.closed & (feas.reason == int(Reason.FITS))[:, None]
+        fit &= ~snap.fully_free()  # moving onto an empty card only moves the hole
         rows, slots = np.nonzero(fit)
         if len(rows):
             total = snap.gmem_total[rows, slots]
