@@ -196,6 +196,7 @@ class Engine:
                     arrived.append(key)
             for key in arrived:
                 job = self.jobs[key]
+                self.recent.append(job.request)
                 self.queue.push(
                     QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
                 )
@@ -326,7 +327,6 @@ class Engine:
             return WaitReason.NO_FIT
         self.queue.remove(job.id)
         self._start(job, plan, verdict.amount, verdict.borrowed, verdict.preemptible)
-        self.recent.append(req)
         if job.tenant in self.claims:
             left = self.claims[job.tenant] - verdict.amount
             if left > 0:

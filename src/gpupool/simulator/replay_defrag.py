@@ -1,11 +1,12 @@
 """Defragmentation in the replay: its settings, and what one round asks of the pure planner.
 
 Every `interval_s` of replay time (from the first arrival to the last) the replay asks
-`plan_defrag` for moves over its placement snapshot, with the common sizes learnt from the
-`RECENT` most recent placements, and carries them out at once. A move is modelled as the pod's
-restart: the moved pod leaves its card and re-enters at once at its new place — its lease ends
-(metered) and a new one starts with the same quota standing, it does not queue, and its run time
-starts over, as an evicted pod's does in this replay (the work it had done is lost; the replay
+`plan_defrag` for moves over its placement snapshot, with the common sizes learnt from the `RECENT`
+most recent requests (every arrival, placed or still waiting: the large requests that fragmentation
+keeps waiting are the ones that must count), and carries them out at once. A move is modelled as
+the pod's restart: the moved pod leaves its card and re-enters at once at its new place — its lease
+ends (metered) and a new one starts with the same quota standing, it does not queue, and its run
+time starts over, as an evicted pod's does in this replay (the work it had done is lost; the replay
 reports it as `defrag_restart_gpu_hours`). Trace pods are taken to have an owner that recreates
 them, and no PodDisruptionBudgets; exclusive pods, pods under a reclaim notice and pods on a node
 held for a reclaim are not moved.
@@ -21,7 +22,7 @@ from gpupool.domain.errors import GpupoolError
 from gpupool.placement.defrag import DefragRules, InvalidDefragThreshold, Resident
 from gpupool.placement.snapshot import Decision
 
-RECENT = 1000  # placements the common sizes are learnt from
+RECENT = 1000  # arrivals the common sizes are learnt from
 DEFAULT_INTERVAL_S = 300.0
 FRAG_SAMPLES = 240  # fragmentation samples over the arrival window
 

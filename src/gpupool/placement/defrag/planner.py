@@ -4,23 +4,23 @@ A card whose fragmentation (`card_fragmentation`, the operators' figure) is abov
 a *source*. The planner tries to clear whole sources — every slice on it moved to another card —
 because an emptied card is usable by every request again, which no partial clearing achieves.
 Sources are tried lowest priority first (the highest priority among a card's slices), then by how
-much memory a move gives back (the card's fragmentation over its number of slices), so that a
-bound on moves spends them where they recover most. On a source the slices move lowest priority
-first. A card is never cleared if it holds an exclusive pod, a pod spanning several cards, a pod
-no owner would recreate (unless moving orphans is on), or a pod whose PodDisruptionBudget allows
-too few disruptions; a budget named by a slice but absent from `budgets` allows none.
+much memory a move gives back (the card's fragmentation over its number of slices), so that a bound
+on moves spends them where they recover most. On a source the slices move lowest priority first. A
+card is never cleared if it holds an exclusive pod, a pod spanning several cards, a pod no owner
+would recreate (unless moving orphans is on), or a pod whose PodDisruptionBudget allows too few
+disruptions; a budget named by a slice but absent from `budgets` allows none.
 
 Each move is asked of the placement filters on the snapshot with the slice's own placement
 forgotten (`feasibility`: model, health, cordons, CPU and memory of the node, room on the card),
 then assumed, so the moves in order are feasible one after another and never over-commit a card
-(`assume` refuses). A target must not be a source already cleared or being cleared, and must end
-at or below the threshold — or, if it was above already, no higher than it was: no move raises
-any card's fragmentation above the threshold. Nor is it an empty card: a slice moved there would
-only move the hole, and use up a card that whole-card requests can take. Among the targets that pass, the best fit (least
-free memory left, as a share of the card) wins, which fills holes and leaves empty cards empty.
-If one slice of a source has no target the card's earlier moves are undone and the card is
-skipped with that reason. A card that received slices is not cleared in the same round. The
-snapshot is left exactly as it was given (every what-if is undone with `forget`/`assume`).
+(`assume` refuses). A target must not be a source already cleared or being cleared, and must end at
+or below the threshold — or, if it was above already, no higher than it was: no move raises any
+card's fragmentation above the threshold. Nor is it an empty card: a slice moved there would only
+move the hole, and use up a card that whole-card requests can take. Among the targets that pass,
+the best fit (least free memory left, as a share of the card) wins, which fills holes and leaves
+empty cards empty. If one slice of a source has no target the card's earlier moves are undone and
+the card is skipped with that reason. A card that received slices is not cleared in the same round.
+The snapshot is left exactly as it was given (every what-if is undone with `forget`/`assume`).
 """
 
 from __future__ import annotations
