@@ -30,6 +30,8 @@ KEYS = (
     "fragmentation_pct_peak",
     "fragmentation_pct_mean",
     "fragmentation_pct_end",
+    "in_use_fragmentation_pct_peak",
+    "in_use_fragmentation_pct_mean",
     "gpu_allocation_pct_mean",
     "queue_delay_s_p50",
     "queue_delay_s_p95",
@@ -57,9 +59,15 @@ def main() -> int:
     parser.add_argument("spec", nargs="?", default="10,600,60")
     parser.add_argument("--plot", help="write PREFIX-builtin.png and PREFIX-trace.png")
     parser.add_argument("--skip-trace", action="store_true")
+    parser.add_argument("--policy", default="gpupool", help="placement policy (default gpupool)")
+    parser.add_argument("--time-scale", type=float, default=10_000.0, help="for the trace")
     args = parser.parse_args()
     threshold, builtin_interval, trace_interval = args.spec.split(",")
-    out: dict[str, object] = {"bench": "defrag_replay", "threshold_pct": float(threshold)}
+    out: dict[str, object] = {
+        "bench": "defrag_replay",
+        "policy": args.policy,
+        "threshold_pct": float(threshold),
+    }
 
     started = time.perf_counter()
     nodes = builtin_nodes()
@@ -68,6 +76,7 @@ def main() -> int:
         builtin_timeline(),
         builtin_tenancy(nodes),
         ReplayConfig(
+            policy=args.policy,
             time_scale=1.0,
             cluster_fraction=1.0,
             modes=("pooled",),
@@ -93,6 +102,8 @@ def main() -> int:
             load_pods(pods_path),
             None,
             ReplayConfig(
+                policy=args.policy,
+                time_scale=args.time_scale,
                 modes=("pooled",),
                 defrag=ReplayDefrag.parse(f"{threshold},{trace_interval}"),
             ),

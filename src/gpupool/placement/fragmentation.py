@@ -227,3 +227,13 @@ def pool_fragmentation(snap: ClusterSnapshot, sizes: CommonSizes) -> float:
     if not cards.any():
         return 0.0
     return float(snapshot_fragmentation(snap, sizes)[cards].mean())
+
+
+def in_use_fragmentation(snap: ClusterSnapshot, sizes: CommonSizes) -> float:
+    """The same mean over the healthy cards that hold at least one slice: what an operator
+    looking at the busy cards sees, undiluted by idle cards (0 when no card is in use)."""
+    used = (snap.gmem_free < snap.gmem_total) | (snap.comp_free < MILLI)
+    cards = snap.present & snap.healthy & used
+    if not cards.any():
+        return 0.0
+    return float(snapshot_fragmentation(snap, sizes)[cards].mean())

@@ -36,7 +36,11 @@ from gpupool.domain.devices import Node
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement import ClusterSnapshot, Decision, Planner, TargetWorkload
 from gpupool.placement.defrag import DefragPlan, DefragRules, Move, plan_defrag
-from gpupool.placement.fragmentation import CommonSizes, pool_fragmentation
+from gpupool.placement.fragmentation import (
+    CommonSizes,
+    in_use_fragmentation,
+    pool_fragmentation,
+)
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.lease import Lease
@@ -160,7 +164,11 @@ class Engine:
         while self.frag_next < to and self.frag_next <= hi:
             # the state is the same from the last event until `to`
             sizes = CommonSizes.learn(self.recent)
-            self.stats.sample_fragmentation(self.frag_next, pool_fragmentation(self.snap, sizes))
+            self.stats.sample_fragmentation(
+                self.frag_next,
+                pool_fragmentation(self.snap, sizes),
+                in_use_fragmentation(self.snap, sizes),
+            )
             self.frag_next += step
         start, end = max(self.now, lo), min(to, hi)
         if end > start:

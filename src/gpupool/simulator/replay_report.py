@@ -20,6 +20,7 @@ _COLUMNS = (
     ("rejected", "rejected"),
     ("fragmentation_pct_peak", "frag % (peak)"),
     ("fragmentation_pct_mean", "frag % (mean)"),
+    ("in_use_fragmentation_pct_peak", "frag % of cards in use (peak)"),
     ("defrag_moves", "defrag moves"),
     ("defrag_restart_gpu_hours", "  GPU-h lost to restarts"),
 )
@@ -56,14 +57,24 @@ def plot(result: ReplayResult, path: str | Path) -> None:
             alloc = [100.0 * r / capacity for _, r, _ in stats.timeline]
             ax.step(times, alloc, where="post", label=mode, linewidth=1)
         if stats.fragmentation:
-            times = [t for t, _ in stats.fragmentation]
-            frag = [100.0 * f for _, f in stats.fragmentation]
-            frag_ax.step(times, frag, where="post", label=mode, linewidth=1)
+            times = [t for t, _, _ in stats.fragmentation]
+            frag = [100.0 * f for _, f, _ in stats.fragmentation]
+            line = frag_ax.step(times, frag, where="post", label=f"{mode}: pool", linewidth=1)
+            in_use = [100.0 * u for _, _, u in stats.fragmentation]
+            frag_ax.step(
+                times,
+                in_use,
+                where="post",
+                label=f"{mode}: cards in use",
+                linewidth=1,
+                linestyle="--",
+                color=line[0].get_color(),
+            )
     ax.set_ylabel("GPU capacity asked for by running pods (%)")
     ax.set_title("gpupool replay: allocation over time")
     ax.legend()
     frag_ax.set_xlabel("replay time (s, arrivals compressed)")
-    frag_ax.set_ylabel("pool fragmentation (% of card memory)")
+    frag_ax.set_ylabel("fragmentation (% of card memory)")
     frag_ax.set_title("fragmentation: free memory the common request sizes cannot use")
     frag_ax.legend()
     fig.tight_layout()

@@ -12,6 +12,7 @@ from gpupool.placement.fragmentation import (
     CardSize,
     CommonSizes,
     card_fragmentation,
+    in_use_fragmentation,
     pool_fragmentation,
     snapshot_fragmentation,
 )
@@ -82,6 +83,8 @@ def test_the_pool_figure_is_the_mean_over_healthy_cards() -> None:
     snap = ClusterSnapshot([node("n", gpus=2)])
     occupy(snap, "n", 0, 50)  # 30/80 fragment
     assert pool_fragmentation(snap, HALF_AND_WHOLE) == pytest.approx(30 / 80 / 2)
+    # The idle card does not dilute the figure of the cards in use.
+    assert in_use_fragmentation(snap, HALF_AND_WHOLE) == pytest.approx(30 / 80)
     snap.set_card_health("n", 1, False)
     assert pool_fragmentation(snap, HALF_AND_WHOLE) == pytest.approx(30 / 80)
 
