@@ -163,6 +163,23 @@ def test_no_target_within_the_threshold_means_no_move() -> None:
     }
 
 
+def test_targets_obey_the_placement_filters_cordons_and_node_cpu() -> None:
+    # n1/0's hole would take `low`, but n1 is cordoned: the plan clears nothing onto it.
+    snap, residents = two_half_cards()
+    snap.set_condition("n1", "node is cordoned")
+    plan = plan_defrag(snap, residents, SIZES, DefragRules(20))
+    assert all(m.target.node != "n1" for m in plan.moves)
+    assert ("n0", SkipReason.NO_TARGET, "low") in {
+        (s.node, s.reason, s.resident) for s in plan.skipped
+    }
+    # Without CPU to spare on n1, neither may `low` go there.
+    snap, residents = two_half_cards()
+    cpu_hog = Request("hog", cpu_milli=int(snap.cpu_free[snap.index["n1"]]))
+    snap.assume(Decision(cpu_hog, snap.index["n1"], "n1", (), (), (), (), 0.0))
+    plan = plan_defrag(snap, residents, SIZES, DefragRules(20))
+    assert all(m.target.node != "n1" for m in plan.moves)
+
+
 def test_an_empty_card_is_never_a_target() -> None:
     # Two quarter slices leave 500 free on n0/0, too little for the pool's 600-milli requests
     # (50%). Each alone on one of n1's empty cards would leave 750 free, enough (0%): within
