@@ -18,6 +18,7 @@ MODULES = (
     "gpupool.cli.webhook",
     "gpupool.cli.extender",
     "gpupool.cli.controller",
+    "gpupool.cli.defrag",
 )
 
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.placement import ClusterSnapshot
 from gpupool.placement.policies import POLICIES
 from gpupool.quota.resource import Resource
-from gpupool.simulator.openb import load_nodes, load_pods
+from gpupool.simulator.builtin import builtin_nodes
+from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
+from gpupool.simulator.openb import TracePod, load_nodes, load_pods
+from gpupool.simulator.replay_defrag import DEFAULT_INTERVAL_S, ReplayDefrag
 from gpupool.simulator.replay_experiment import (
     DEFAULT_TARGET_LOAD,
     DEFAULT_TIME_SCALE,
@@ -25,6 +30,7 @@ from gpupool.simulator.replay_experiment import (
 )
 from gpupool.simulator.replay_jobs import thin_nodes
 from gpupool.simulator.replay_report import plot, table
+from gpupool.simulator.tenancy import Tenancy
 from gpupool.simulator.tenants_yaml import load_tenancy
 
 
@@ -40,8 +46,13 @@ def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
             "total GPU request."
         ),
     )
-    parser.add_argument("--nodes", required=True, help="openb node list CSV")
-    parser.add_argument("--pods", required=True, help="openb pod list CSV")
+    parser.add_argument("--nodes", help="openb node list CSV")
+    parser.add_argument("--pods", help="openb pod list CSV")
+    parser.add_argument(
+        "--builtin",
+        action="store_true",
+        help="replay the built-in pool over one day with its four teams instead of a trace",
+    )
     parser.add_argument("--tenants", help="tenants YAML (default: three tenants by QoS)")
     parser.add_argument(
         "--policy", default="gpupool", choices=sorted(POLICIES), help="placement policy"
@@ -67,40 +78,56 @@ def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--defrag",
+        metavar="THRESHOLD[,INTERVAL]",
+        help="also run each pooled mode with defragmentation: every INTERVAL seconds of replay "
+        f"time (default {DEFAULT_INTERVAL_S:g}) clear the cards whose fragmentation is above "
+        "THRESHOLD percent (0-100); a moved pod restarts at its new place",
+    )
+    parser.add_argument(
         "--json", dest="json_out", help="write the results as JSON here ('-': stdout)"
     )
-    parser.add_argument("--plot", help="write a PNG of allocation over time here")
+    parser.add_argument("--plot", help="write a PNG of allocation and fragmentation over time here")
     parser.set_defaults(func=run_replay)
+
+
+class ReplayInputError(GpupoolError):
+    """The replay's inputs are missing or given twice."""
+
+
+def replay_inputs(args: argparse.Namespace) -> tuple[list[Node], list[TracePod], Tenancy | None]:
+    """The nodes and pods to replay (and the built-in pool's own tenants), from the arguments."""
+    if args.builtin:
+        if args.nodes or args.pods:
+            raise ReplayInputError("give either --builtin or --nodes with --pods, not both")
+        nodes = builtin_nodes()
+        return nodes, builtin_timeline(), builtin_tenancy(nodes)
+    if not args.nodes or not args.pods:
+        raise ReplayInputError("replay needs --nodes NODES.csv and --pods PODS.csv (or --builtin)")
+    return load_nodes(args.nodes), load_pods(args.pods), None
 
 
 def run_replay(args: argparse.Namespace) -> int:
     try:
-        nodes = load_nodes(args.nodes)
-        pods = load_pods(args.pods)
+        nodes, pods, tenancy = replay_inputs(args)
         config = ReplayConfig(
             policy=args.policy,
-            time_scale=args.time_scale,
-            cluster_fraction=args.cluster_fraction,
+            time_scale=1.0 if args.builtin else args.time_scale,
+            cluster_fraction=1.0 if args.builtin else args.cluster_fraction,
             target_load=args.load,
             seed=args.seed,
+            defrag=None if args.defrag is None else ReplayDefrag.parse(args.defrag),
         )
         if args.time_scale <= 0:
             raise GpupoolError(f"--time-scale must be positive; got {args.time_scale}")
         if args.load <= 0:
             raise GpupoolError(f"--load must be positive; got {args.load}")
-        tenancy = None
         if args.tenants:
             # quotas given as a percentage are of the replayed cluster, so size it first
             probe = cluster_fraction(nodes, pods, config)
             kept = ClusterSnapshot.from_nodes(thin_nodes(nodes, probe)).total_gpu_milli()
             tenancy = load_tenancy(args.tenants, {Resource.GPU: kept})
-            config = ReplayConfig(
-                policy=config.policy,
-                time_scale=config.time_scale,
-                cluster_fraction=probe,
-                target_load=config.target_load,
-                seed=config.seed,
-            )
+            config = replace(config, cluster_fraction=probe)
         result = run_experiment(nodes, pods, tenancy, config)
     except (GpupoolError, ValueError) as exc:
         print(f"gpupool simulate replay: {exc}", file=sys.stderr)

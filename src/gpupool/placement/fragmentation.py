@@ -1,4 +1,5 @@
-"""FGD's fragmentation measure (Weng et al., ATC'23), vectorised over nodes.
+"""FGD's fragmentation measure (Weng et al., ATC'23), vectorised over nodes; and below it, the
+per-card fragmentation operators read (`card_fragmentation`), which defragmentation acts on.
 
 For a node and a task shape m: if the node cannot host m (too little CPU, no accessible card,
 too few cards with enough free share) all its free GPU share counts as fragment; otherwise only
@@ -9,13 +10,16 @@ by their frequency. Shapes are grouped by their GPU part so the CPU test becomes
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from gpupool.domain.requests import MILLI
+from gpupool.domain.errors import InvalidRequest
+from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
@@ -105,3 +109,131 @@ def threshold(snap: ClusterSnapshot, shape: Shape) -> IntArray:
         need = np.maximum(mem_share, shape.compute_milli)
         accessible &= snap.mem_known
     return np.where(accessible, need, _NEVER)
+
+
+# ---- fragmentation as operators read it -----------------------------------------------------
+#
+# FGD's measure above is an expectation over the target workload per *node* (CPU included, in
+# milli-GPU of free share) and is what placement descends. Operators read a simpler figure per
+# *card*: of the card's memory, how much is free yet useless to the requests the pool actually
+# gets. That figure is FGD's per-GPU term made standalone: for each common request size s, the
+# card's free memory counts as fragment when s does not fit in it (too little free memory, or too
+# little free compute for s's compute share); the card's fragmentation is the frequency-weighted
+# sum over the sizes, divided by the card's memory. Differences from FGD's node measure: no CPU
+# test and no "the node cannot host it at all" clause (a card stands alone), memory rather than
+# the smaller of memory and compute share, and the sizes are learnt from recent leases, not the
+# trace's target workload. An empty card has fragmentation 0 (every size that fits the card fits
+# it); a full one has 0 too (nothing is free). Sizes larger than a card, and byte sizes on cards
+# whose memory is unknown, do not apply to that card (it is not fragmentation that they never fit
+# there); the weights are renormalised over the sizes that apply.
+
+DEFAULT_SIZE_COVERAGE = 0.9
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class CardSize:
+    """One request's per-card demand: a share of the card (milli, 1000 = the whole card) or a
+    number of bytes, with the compute share it reserves (milli of the card's SMs)."""
+
+    share_milli: int  # 0 for byte sizes
+    size_bytes: int  # 0 for share sizes
+    compute_milli: int
+
+    @classmethod
+    def of(cls, req: Request) -> CardSize | None:
+        """The per-card size of a GPU request (None for CPU-only requests)."""
+        if not req.wants_gpu:
+            return None
+        if req.whole_cards:
+            return cls(MILLI, 0, MILLI)
+        if req.gpu_milli is not None:
+            return cls(req.gpu_milli, 0, req.gpu_milli)
+        return cls(0, req.gpu_memory_bytes or 0, req.compute_milli)
+
+
+@dataclass(frozen=True, slots=True)
+class CommonSizes:
+    """The per-card sizes that make up most of the recent requests, with their frequencies.
+
+    Rule (`learn`): count each recent GPU request's per-card size; take the sizes most frequent
+    first (equal counts: smaller first) until they cover `coverage` of the requests (90% by
+    default, the same kind of popularity cut-off as FGD's target workload); weights are the
+    counts renormalised over the kept sizes."""
+
+    sizes: tuple[CardSize, ...]
+    weights: tuple[float, ...]
+
+    @classmethod
+    def learn(
+        cls, recent: Iterable[Request], coverage: float = DEFAULT_SIZE_COVERAGE
+    ) -> CommonSizes:
+        if not 0 < coverage <= 1:
+            raise InvalidRequest(f"size coverage must be in (0, 1]; got {coverage}")
+        counts = Counter(s for s in (CardSize.of(r) for r in recent) if s is not None)
+        total = sum(counts.values())
+        kept: list[tuple[CardSize, int]] = []
+        running = 0
+        for size, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            if running >= coverage * total:
+                break
+            kept.append((size, count))
+            running += count
+        return cls(tuple(s for s, _ in kept), tuple(c / running for _, c in kept))
+
+    def __bool__(self) -> bool:
+        return bool(self.sizes)
+
+
+def card_fragmentation(
+    free: IntArray,
+    compute_free: IntArray,
+    total: IntArray,
+    mem_known: BoolArray,
+    sizes: CommonSizes,
+) -> FloatArray:
+    """Per card (any shape of arrays, all alike): free memory the common sizes cannot use, as a
+    fraction of the card's memory (0..1). Unknown-memory cards carry abstract units (the
+    snapshot's 1000), which share sizes scale to and byte sizes do not apply to."""
+    if not sizes:
+        return np.zeros(free.shape, dtype=np.float64)
+    share = np.array([s.share_milli for s in sizes.sizes], dtype=np.int64)
+    size_bytes = np.array([s.size_bytes for s in sizes.sizes], dtype=np.int64)
+    compute = np.array([s.compute_milli for s in sizes.sizes], dtype=np.int64)
+    weight = np.array(sizes.weights, dtype=np.float64)
+    is_share = share > 0
+    tot = total[..., None]
+    need = np.where(is_share, tot * share // MILLI, size_bytes)  # (..., S)
+    applies = (need <= tot) & (is_share | mem_known[..., None])
+    blocked = (free[..., None] < need) | (compute_free[..., None] < compute)
+    w = np.where(applies, weight, 0.0)
+    w_sum = w.sum(axis=-1)
+    unusable = np.where(w_sum > 0, (w * blocked).sum(axis=-1) / np.maximum(w_sum, 1e-12), 0.0)
+    return np.asarray(unusable * free / np.maximum(total, 1), dtype=np.float64)
+
+
+def snapshot_fragmentation(snap: ClusterSnapshot, sizes: CommonSizes) -> FloatArray:
+    """(N, G) per-card fragmentation of a snapshot (0 where no card is present)."""
+    frag = card_fragmentation(
+        snap.gmem_free, snap.comp_free, snap.gmem_total, snap.mem_known, sizes
+    )
+    return np.where(snap.present, frag, 0.0)
+
+
+def pool_fragmentation(snap: ClusterSnapshot, sizes: CommonSizes) -> float:
+    """The pool's fragmentation: the mean over its healthy cards of each card's fraction (each card
+    counts once, so cards of unknown memory mix with the rest; on a pool of one model this is the
+    unusable free bytes over the pool's bytes). 0 for a pool without healthy cards."""
+    cards = snap.present & snap.healthy
+    if not cards.any():
+        return 0.0
+    return float(snapshot_fragmentation(snap, sizes)[cards].mean())
+
+
+def in_use_fragmentation(snap: ClusterSnapshot, sizes: CommonSizes) -> float:
+    """The same mean over the healthy cards that hold at least one slice: what an operator
+    looking at the busy cards sees, undiluted by idle cards (0 when no card is in use)."""
+    used = (snap.gmem_free < snap.gmem_total) | (snap.comp_free < MILLI)
+    cards = snap.present & snap.healthy & used
+    if not cards.any():
+        return 0.0
+    return float(snapshot_fragmentation(snap, sizes)[cards].mean())

@@ -28,12 +28,19 @@ arrival window (first to last arrival), as a percentage of the cluster's GPUs.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpupool.domain.devices import Node
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement import ClusterSnapshot, Decision, Planner, TargetWorkload
+from gpupool.placement.defrag import DefragPlan, DefragRules, Move, plan_defrag
+from gpupool.placement.fragmentation import (
+    CommonSizes,
+    in_use_fragmentation,
+    pool_fragmentation,
+)
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.lease import Lease
@@ -42,6 +49,7 @@ from gpupool.quota.metering import Meter
 from gpupool.quota.queue import AdmissionQueue, FifoMode, QueueEntry
 from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
 from gpupool.quota.reclaim_sites import SitePlan
+from gpupool.simulator.replay_defrag import FRAG_SAMPLES, RECENT, ReplayDefrag, movable
 from gpupool.simulator.replay_jobs import Job
 from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
 from gpupool.simulator.replay_reclaim import HELD, UsableNodes, room_bound, room_plan
@@ -49,7 +57,7 @@ from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy
 
 MODES = ("whole-card", "pooled", "pooled-borrowing")
-_DEPART, _EVICT, _WAKE, _ARRIVE = 0, 1, 2, 3
+_DEPART, _EVICT, _WAKE, _ARRIVE, _DEFRAG = 0, 1, 2, 3, 4
 
 
 @dataclass(slots=True)
@@ -96,6 +104,9 @@ class Engine:
     no_room: dict[Shape, Request] = field(default_factory=dict)  # no room reclaim serves these
     on_node: dict[int, set[str]] = field(default_factory=dict)  # node -> running lease ids
     usable: UsableNodes = field(default_factory=UsableNodes)
+    defrag: ReplayDefrag | None = None
+    recent: deque[Request] = field(default_factory=lambda: deque(maxlen=RECENT))
+    frag_next: float = 0.0  # the next fragmentation sample's time
 
     @classmethod
     def create(
@@ -107,6 +118,7 @@ class Engine:
         policy: str,
         workload: TargetWorkload,
         seed: int = 0,
+        defrag: ReplayDefrag | None = None,
     ) -> Engine:
         if mode not in MODES:
             raise ValueError(f"unknown replay mode {mode!r}; one of {', '.join(MODES)}")
@@ -125,11 +137,20 @@ class Engine:
             meter=Meter(book),
             queue=AdmissionQueue(tenancy.fifo, {q.name: q.priority for q in book}),
             horizon=(min(arrivals), max(arrivals)),
-            stats=RunStats(mode, [q.name for q in book], snap.total_gpu_milli()),
+            stats=RunStats(
+                mode if defrag is None else f"{mode}+defrag",
+                [q.name for q in book],
+                snap.total_gpu_milli(),
+            ),
             budgets=any(q.budget is not None for q in book),
+            defrag=defrag,
         )
+        engine.frag_next = engine.horizon[0]
         for job in jobs:
             engine._push(job.arrival, _ARRIVE, job.id)
+        if defrag is not None:
+            for at in defrag.round_times(*engine.horizon):
+                engine._push(at, _DEFRAG, "")
         return engine
 
     # -- event plumbing ------------------------------------------------------------------------
@@ -139,6 +160,16 @@ class Engine:
 
     def _advance(self, to: float) -> None:
         lo, hi = self.horizon
+        step = max(hi - lo, 1e-9) / FRAG_SAMPLES
+        while self.frag_next < to and self.frag_next <= hi:
+            # the state is the same from the last event until `to`
+            sizes = CommonSizes.learn(self.recent)
+            self.stats.sample_fragmentation(
+                self.frag_next,
+                pool_fragmentation(self.snap, sizes),
+                in_use_fragmentation(self.snap, sizes),
+            )
+            self.frag_next += step
         start, end = max(self.now, lo), min(to, hi)
         if end > start:
             borrowed = sum(self.ledger.borrowed(q.name) for q in self.ledger.book)
@@ -148,16 +179,21 @@ class Engine:
         if to > self.now:
             self.now = to
 
-    def run(self) -> RunStats:
-        while self.events:
+    def run(self, until: float | None = None) -> RunStats:
+        """Play the events; with `until`, stop before the first event at or after it (the
+        state then is the cluster at that time, for `gpupool defrag plan`)."""
+        while self.events and (until is None or self.events[0][0] < until):
             at = self.events[0][0]
             self._advance(at)
             freed: set[int] = set()
             wake = False
             arrived: list[str] = []
+            defrag = False
             while self.events and self.events[0][0] == at:
                 _, kind, _, key = heapq.heappop(self.events)
-                if kind == _DEPART:
+                if kind == _DEFRAG:
+                    defrag = True
+                elif kind == _DEPART:
                     self._depart(key, freed)
                 elif kind == _EVICT:
                     self._evict(key, freed)
@@ -168,9 +204,12 @@ class Engine:
                     arrived.append(key)
             for key in arrived:
                 job = self.jobs[key]
+                self.recent.append(job.request)
                 self.queue.push(
                     QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
                 )
+            if defrag:
+                self._defrag_round(freed)
             if freed and self.no_room:
                 self._reopen_room(freed)
             served = self._serve_holds()
@@ -189,6 +228,9 @@ class Engine:
             if self.claims:
                 waiting = set(self.queue.tenants())
                 self.claims = {t: n for t, n in self.claims.items() if t in waiting}
+        if until is not None:
+            self._advance(until)
+            return self.stats
         for key in list(self.queue_ids()):
             self.stats.never_admitted(self.jobs[key].tenant)
         return self.stats
@@ -291,8 +333,31 @@ class Engine:
             self.failed_shapes.add(shape_of(req))
             self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room")
             return WaitReason.NO_FIT
-        self.snap.assume(plan)
         self.queue.remove(job.id)
+        self._start(job, plan, verdict.amount, verdict.borrowed, verdict.preemptible)
+        if job.tenant in self.claims:
+            left = self.claims[job.tenant] - verdict.amount
+            if left > 0:
+                self.claims[job.tenant] = left
+            else:
+                del self.claims[job.tenant]
+        if job.id in self.holds:
+            self._drop_hold(job.id, withdraw=True)
+        if verdict.borrowed:
+            self.no_room.clear()  # a new borrowed lease: room reclaims may now find victims
+        self.requested_milli += job.share_milli
+        self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
+        self.stats.seen.add(job.id)
+        if verdict.borrowed:
+            self.stats.borrowed_admissions += 1
+        return None
+
+    def _start(
+        self, job: Job, plan: Decision, amount: int, borrowed: bool, preemptible: bool
+    ) -> None:
+        """Run `job` at `plan` under a new lease from now; it departs after its run time."""
+        req = job.request
+        self.snap.assume(plan)
         self.seq += 1
         lease_id = f"{job.id}@{self.seq}"
         known = sum(
@@ -304,39 +369,23 @@ class Engine:
             Lease(
                 id=lease_id,
                 tenant=job.tenant,
-                amount=verdict.amount,
+                amount=amount,
                 reserved_at=self.now,
                 priority=req.priority,
                 compute_milli=req.compute_milli * req.gpu_count,
                 gpu_memory_bytes=known,
-                gpu_milli=verdict.amount,
-                borrowed=verdict.borrowed,
-                preemptible=verdict.preemptible,
+                gpu_milli=amount,
+                borrowed=borrowed,
+                preemptible=preemptible,
                 exclusive=req.exclusive,
             )
             .bind(self.now)
             .activate(self.now)
         )
         self.ledger.add(lease)
-        if job.tenant in self.claims:
-            left = self.claims[job.tenant] - verdict.amount
-            if left > 0:
-                self.claims[job.tenant] = left
-            else:
-                del self.claims[job.tenant]
         self.running[lease_id] = _Running(lease, plan, job)
         self.on_node.setdefault(plan.node_index, set()).add(lease_id)
-        if job.id in self.holds:
-            self._drop_hold(job.id, withdraw=True)
-        if verdict.borrowed:
-            self.no_room.clear()  # a new borrowed lease: room reclaims may now find victims
-        self.requested_milli += job.share_milli
-        self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
-        self.stats.seen.add(job.id)
-        if verdict.borrowed:
-            self.stats.borrowed_admissions += 1
         self._push(self.now + job.duration, _DEPART, lease_id)
-        return None
 
     # -- leaving -------------------------------------------------------------------------------
     def _end(self, key: str, how: str, freed: set[int]) -> _Running | None:
@@ -359,6 +408,44 @@ class Engine:
         self.meter.close(ended)
         self.stats.metered(ended, borrowed=run.lease.borrowed)
         return run
+
+    # -- defragmentation ----------------------------------------------------------------------
+    def _defrag_round(self, freed: set[int]) -> None:
+        """Plan a round over the snapshot and carry its moves out now (see `replay_defrag`)."""
+        assert self.defrag is not None
+        plan = self.plan_defrag(self.defrag.rules)
+        self.stats.defrag_rounds += 1
+        for move in plan.moves:
+            self._move(move, freed)
+
+    def plan_defrag(self, rules: DefragRules) -> DefragPlan:
+        """The planner's moves over the state now (the snapshot is left as it is)."""
+        residents = movable(
+            (
+                (key, run.decision, run.job.request.priority, run.job.request.exclusive)
+                for key, run in self.running.items()
+            ),
+            self.notices.keys(),
+            {h.node for h in self.holds.values()},
+        )
+        return plan_defrag(self.snap, residents, CommonSizes.learn(self.recent), rules)
+
+    def _move(self, move: Move, freed: set[int]) -> None:
+        """The moved pod leaves and re-enters at once at its new place: its lease ends, a new
+        one starts there with the same quota standing, and its run time starts over."""
+        key = move.resident
+        run = self.running.pop(key)
+        live = self.ledger.lease(key) or run.lease
+        self.on_node[run.decision.node_index].discard(key)
+        self.ledger.remove(key)
+        self.snap.forget(run.decision)
+        freed.add(run.decision.node_index)
+        ended = live.release(self.now)
+        self.meter.close(ended)
+        self.stats.metered(ended, borrowed=run.lease.borrowed)
+        started = live.active_at if live.active_at is not None else live.reserved_at
+        self.stats.moved(run.job.share_milli * max(0.0, self.now - started))
+        self._start(run.job, move.target, live.amount, live.borrowed, live.preemptible)
 
     def _depart(self, key: str, freed: set[int]) -> None:
         self.notices.pop(key, None)

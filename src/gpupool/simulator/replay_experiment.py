@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from gpupool.domain.requests import MILLI
 from gpupool.placement import ClusterSnapshot, TargetWorkload
 from gpupool.simulator.openb import TracePod
 from gpupool.simulator.replay import MODES, Engine
+from gpupool.simulator.replay_defrag import ReplayDefrag
 from gpupool.simulator.replay_jobs import make_jobs, peak_offered, thin_nodes
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy, default_tenancy
@@ -26,6 +28,7 @@ class ReplayConfig:
     target_load: float = DEFAULT_TARGET_LOAD  # peak offered GPU request / cluster GPUs
     seed: int = 0
     modes: tuple[str, ...] = MODES
+    defrag: ReplayDefrag | None = None  # also run each pooled mode with defragmentation
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,47 @@ def cluster_fraction(
     return min(1.0, peak_offered(pods, config.time_scale) / (config.target_load * full))
 
 
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What every run of an experiment shares: the kept nodes, the tenants, the target workload."""
+
+    nodes: list[Node]
+    fraction: float
+    capacity_milli: int
+    tenancy: Tenancy
+    workload: TargetWorkload
+
+
+def setup(
+    nodes: Sequence[Node], pods: Sequence[TracePod], tenancy: Tenancy | None, config: ReplayConfig
+) -> Setup:
+    fraction = cluster_fraction(nodes, pods, config)
+    kept = thin_nodes(nodes, fraction)
+    capacity = ClusterSnapshot.from_nodes(kept).total_gpu_milli()
+    if tenancy is None:
+        tenancy = default_tenancy(pods, capacity)
+    workload = TargetWorkload.from_requests([p.request for p in pods])
+    return Setup(kept, fraction, capacity, tenancy, workload)
+
+
+def state_at(
+    nodes: Sequence[Node],
+    pods: Sequence[TracePod],
+    tenancy: Tenancy | None,
+    config: ReplayConfig,
+    mode: str,
+    at: float | None = None,
+) -> Engine:
+    """One mode's replay stopped at replay time `at` (default: the last arrival), as it stands."""
+    ready = setup(nodes, pods, tenancy, config)
+    jobs, _ = make_jobs(pods, ready.tenancy, config.time_scale, whole_card=mode == "whole-card")
+    engine = Engine.create(
+        mode, ready.nodes, jobs, ready.tenancy, config.policy, ready.workload, config.seed
+    )
+    engine.run(until=math.nextafter(engine.horizon[1], math.inf) if at is None else at)
+    return engine
+
+
 def run_experiment(
     nodes: Sequence[Node],
     pods: Sequence[TracePod],
@@ -78,20 +122,25 @@ def run_experiment(
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
     scale = config.time_scale
-    fraction = cluster_fraction(nodes, pods, config)
-    nodes = thin_nodes(nodes, fraction)
-    capacity = ClusterSnapshot.from_nodes(nodes).total_gpu_milli()
-    if tenancy is None:
-        tenancy = default_tenancy(pods, capacity)
-    workload = TargetWorkload.from_requests([p.request for p in pods])
+    ready = setup(nodes, pods, tenancy, config)
+    nodes, fraction, capacity = ready.nodes, ready.fraction, ready.capacity_milli
+    tenancy, workload = ready.tenancy, ready.workload
     runs: dict[str, RunStats] = {}
     unclaimed = 0
     for mode in config.modes:
         jobs, unclaimed = make_jobs(pods, tenancy, scale, whole_card=mode == "whole-card")
-        engine = Engine.create(mode, nodes, jobs, tenancy, config.policy, workload, config.seed)
-        runs[mode] = engine.run()
-        if progress is not None:
-            progress(mode)
+        # whole cards leave no fragments to clear: defragmentation runs beside the pooled modes
+        variants = (
+            [None] if config.defrag is None or mode == "whole-card" else [None, config.defrag]
+        )
+        for defrag in variants:
+            engine = Engine.create(
+                mode, nodes, jobs, tenancy, config.policy, workload, config.seed, defrag
+            )
+            stats = engine.run()
+            runs[stats.mode] = stats
+            if progress is not None:
+                progress(stats.mode)
     return ReplayResult(
         scale, fraction, len(nodes), capacity // MILLI, tenancy, runs, unclaimed, len(pods)
     )

@@ -53,6 +53,12 @@ class RunStats:
     borrowed_area: float = 0.0
     peak_requested: int = 0
     timeline: list[tuple[float, float, float]] = field(default_factory=list)
+    # (time, pool fragmentation, that of the cards in use; 0..1) on a fixed grid over the
+    # arrival window (replay_defrag)
+    fragmentation: list[tuple[float, float, float]] = field(default_factory=list)
+    defrag_rounds: int = 0
+    defrag_moves: int = 0
+    restart_area: float = 0.0  # milli-GPU x seconds of work the moved pods lost
 
     def __post_init__(self) -> None:
         for name in self.tenant_names:
@@ -67,6 +73,13 @@ class RunStats:
 
     def sample(self, at: float, requested: int, held: int) -> None:
         self.timeline.append((at, requested, held))
+
+    def sample_fragmentation(self, at: float, pool: float, in_use: float) -> None:
+        self.fragmentation.append((at, pool, in_use))
+
+    def moved(self, lost_milli_s: float) -> None:
+        self.defrag_moves += 1
+        self.restart_area += lost_milli_s
 
     def admitted(self, tenant: str, delay: float, first: bool) -> None:
         if first:
@@ -95,6 +108,26 @@ class RunStats:
             return 0.0
         return 100.0 * area / (self.seconds * self.capacity_milli)
 
+    def _fragmentation_json(self) -> dict[str, object]:
+        values = [f for _, f, _ in self.fragmentation]
+        in_use = [f for _, _, f in self.fragmentation]
+        return {
+            "fragmentation_pct_peak": round(100.0 * max(values, default=0.0), 3),
+            "fragmentation_pct_mean": round(100.0 * float(np.mean(values)) if values else 0.0, 3),
+            "fragmentation_pct_end": round(100.0 * values[-1] if values else 0.0, 3),
+            "in_use_fragmentation_pct_peak": round(100.0 * max(in_use, default=0.0), 3),
+            "in_use_fragmentation_pct_mean": round(
+                100.0 * float(np.mean(in_use)) if in_use else 0.0, 3
+            ),
+            "defrag_rounds": self.defrag_rounds,
+            "defrag_moves": self.defrag_moves,
+            "defrag_restart_gpu_hours": round(self.restart_area / 1000.0 / 3600.0, 3),
+            "fragmentation_timeline": [  # [time, pool %, cards in use %]
+                [round(t, 3), round(100.0 * f, 3), round(100.0 * u, 3)]
+                for t, f, u in self.fragmentation
+            ],
+        }
+
     def to_json(self) -> dict[str, object]:
         delays = [d for t in self.tenants.values() for d in t.delays]
         return {
@@ -118,5 +151,6 @@ class RunStats:
             "rejected": sum(t.rejected + t.never_admitted for t in self.tenants.values()),
             "borrowed_admissions": self.borrowed_admissions,
             "window_s": round(self.seconds, 3),
+            **self._fragmentation_json(),
             "tenants": {name: t.to_json() for name, t in sorted(self.tenants.items())},
         }

@@ -1,0 +1,95 @@
+"""Defragmentation in the replay: its settings, and what one round asks of the pure planner.
+
+Every `interval_s` of replay time (from the first arrival to the last) the replay asks
+`plan_defrag` for moves over its placement snapshot, with the common sizes learnt from the `RECENT`
+most recent requests (every arrival, placed or still waiting: the large requests that fragmentation
+keeps waiting are the ones that must count), and carries them out at once. A move is modelled as
+the pod's restart: the moved pod leaves its card and re-enters at once at its new place — its lease
+ends (metered) and a new one starts with the same quota standing, it does not queue, and its run
+time starts over, as an evicted pod's does in this replay (the work it had done is lost; the replay
+reports it as `defrag_restart_gpu_hours`). Trace pods are taken to have an owner that recreates
+them, and no PodDisruptionBudgets; exclusive pods, pods under a reclaim notice and pods on a node
+held for a reclaim are not moved.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpupool.domain.errors import GpupoolError
+from gpupool.placement.defrag import DefragRules, InvalidDefragThreshold, Resident
+from gpupool.placement.snapshot import Decision
+
+RECENT = 1000  # arrivals the common sizes are learnt from
+DEFAULT_INTERVAL_S = 300.0
+FRAG_SAMPLES = 240  # fragmentation samples over the arrival window
+
+
+class InvalidDefragInterval(GpupoolError):
+    """A defragmentation interval is not a positive number of seconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayDefrag:
+    """`--defrag THRESHOLD[,INTERVAL]`: a round every `interval_s` seconds of replay time."""
+
+    rules: DefragRules
+    interval_s: float = DEFAULT_INTERVAL_S
+
+    def __post_init__(self) -> None:
+        t = self.interval_s
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            raise InvalidDefragInterval(
+                f"the defragmentation interval is a positive number of seconds of replay time "
+                f"(such as 300); got {t!r}"
+            )
+
+    @classmethod
+    def parse(cls, text: str) -> ReplayDefrag:
+        """`20` or `20,300`: threshold in percent, then the interval in seconds."""
+        threshold_text, _, interval_text = str(text).partition(",")
+        try:
+            threshold = float(threshold_text)
+        except ValueError:
+            raise InvalidDefragThreshold(
+                f"--defrag {text!r}: the threshold must be a percentage from 0 to 100 such as 20; "
+                f"got {threshold_text.strip()!r}"
+            ) from None
+        rules = DefragRules(threshold_pct=threshold)
+        if not interval_text.strip():
+            if _:
+                raise InvalidDefragInterval(
+                    f"--defrag {text!r}: the interval after the comma is missing; "
+                    f"write THRESHOLD or THRESHOLD,SECONDS such as 20,300"
+                )
+            return cls(rules)
+        try:
+            interval = float(interval_text)
+        except ValueError:
+            raise InvalidDefragInterval(
+                f"--defrag {text!r}: the interval must be a number of seconds such as 300; "
+                f"got {interval_text.strip()!r}"
+            ) from None
+        return cls(rules, interval)
+
+    def round_times(self, start: float, end: float) -> list[float]:
+        """The times of the rounds: every interval after `start`, up to `end`."""
+        count = int((end - start) // self.interval_s)
+        return [start + k * self.interval_s for k in range(1, count + 1)]
+
+
+def movable(
+    running: Iterable[tuple[str, Decision, int, bool]],
+    noticed: Iterable[str],
+    held_nodes: Iterable[int],
+) -> list[Resident]:
+    """The replay's running slices as the planner's residents: (lease id, placement, priority,
+    exclusive), less those under a reclaim notice and those on a held node."""
+    skip, held = set(noticed), set(held_nodes)
+    return [
+        Resident(lease_id, decision, priority, exclusive=exclusive)
+        for lease_id, decision, priority, exclusive in running
+        if lease_id not in skip and decision.node_index not in held and decision.cards
+    ]
