@@ -32,8 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpupool.adapters.kubernetes import API_VERSION
-from gpupool.adapters.kubernetes.client import make_client
+from gpupool.adapters.wire.names import API_VERSION
+from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster
 from gpupool.adapters.kubernetes.lease import lease_to_json
@@ -103,7 +103,7 @@ def binding_body(ns: str, pod: str, uid: str, annotated: bool) -> dict[str, Any]
 
 
 async def measure(kubeconfig: Path, pids: dict[str, int], writes: int, concurrency: int) -> Any:
-    client = make_client(kubeconfig, field_manager="gpupool-bench")
+    client = async_client(kubeconfig, field_manager="gpupool-bench")
     await apply_crds(client)
     await client.close()
     poster = FastPoster.from_kubeconfig(kubeconfig)

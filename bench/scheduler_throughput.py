@@ -53,7 +53,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Namespace, Pod
 from lightkube.types import PatchType
 
-from gpupool.adapters.kubernetes.client import make_client
+from gpupool.adapters.kubeclient import async_client
 from gpupool.devcluster import ClusterSpec, DevCluster, processes
 from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
@@ -277,7 +277,7 @@ async def measure(
     kinds: tuple[str, ...],
     cluster_pids: dict[str, int],
 ) -> list[dict[str, Any]]:
-    client = make_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
+    client = async_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
     results = []
 
     async def phase(kind: str, count: int) -> dict[str, Any]:

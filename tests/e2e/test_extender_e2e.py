@@ -369,7 +369,7 @@ def test_agent_lease_source_and_gpunode_reporter_against_the_api_server(
     node and records the kubelet's device IDs on it; its report becomes the node's GpuNode."""
     import asyncio
 
-    from gpupool.adapters.kubernetes.client import make_client
+    from gpupool.adapters.kubeclient import async_client
     from gpupool.adapters.kubernetes.lease_source import KubernetesAllocationSource
     from gpupool.adapters.kubernetes.reporter import KubernetesGpuNodeReporter
     from gpupool.domain.devices import Gpu
@@ -383,7 +383,7 @@ def test_agent_lease_source_and_gpunode_reporter_against_the_api_server(
     kubeconfig = Path(ext_cluster.cluster.state_dir) / "kubeconfig"
 
     async def agent_side() -> tuple[Any, ...]:
-        client = make_client(kubeconfig)
+        client = async_client(kubeconfig)
         source = KubernetesAllocationSource(client)
         mine = [x for x in await source.leases_on(node) if x.pod_uid == uid]
         await source.record_devices(mine[0].lease, ("vgpu-3",))

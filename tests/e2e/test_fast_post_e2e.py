@@ -13,7 +13,7 @@ from support.builders import pod_json
 
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
 from gpupool.adapters.extender_http.service import LeaseExists
-from gpupool.adapters.kubernetes.client import make_client
+from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import ApiStatusError, FastPoster
 from gpupool.domain.allocations import Slice
@@ -49,7 +49,7 @@ def _lease(ns: str, pod: dict[str, Any], node: str) -> LeaseRecord:
 
 
 async def _run(kubeconfig: Path, ns: str, pod: dict[str, Any], node: str) -> None:
-    client = make_client(kubeconfig)
+    client = async_client(kubeconfig)
     await apply_crds(client)
     poster = FastPoster.from_kubeconfig(kubeconfig)
     api = LightkubeExtenderApi(client, poster)
@@ -80,7 +80,7 @@ def test_fast_post_creates_lease_and_binds(dev_cluster: E2ECluster, namespace: s
 
     async def bind() -> None:
         poster = FastPoster.from_kubeconfig(dev_cluster.kubeconfig)
-        ext = LightkubeExtenderApi(make_client(dev_cluster.kubeconfig), poster)
+        ext = LightkubeExtenderApi(async_client(dev_cluster.kubeconfig), poster)
         try:
             await ext.bind_pod(
                 namespace, "fast", pod["metadata"]["uid"], node, {"gpupool.io/test": "yes"}

@@ -152,20 +152,20 @@ def lease_source(args: argparse.Namespace) -> AllocationSource:
     cluster); otherwise Allocate answers UNAVAILABLE saying the lease source is not wired."""
     if not _has_api_server(args):
         return UnwiredAllocationSource()
-    from gpupool.adapters.kubernetes.client import make_client
+    from gpupool.adapters.kubeclient import async_client
     from gpupool.adapters.kubernetes.lease_source import KubernetesAllocationSource
 
-    return KubernetesAllocationSource(make_client(args.kubeconfig, field_manager="gpupool-agent"))
+    return KubernetesAllocationSource(async_client(args.kubeconfig, field_manager="gpupool-agent"))
 
 
 def gpu_node_reporter(args: argparse.Namespace) -> GpuNodeReporter | None:
     """The GpuNode publisher when an API server is configured; None otherwise."""
     if not _has_api_server(args):
         return None
-    from gpupool.adapters.kubernetes.client import make_client
+    from gpupool.adapters.kubeclient import async_client
     from gpupool.adapters.kubernetes.reporter import KubernetesGpuNodeReporter
 
-    return KubernetesGpuNodeReporter(make_client(args.kubeconfig, field_manager="gpupool-agent"))
+    return KubernetesGpuNodeReporter(async_client(args.kubeconfig, field_manager="gpupool-agent"))
 
 
 def _check(args: argparse.Namespace) -> str | None:

@@ -14,19 +14,16 @@ from typing import Any
 
 from aiohttp import web
 
+from gpupool.adapters.extender_http.api import ExtenderApi
+from gpupool.adapters.extender_http.bind import BIND_WAIT_S, MAX_BINDS
 from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
-from gpupool.adapters.extender_http.server import Metrics, make_app
-from gpupool.adapters.extender_http.service import (
-    BIND_FORWARD_TIMEOUT_S,
-    BIND_WAIT_S,
-    MAX_BINDS,
-    Extender,
-)
-from gpupool.adapters.kubernetes.client import make_client
+from gpupool.adapters.extender_http.server import BIND_FORWARD_TIMEOUT_S, Metrics, make_app
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.kubeclient import async_client, kube_config
 from gpupool.adapters.kubernetes.crds import apply_crds
-from gpupool.adapters.kubernetes.fast_post import FastPoster, UnsupportedCredentials
+from gpupool.adapters.kubernetes.fast_post import bind_poster
 from gpupool.cli.daemon import (
     add_leader_args,
     configure_logging,
@@ -91,11 +88,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="a bind that cannot start within this is refused (keep it under kube-scheduler's "
         "extender httpTimeout)",
     )
-    parser.add_argument(
-        "--serial-bind",
-        action="store_true",
-        help="one bind at a time, re-listing the node every time (the old path, for benchmarks)",
-    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 
@@ -109,29 +101,26 @@ def _http_url(text: str) -> str:
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
-    client = make_client(args.kubeconfig, field_manager="gpupool-extender")
+    config = kube_config(args.kubeconfig)
+    client = async_client(config, field_manager="gpupool-extender")
     if args.apply_crds:
         names = await apply_crds(client, args.crd_dir)
         log.info("CRDs applied: %s", ", ".join(names))
     cache = ClusterCache()
     metrics = Metrics()
     informer = Informer(client, cache, resync_s=args.resync_seconds, on_drift=metrics.record_drift)
-    api = LightkubeExtenderApi(client, fast_poster(args.kubeconfig))
-    extender = Extender(
-        cache,
-        api,
-        policy=args.policy,
-        max_binds=args.max_binds,
-        bind_wait_s=args.bind_wait_seconds,
-        serial_bind=args.serial_bind,
-    )
+    poster = bind_poster(config, client)
+    api: ExtenderApi = LightkubeExtenderApi(client, poster)
     # On election, forget the bind ledgers: what another leader bound is not known here.
     elector = elector_from_args(
-        client, args, on_elected=extender.forget_ledgers, advertise_url=args.advertise_url
+        client, args, on_elected=lambda: extender.forget_ledgers(), advertise_url=args.advertise_url
     )
     leading: Callable[[], bool] = elector.is_leader if elector else (lambda: True)
-    if elector is not None and extender.api is not None:  # a bind outliving the term writes nothing
-        extender.api = LeaderOnlyWrites(extender.api, elector.is_leader)
+    if elector is not None:  # a bind outliving the term writes nothing
+        api = LeaderOnlyWrites(api, elector.is_leader)
+    extender = Extender(
+        cache, api, policy=args.policy, max_binds=args.max_binds, bind_wait_s=args.bind_wait_seconds
+    )
     app = make_app(
         extender,
         metrics=metrics,
@@ -163,17 +152,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         await runner.cleanup()  # binds in flight finish before the lease is given up
         if elector is not None:
             await elector.release()
-        if api.poster is not None:
-            await api.poster.close()
-
-
-def fast_poster(kubeconfig: Path | None) -> FastPoster | None:
-    """The bind path's writer, unless the kubeconfig's credentials need lightkube (exec, basic)."""
-    try:
-        return FastPoster.from_kubeconfig(kubeconfig)
-    except UnsupportedCredentials as err:
-        log.info("bind writes go through lightkube: %s", err)
-        return None
+        await poster.close()
 
 
 def run(args: argparse.Namespace) -> int:

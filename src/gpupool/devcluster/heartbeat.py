@@ -28,15 +28,15 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
-from gpupool.adapters.kubernetes import (
+from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.reporter import gpunode_status
+from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
+from gpupool.adapters.wire.names import (
     API_VERSION,
     LABEL_GPU_COUNT,
     LABEL_GPU_MEMORY,
     LABEL_GPU_MODEL,
 )
-from gpupool.adapters.kubernetes.client import make_client
-from gpupool.adapters.kubernetes.reporter import gpunode_status
-from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
 from gpupool.node.agent import node_report
@@ -153,7 +153,7 @@ async def run_heartbeats(
     reserve_pct: float = DEFAULT_RESERVE_PCT,
 ) -> None:
     """Beat every `interval_s` until `stop` is set (a failed beat is logged and retried)."""
-    client = make_client(kubeconfig, field_manager="gpupool-fake-agent")
+    client = async_client(kubeconfig, field_manager="gpupool-fake-agent")
     beats = FakeHeartbeats(client, reserve_pct=reserve_pct)
     first = True
     try:

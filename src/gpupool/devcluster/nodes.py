@@ -16,6 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.wire.names import (
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_MODEL,
+    RES_VGPU,
+)
 from gpupool.devcluster.errors import InvalidClusterSpec
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
@@ -23,11 +29,8 @@ from gpupool.domain.models import GpuModel, get_model, parse_gpu_list
 
 VGPU_PER_GPU = 10
 
-VGPU_RESOURCE = "gpupool.io/vgpu"
+VGPU_RESOURCE = RES_VGPU
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
-LABEL_GPU_MODEL = "gpupool.io/gpu-model"
-LABEL_GPU_COUNT = "gpupool.io/gpu-count"
-LABEL_GPU_MEMORY = "gpupool.io/gpu-memory-bytes"
 LABEL_TYPE = "type"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 

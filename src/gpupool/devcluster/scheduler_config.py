@@ -13,10 +13,12 @@ from typing import Any
 
 import yaml
 
-VGPU_RESOURCE = "gpupool.io/vgpu"
+from gpupool.adapters.wire.names import RES_VGPU, USER_RESOURCES
+
+VGPU_RESOURCE = RES_VGPU
 # The pod resources a user writes (DESIGN section 3); no node advertises them, so kube-scheduler
 # must leave them to the extender too (its NodeResourcesFit would otherwise reject every node).
-GPU_RESOURCES = ("gpupool.io/gpu-memory", "gpupool.io/gpu-compute", "gpupool.io/gpu")
+GPU_RESOURCES = USER_RESOURCES
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,98 +1,82 @@
-"""ExtenderApi over lightkube (and FastPoster for the hot writes): the API calls bind makes."""
+"""ExtenderApi over lightkube for the reads and deletes, and the bind writer (`fast_post`) for
+the two writes of every bind (the GpuLease, the Binding): one write path whichever writer the
+credentials allow. lightkube's errors become the adapter's typed `ApiServerError` kinds here."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.models.core_v1 import ObjectReference
-from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Binding, Pod
+from lightkube.resources.core_v1 import Pod
 
-from gpupool.adapters.extender_http.service import LeaseExists
-from gpupool.adapters.kubernetes import API_VERSION
-from gpupool.adapters.kubernetes.fast_post import ApiStatusError, FastPoster
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.kubernetes.errors import ApiServerError, NotFound, api_error
+from gpupool.adapters.kubernetes.fast_post import Poster
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.resources import GpuLease, to_dict
+from gpupool.adapters.wire.names import API_VERSION
 from gpupool.state.lease import LeaseRecord
+
+T = TypeVar("T")
+
+
+def _typed_error(err: ApiError) -> ApiServerError:
+    return api_error(int(err.status.code or 0), str(err.status.message or ""))
+
+
+async def _typed(call: Awaitable[T]) -> T:
+    """`call`, with lightkube's ApiError raised as the typed ApiServerError of its status."""
+    try:
+        return await call
+    except ApiError as err:
+        raise _typed_error(err) from None
 
 
 class LightkubeExtenderApi:
-    """Reads through lightkube; the two writes of every bind (the GpuLease, the Binding) through
-    `poster` when one is given (see fast_post.py for why), else through lightkube too."""
-
     def __init__(
-        self,
-        client: AsyncClient,
-        poster: FastPoster | None = None,
-        field_manager: str = "gpupool-extender",
+        self, client: AsyncClient, poster: Poster, field_manager: str = "gpupool-extender"
     ) -> None:
         self.client = client
         self.poster = poster
         self._manager = f"?fieldManager={quote(field_manager)}"
 
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        return to_dict(await self.client.get(Pod, name, namespace=namespace))
+    async def get_pod(self, namespace: str, name: str) -> ScheduledPod:
+        pod = await _typed(self.client.get(Pod, name, namespace=namespace))
+        return ScheduledPod.from_json(to_dict(pod))
 
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:
         # A list without resourceVersion is a consistent (quorum) read.
         items = self.client.list(GpuLease, namespace="*", fields={"spec.node": node})
-        return [lease_from_json(to_dict(x)) async for x in items]
+        try:
+            return [lease_from_json(to_dict(x)) async for x in items]
+        except ApiError as err:
+            raise _typed_error(err) from None
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         try:
-            return lease_from_json(
-                to_dict(await self.client.get(GpuLease, name, namespace=namespace))
-            )
-        except ApiError as err:
-            if err.status.code == 404:
-                return None
-            raise
-
-    async def _post(self, obj: Any, namespace: str) -> Any:
-        """POST an object through lightkube and hand back the raw reply, undecoded."""
-        inner: Any = self.client._client  # lightkube's GenericAsyncClient
-        request = inner.prepare_request("post", obj=obj, namespace=namespace)
-        request.response_type = None
-        response = await inner.send(inner.build_adapter_request(request))
-        inner.raise_for_status(response)
-        return response
+            lease = await _typed(self.client.get(GpuLease, name, namespace=namespace))
+        except NotFound:
+            return None
+        return lease_from_json(to_dict(lease))
 
     async def create_lease(self, lease: LeaseRecord) -> LeaseRecord:
-        body = lease_to_json(lease)
-        if self.poster is not None:
-            try:
-                reply = await self.poster.post(
-                    f"/apis/{API_VERSION}/namespaces/{lease.namespace}/gpuleases{self._manager}",
-                    body,
-                )
-            except ApiStatusError as err:
-                if err.code == 409:
-                    raise LeaseExists(lease.key) from None
-                raise
-            return lease_from_json(msgspec.json.decode(reply))
-        try:
-            response = await self._post(GpuLease(**body), lease.namespace)
-        except ApiError as err:
-            if err.status.code == 409:
-                raise LeaseExists(lease.key) from None
-            raise
-        return lease_from_json(msgspec.json.decode(response.content))
+        """The API server's copy of the lease; `Conflict` when one of that name exists."""
+        path = f"/apis/{API_VERSION}/namespaces/{lease.namespace}/gpuleases{self._manager}"
+        reply = await self.poster.post(path, lease_to_json(lease))
+        return lease_from_json(msgspec.json.decode(reply))
 
     async def delete_lease(self, namespace: str, name: str) -> None:
-        try:
-            await self.client.delete(GpuLease, name, namespace=namespace)
-        except ApiError as err:
-            if err.status.code != 404:
-                raise
+        with contextlib.suppress(NotFound):  # gone already: what delete wanted
+            await _typed(self.client.delete(GpuLease, name, namespace=namespace))
 
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        await self.client.patch(
-            Pod, name, {"metadata": {"annotations": annotations}}, namespace=namespace
-        )
+        patch = {"metadata": {"annotations": annotations}}
+        await _typed(self.client.patch(Pod, name, patch, namespace=namespace))
 
     async def bind_pod(
         self,
@@ -104,24 +88,15 @@ class LightkubeExtenderApi:
     ) -> None:
         # The API server copies a Binding's annotations onto the pod in the same write that sets
         # its nodeName: the allocation and the placement land together or not at all.
-        if self.poster is not None:
-            meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
-            if annotations:
-                meta["annotations"] = annotations
-            body = {
-                "apiVersion": "v1",
-                "kind": "Binding",
-                "metadata": meta,
-                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-            }
-            await self.poster.post(
-                f"/api/v1/namespaces/{namespace}/pods/{name}/binding{self._manager}", body
-            )
-            return
-        binding = Binding(
-            metadata=ObjectMeta(name=name, namespace=namespace, uid=uid, annotations=annotations),
-            target=ObjectReference(apiVersion="v1", kind="Node", name=node),
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = annotations
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self.poster.post(
+            f"/api/v1/namespaces/{namespace}/pods/{name}/binding{self._manager}", body
         )
-        # POST .../bindings answers a Status, not a Binding: sent without decoding the reply
-        # (lightkube would try to read the Status as a Binding and fail after the bind happened).
-        await self._post(binding, namespace)

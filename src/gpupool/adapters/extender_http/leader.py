@@ -4,9 +4,9 @@ gpupool.adapters.kubernetes.leader): binding writes refused unless this replica 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from gpupool.adapters.extender_http.service import ExtenderApi
+from gpupool.adapters.extender_http.api import ExtenderApi
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.state.lease import LeaseRecord
 
@@ -26,7 +26,7 @@ class LeaderOnlyWrites:
         if not self.is_leader():
             raise NotLeader(f"{what} refused: this gpupool extender replica is no longer leader")
 
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+    async def get_pod(self, namespace: str, name: str) -> ScheduledPod:
         return await self.api.get_pod(namespace, name)
 
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:

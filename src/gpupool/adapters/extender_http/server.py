@@ -13,16 +13,15 @@ leader cannot be reached within `forward_timeout_s`, or answers anything but a 2
 object, the standby answers an extender Error naming the leader URL and the cause.
 
 Bodies are read and written with msgspec's JSON codec: with 5,000 node names each way it is several
-times faster than the standard library's (bench/extender_bench.py measures both in one run).
+times faster than the standard library's (bench/extender_bench.py's `before` mode keeps the
+standard library's server in bench/ to measure both in one run).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -37,7 +36,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from gpupool.adapters.extender_http.service import BIND_FORWARD_TIMEOUT_S, Extender
+from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import (
     ExtenderArgs,
     ExtenderBindingArgs,
@@ -50,6 +49,8 @@ from gpupool.state.cluster import Drift
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
+BIND_FORWARD_TIMEOUT_S = 4.0  # a standby's /bind forwarded to the leader: room for the leader's
+# BIND_WAIT_S and its writes, and 1 s of the 5 s httpTimeout left to answer kube-scheduler an Error
 FORWARDED_HEADER = "X-Gpupool-Forwarded"
 FORWARD_SESSION = web.AppKey("forward_session", aiohttp.ClientSession)
 
@@ -108,24 +109,8 @@ class Metrics:
 METRICS = web.AppKey("metrics", Metrics)
 
 
-@dataclass(frozen=True, slots=True)
-class JsonCodec:
-    """How request bodies are decoded and replies encoded (bytes in, bytes out)."""
-
-    name: str
-    decode: Callable[[bytes], Any]
-    encode: Callable[[Any], bytes]
-    errors: tuple[type[Exception], ...]
-
-
-def _stdlib_encode(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":")).encode()
-
-
-STDLIB = JsonCodec("json", json.loads, _stdlib_encode, (ValueError,))
-MSGSPEC = JsonCodec(
-    "msgspec", msgspec.json.decode, msgspec.json.encode, (ValueError, msgspec.DecodeError)
-)
+def _encode(data: Any) -> bytes:
+    return data if isinstance(data, bytes) else msgspec.json.encode(data)
 
 
 def make_app(
@@ -137,18 +122,13 @@ def make_app(
     leader_url: Callable[[], str | None] = lambda: None,
     own_url: str | None = None,
     forward_timeout_s: float = BIND_FORWARD_TIMEOUT_S,
-    codec: JsonCodec = MSGSPEC,
-    encoded_prioritize: bool = True,
 ) -> web.Application:
     """`leader_url` is the leader's advertised URL as this replica knows it (None: unknown or
-    stale), `own_url` the URL this replica advertises (never forwarded to). `codec` and
-    `encoded_prioritize` (prioritize writes its JSON text itself) are there for
-    bench/extender_bench.py to measure the old path beside the new one."""
+    stale), `own_url` the URL this replica advertises (never forwarded to)."""
     m = metrics or Metrics()
 
     def _json(data: Any, status: int = 200) -> web.Response:
-        body = data if isinstance(data, bytes) else codec.encode(data)
-        return web.Response(body=body, status=status, content_type="application/json")
+        return web.Response(body=_encode(data), status=status, content_type="application/json")
 
     app = web.Application(client_max_size=MAX_BODY)
     app[METRICS] = m
@@ -163,8 +143,8 @@ def make_app(
 
     def decode(raw: bytes) -> Any:
         try:
-            return codec.decode(raw)
-        except codec.errors as err:
+            return msgspec.json.decode(raw)
+        except (ValueError, msgspec.DecodeError) as err:
             raise MalformedExtenderRequest(f"the body is not JSON: {err}") from None
 
     async def body_of(request: web.Request) -> Any:
@@ -204,11 +184,9 @@ def make_app(
         args = ExtenderArgs.from_json(body)
         if not ready():
             return [{"Host": n, "Score": 0} for n in args.node_names]
-        if encoded_prioritize:
-            return extender.prioritize_encoded(args)
-        return extender.prioritize_json(args)
+        return extender.prioritize_encoded(args)
 
-    extender.on_step = lambda step, seconds: m.bind_steps.labels(step).observe(seconds)
+    extender.set_step_timer(lambda step, seconds: m.bind_steps.labels(step).observe(seconds))
 
     async def run_bind(body: Any, forwarded: bool = False) -> Any:
         # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),
@@ -255,8 +233,8 @@ def make_app(
         except Exception as err:  # refused, reset, bad URL...: never a 500 to kube-scheduler
             return f"{type(err).__name__}: {err}"
         try:
-            ok = isinstance(codec.decode(reply), dict)
-        except codec.errors:
+            ok = isinstance(msgspec.json.decode(reply), dict)
+        except (ValueError, msgspec.DecodeError):
             ok = False
         return reply if ok else f"the reply is not an extender result: {reply[:200]!r}"
 
@@ -283,7 +261,7 @@ def make_app(
             m.requests.labels("bind", "error").inc()
             m.binds.labels("error").inc()
             error = f"the bind forwarded to the gpupool extender leader at {url} failed: {reply}"
-            reply = codec.encode(ExtenderBindingResult(error).to_json())
+            reply = _encode(ExtenderBindingResult(error).to_json())
         m.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(reply)
 

@@ -3,7 +3,8 @@
 The Go structs carry no json tags, so the keys are the Go field names: `Pod`, `Nodes`,
 `NodeNames`, `FailedNodes`, `FailedAndUnresolvableNodes`, `Error`, `Host`, `Score`, `PodName`,
 `PodNamespace`, `PodUID`, `Node`. Parsing is strict about types and raises MalformedExtenderRequest
-(answered with HTTP 400) with a message that names the field.
+(answered with HTTP 400) with a message that names the field. The pod is decoded here, once
+(`ScheduledPod`); a pod whose GPU request is wrong still decodes (every node refuses it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.domain.errors import GpupoolError
 
 MAX_EXTENDER_PRIORITY = 10
@@ -38,7 +40,7 @@ def _str(body: Mapping[str, Any], key: str, what: str) -> str:
 class ExtenderArgs:
     """Filter and prioritize input. With nodeCacheCapable only NodeNames is set."""
 
-    pod: Mapping[str, Any]
+    pod: ScheduledPod
     node_names: tuple[str, ...]
 
     @classmethod
@@ -62,10 +64,7 @@ class ExtenderArgs:
             names and (set(map(type, names)) != {str} or "" in names)
         ):
             raise MalformedExtenderRequest("ExtenderArgs: NodeNames must be a list of node names")
-        return cls(pod=pod, node_names=tuple(names))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"Pod": dict(self.pod), "Nodes": None, "NodeNames": list(self.node_names)}
+        return cls(pod=ScheduledPod.from_json(pod), node_names=tuple(names))
 
 
 @dataclass(frozen=True, slots=True)

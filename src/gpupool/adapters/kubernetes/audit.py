@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpupool.adapters.kubernetes import ANN_ALLOCATION
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod import slices_from_annotation
+from gpupool.adapters.wire.names import ANN_ALLOCATION
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import MILLI
 from gpupool.state.lease import LeaseRecord

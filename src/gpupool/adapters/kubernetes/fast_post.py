@@ -6,36 +6,45 @@ a third of the extender's CPU in the throughput benchmark went to httpx). The bi
 small JSON bodies per pod (the GpuLease, the Binding) and reads one reply; this client does only
 that, with the kubeconfig's TLS settings and credentials (client certificate, bearer token or
 token file) read by lightkube's own kubeconfig code. Everything else keeps using lightkube.
+
+`bind_poster` picks the writer from the config `kubeclient.kube_config` resolved: FastPoster,
+or, for credentials it does not do (exec plugins, basic auth), `LightkubePoster` over the
+lightkube client's own connection. Both answer an error status with the same typed
+`ApiServerError` (errors.py), so the bind path has one write path whichever writer it got.
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import msgspec
-from lightkube import KubeConfig
+from lightkube import AsyncClient
 from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
+
+from gpupool.adapters.kubernetes.errors import KubeconfigError, api_error
+
+log = logging.getLogger(__name__)
 
 # Service account tokens are rotated by the kubelet in place; re-read the file this often.
 TOKEN_REREAD_S = 60.0
 
 
-class ApiStatusError(Exception):
-    """The API server answered a write with an error status (`code`, the Status message)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"API server answered {code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class UnsupportedCredentials(Exception):
+class UnsupportedCredentials(KubeconfigError):
     """The kubeconfig's user authenticates in a way this client does not do (exec, basic)."""
+
+
+class Poster(Protocol):
+    """JSON POSTs to the API server: the reply's bytes, or a typed `ApiServerError`."""
+
+    async def post(self, path: str, body: Any) -> bytes: ...
+
+    async def close(self) -> None: ...
 
 
 class FastPoster:
@@ -59,15 +68,6 @@ class FastPoster:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-
-    @classmethod
-    def from_kubeconfig(cls, kubeconfig: Path | None, *, timeout_s: float = 10.0) -> FastPoster:
-        """From a kubeconfig file, or the in-cluster service account when None."""
-        config = KubeConfig.from_file(str(kubeconfig)) if kubeconfig else KubeConfig.from_env()
-        single = config.get()
-        if single is None:
-            raise UnsupportedCredentials("the kubeconfig names no current context")
-        return cls.from_config(single, timeout_s=timeout_s)
 
     @classmethod
     def from_config(cls, single: SingleConfig, *, timeout_s: float = 10.0) -> FastPoster:
@@ -110,19 +110,50 @@ class FastPoster:
         return self._session
 
     async def post(self, path: str, body: Any) -> bytes:
-        """POST `body` (JSON-encodable) to `path`; the reply's bytes, or ApiStatusError."""
+        """POST `body` (JSON-encodable) to `path`; the reply's bytes, or ApiServerError."""
         data = msgspec.json.encode(body)
         async with self._client().post(
             self.server + path, data=data, headers=self._headers()
         ) as response:
             reply = await response.read()
             if response.status >= 400:
-                raise ApiStatusError(response.status, _status_message(reply))
+                raise api_error(response.status, _status_message(reply))
             return reply
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+class LightkubePoster:
+    """JSON POSTs over a lightkube client's own connection (its httpx client, with whatever
+    credentials lightkube handles): the writer when FastPoster cannot authenticate."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self._http: Any = client._client._client  # lightkube's httpx AsyncClient (base_url, auth)
+
+    async def post(self, path: str, body: Any) -> bytes:
+        response = await self._http.post(
+            path,
+            content=msgspec.json.encode(body),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        reply: bytes = response.content
+        if response.status_code >= 400:
+            raise api_error(response.status_code, _status_message(reply))
+        return reply
+
+    async def close(self) -> None:
+        """The connection is the lightkube client's: closed with it."""
+
+
+def bind_poster(config: SingleConfig, client: AsyncClient) -> Poster:
+    """The bind path's writer for `config` (the one `client` was built from)."""
+    try:
+        return FastPoster.from_config(config)
+    except UnsupportedCredentials as err:
+        log.info("bind writes go through lightkube's connection: %s", err)
+        return LightkubePoster(client)
 
 
 def _status_message(reply: bytes) -> str:

@@ -1,6 +1,7 @@
-"""A pod's GPU request (DESIGN section 3) from its JSON; the allocation annotation back onto it.
+"""The `gpupool.io/allocation` annotation: written from an Allocation, read back into slices.
 
-CPU and memory are left to kube-scheduler (0 in the request the extender plans with).
+(A pod's GPU request is read once, by `gpupool.adapters.wire.pods.read_pod_gpu`; the extender
+decodes its pods with it in `extender_http/scheduled_pod.py`.)
 """
 
 from __future__ import annotations
@@ -9,34 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gpupool.adapters.wire.names import ANN_PLACEMENT_POLICY, DEFAULT_TENANT, LABEL_TENANT
-from gpupool.adapters.wire.pods import read_pod_gpu
 from gpupool.domain.allocations import Allocation, Slice, extents_from_json
 from gpupool.domain.errors import InvalidRequest
-from gpupool.domain.requests import Request
-
-
-def pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def request_from_pod(pod: Mapping[str, Any]) -> Request:
-    """The domain Request of a pod (no GPU: `wants_gpu` is False); the webhook's parser
-    (`gpupool.adapters.wire.pods.read_pod_gpu`) so both read a pod the same way. Raises
-    InvalidRequest/InvalidQuantity/UnknownGpuModel if the pod is malformed."""
-    meta = pod.get("metadata") or {}
-    labels: Mapping[str, str] = meta.get("labels") or {}
-    gpu = read_pod_gpu(pod, tenant=labels.get(LABEL_TENANT) or DEFAULT_TENANT)
-    if gpu is None:
-        return Request(name=pod_key(pod))
-    return gpu.request
-
-
-def placement_policy(pod: Mapping[str, Any]) -> str | None:
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(ANN_PLACEMENT_POLICY)
-    return str(value).strip() if value else None
 
 
 def allocation_annotation(allocation: Allocation) -> str:

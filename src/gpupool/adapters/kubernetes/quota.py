@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpupool.adapters.kubernetes import API_VERSION
 from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.wire.names import API_VERSION
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.quantity import quantity_int
 from gpupool.domain.requests import MILLI

@@ -10,8 +10,8 @@ from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.types import PatchType
 
-from gpupool.adapters.kubernetes import API_VERSION
 from gpupool.adapters.kubernetes.resources import GpuNode
+from gpupool.adapters.wire.names import API_VERSION
 from gpupool.ports import NodeReport
 
 

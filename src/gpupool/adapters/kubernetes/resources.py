@@ -6,7 +6,7 @@ from typing import Any
 
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
-from gpupool.adapters.kubernetes import GROUP, VERSION
+from gpupool.adapters.wire.names import GROUP, VERSION
 
 GpuLease: Any = create_namespaced_resource(GROUP, VERSION, "GpuLease", "gpuleases")
 GpuNode: Any = create_global_resource(GROUP, VERSION, "GpuNode", "gpunodes")

@@ -1,4 +1,6 @@
-"""Every name gpupool reads or writes on Kubernetes objects (DESIGN.md section 3)."""
+"""Every name gpupool reads or writes on Kubernetes objects (DESIGN.md section 3): the API group,
+pod resources, annotations, labels and the scheduling gate. The one place these strings are
+spelled; every other module imports them from here."""
 
 from __future__ import annotations
 
@@ -49,5 +51,11 @@ SYSTEM_ANNOTATIONS = (
 )
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)
+LABEL_NODE = "gpupool.io/node"  # on GpuLeases: the node the lease holds capacity on
 DEFAULT_TENANT = "default"
 QUOTA_GATE = "gpupool.io/quota"  # the scheduling gate the admission queue removes
+
+# Node labels the dev cluster's fake nodes carry (and a GPU node without a GpuNode may carry)
+LABEL_GPU_MODEL = "gpupool.io/gpu-model"
+LABEL_GPU_COUNT = "gpupool.io/gpu-count"
+LABEL_GPU_MEMORY = "gpupool.io/gpu-memory-bytes"

@@ -1,0 +1,39 @@
+"""What every bind step works with: the cache, the API, the planners, the per-node ledgers and
+locks, and the timer that reports each step's duration (the server's metrics)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpupool.adapters.extender_http.api import ExtenderApi
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S, Ledgers
+from gpupool.adapters.extender_http.locks import KeyedLocks
+from gpupool.adapters.extender_http.plans import Planners
+
+
+@dataclass(slots=True)
+class StepTimer:
+    """Reports each bind step's seconds to `on_step` (set by the server: a histogram)."""
+
+    on_step: Callable[[str, float], None] | None = None
+
+    def done(self, step: str, started: float) -> float:
+        """Report `step` as started at `started` (perf_counter); now, for the next step."""
+        now = time.perf_counter()
+        if self.on_step is not None:
+            self.on_step(step, now - started)
+        return now
+
+
+@dataclass(frozen=True, slots=True)
+class BindContext:
+    cache: ClusterCache
+    api: ExtenderApi
+    planners: Planners
+    ledgers: Ledgers = field(default_factory=Ledgers)
+    node_locks: KeyedLocks = field(default_factory=KeyedLocks)
+    ledger_max_age_s: float = LEDGER_MAX_AGE_S
+    timer: StepTimer = field(default_factory=StepTimer)

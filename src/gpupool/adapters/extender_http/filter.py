@@ -1,0 +1,62 @@
+"""/filter over the cache's snapshot: which of kube-scheduler's nodes take the pod, and for every
+other node the specific reason (failed: may change as pods come and go; unresolvable: will not,
+e.g. a wrong GPU model, an unknown node, a room hold for another pod)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.plans import PlanMemo
+from gpupool.adapters.extender_http.refusal import Refusal
+from gpupool.adapters.extender_http.room_hold import held_against
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.extender_http.wire import ExtenderFilterResult
+from gpupool.placement.filters import UNRESOLVABLE, Reason, explain
+
+
+def held_nodes(cache: ClusterCache, pod: ScheduledPod, now: float) -> dict[str, str]:
+    """Nodes room is being made on for some other pod (`room_hold`), with the refusal."""
+    if not cache.room_holds:
+        return {}
+    return held_against(cache.room_holds.values(), pod.uid, now, cache.placed)
+
+
+def filter_nodes(
+    plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...], now: float
+) -> ExtenderFilterResult:
+    cache = plans.cache
+    plan = plans.plan(pod)
+    if isinstance(plan, Refusal):  # the pod itself is wrong: say why on every node
+        why = plan.message
+        return ExtenderFilterResult(
+            node_names=None, failed_and_unresolvable={n: why for n in names}
+        )
+    snap = cache.snapshot()
+    rows = plans.rows(snap, names)
+    known = rows >= 0
+    codes = np.where(known, plan.feas.reason[np.where(known, rows, 0)], -1)
+    fits = codes == Reason.FITS
+    passing = list(itertools.compress(names, fits.tolist()))
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    for k in np.flatnonzero(~fits).tolist():
+        name, i, code = names[k], int(rows[k]), int(codes[k])
+        if code < 0:
+            unresolvable[name] = cache.why_unknown(name)
+        elif Reason(code) in UNRESOLVABLE:
+            unresolvable[name] = explain(snap, plan.request, plan.feas, i)
+        else:
+            failed[name] = explain(snap, plan.request, plan.feas, i)
+    if passing:
+        held = held_nodes(cache, pod, now)
+        if held:
+            unresolvable.update((n, held[n]) for n in passing if n in held)
+            passing = [n for n in passing if n not in held]
+    return ExtenderFilterResult(
+        node_names=tuple(passing) if passing else None,
+        failed_nodes=failed,
+        failed_and_unresolvable=unresolvable,
+    )

@@ -1,0 +1,62 @@
+"""The GpuLease bind creates for a pod on its node (pure over the snapshot and the leases just
+listed): the planner's slices, re-checked against those leases and laid out in free byte ranges,
+with the admission queue's record of what the pod holds in its tenant quota's unit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.fit import check_fit, lay_out_slices
+from gpupool.adapters.extender_http.refusal import Refusal, Why
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.placement import Planner
+from gpupool.placement.filters import Reason, explain, feasibility
+
+
+def plan_lease(
+    cache: ClusterCache,
+    planner: Planner,
+    pod: ScheduledPod,
+    node: str,
+    leases: Sequence[LeaseRecord],
+) -> LeaseRecord | Refusal:
+    snap = cache.snapshot()
+    i = snap.index.get(node)
+    if i is None:
+        return Refusal(Why.UNKNOWN_NODE, f"node {node}: {cache.why_unknown(node)}")
+    req = pod.request
+    feas = feasibility(snap, req)
+    if int(feas.reason[i]) != Reason.FITS:
+        why = explain(snap, req, feas, i)
+        return Refusal(Why.NO_LONGER_FITS, f"node {node} can no longer take the pod: {why}")
+    allocation = planner.decide(snap, req, feas, i, 0.0).allocation(snap)
+    domain = snap.nodes[i]
+    laid = check_fit(domain, leases, allocation.slices) or lay_out_slices(
+        domain, leases, allocation.slices
+    )
+    if isinstance(laid, Refusal):
+        return Refusal(laid.why, f"node {node} changed under the plan: {laid.message}")
+    # What the admission queue recorded when it ungated the pod: reclaim finds borrowed (and
+    # preemptible) leases by these fields. The lease's amount and borrowed share the tenant
+    # quota's unit (milli-GPU for a `gpu` quota); without a record, bytes. CEL keeps borrowed
+    # within amount.
+    mark = pod.admitted
+    resource, amount = "gpu-memory", sum(s.size_bytes for s in laid)
+    if mark.resource is not None and mark.amount is not None:
+        resource, amount = mark.resource, mark.amount
+    return LeaseRecord(
+        name=pod.uid,
+        namespace=pod.namespace,
+        tenant=req.tenant,
+        pod=PodRef(pod.namespace, pod.name, pod.uid),
+        node=node,
+        slices=laid,
+        amount=amount,
+        resource=resource,
+        priority=req.priority,
+        exclusive=req.exclusive,
+        borrowed=min(mark.borrowed, amount),
+        preemptible=mark.preemptible,
+    )

@@ -1,0 +1,29 @@
+"""Why the extender refuses a pod, as a value: a reason code a caller (and a test) can branch on,
+and the message kube-scheduler shows the user. Returned, never raised: a refusal is an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Why(StrEnum):
+    BAD_REQUEST = "BadRequest"  # the pod's GPU request cannot be read (the message says why)
+    NO_GPU = "NoGpu"  # the pod asks for no gpupool GPU
+    REPLACED = "PodReplaced"  # the pod of that name has another uid now
+    ALREADY_BOUND = "AlreadyBound"  # the pod is bound to another node
+    LEASE_ELSEWHERE = "LeaseElsewhere"  # the pod holds an active lease on another node
+    UNKNOWN_NODE = "UnknownNode"  # the node is not (or no longer) one the cache knows
+    NO_LONGER_FITS = "NoLongerFits"  # the node's filter verdict changed since filter
+    CHANGED = "NodeChanged"  # the leases just listed leave no room for the planned slices
+    RETRIES = "Retries"  # every reservation round lost a race
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    why: Why
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
