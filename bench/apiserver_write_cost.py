@@ -32,12 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpupool.adapters.wire.names import API_VERSION
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
+from gpupool.adapters.wire.names import API_VERSION
 from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec

@@ -10,8 +10,9 @@ a real TCP socket (aiohttp server and client on loopback). Target (issue 5): p99
 nodes.
 
 Three modes run one after the other in one invocation, each on its own server over the same seeded
-cache and pods: `before` (standard library JSON, no memo of node rows, prioritize's reply built as
-dicts, the client in the server's process: the bench as first written), `after-same-process` (the
+cache and pods: `before` (the first server, kept in bench/extender_before.py: standard library
+JSON, prioritize's reply built as dicts, the client in the server's process: the bench as first
+written), `after-same-process` (the
 server as it is now, the same client: the server's gain at equal measurement) and `after` (the
 server as it is now, on uvloop as `gpupool extender` runs it, the client in its own process, as
 kube-scheduler is). `filter_prioritize_ms`
@@ -39,9 +40,10 @@ from typing import Any
 import aiohttp
 import numpy as np
 from aiohttp import web
+from extender_before import MSGSPEC, STDLIB, JsonCodec, make_before_app
 
-from gpupool.adapters.extender_http.server import MSGSPEC, STDLIB, JsonCodec, make_app
-from gpupool.adapters.extender_http.service import ROWS_MEMO, Extender
+from gpupool.adapters.extender_http.server import make_app
+from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.cli.daemon import run_loop
 from gpupool.domain.allocations import Slice
@@ -99,28 +101,22 @@ def pod(memory: str) -> dict[str, Any]:
 
 
 MODES: dict[str, dict[str, Any]] = {
-    # before: the standard library's JSON, no memo of node rows, the client in the server's process
+    # before: the first server (extender_before.py), the client in the server's process
     "before": {
-        "codec": "json",
-        "rows_memo": 0,
-        "encoded_prioritize": False,
+        "server": "extender_before.py",
         "client": "same process",
         "client_codec": "json",
     },
     # the server as it is now, measured by the same in-process client (same measurement, new code)
     "after-same-process": {
-        "codec": "msgspec",
-        "rows_memo": ROWS_MEMO,
-        "encoded_prioritize": True,
+        "server": "gpupool",
         "client": "same process",
         "client_codec": "json",
     },
     # the server as it is now, the client in its own process (as kube-scheduler is) with a codec
     # nearer Go's encoding/json than the standard library's
     "after": {
-        "codec": "msgspec",
-        "rows_memo": ROWS_MEMO,
-        "encoded_prioritize": True,
+        "server": "gpupool",
         "client": "own process",
         "client_codec": "msgspec",
     },
@@ -136,9 +132,10 @@ async def start_server(
     build_s = time.perf_counter() - started
     gc.freeze()  # as the extender does after each full sync (informer.py)
     spec = MODES[mode]
-    codec = MSGSPEC if spec["codec"] == "msgspec" else STDLIB
-    extender = Extender(cache, policy=policy, rows_memo=int(spec["rows_memo"]))
-    app = make_app(extender, codec=codec, encoded_prioritize=bool(spec["encoded_prioritize"]))
+    extender = Extender(cache, policy=policy)
+    app = (
+        make_before_app(extender) if spec["server"] == "extender_before.py" else make_app(extender)
+    )
     handler_ms: list[float] = []
 
     @web.middleware

@@ -1,8 +1,7 @@
 """Pods scheduled per second by the real kube-scheduler with gpupool's extender, against
 kube-scheduler alone, on the same kwok cluster in one run; prints JSON.
 
-    .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3] \
-        [--serial-too]
+    .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3]
 
 One dev cluster (`--nodes` kwok nodes of `--gpus`), kube-scheduler configured with the extender,
 and `gpupool extender` running as a process (`--policy`). kube-scheduler calls the extender only
@@ -14,10 +13,9 @@ for pods that ask for its managed resources, so on the same scheduler and nodes:
   (a consistent re-list of the node's leases, the GpuLease create, the pod annotation, the
   Binding).
 
-With `--serial-too` a third kind, *serial*, runs the same pods through the extender started with
-`--serial-bind` (one bind at a time, the node's leases re-listed and the pod read at every bind,
-annotation and Binding as two writes: bind as it was), the extender restarted between kinds.
-Each extender phase also reports the mean time of each bind step, from the extender's
+(The *serial* kind, bind as it first was, is gone with the extender's `--serial-bind`: a
+benchmark-only mode does not live in src/; its figures stay in bench/results.) Each extender
+phase also reports the mean time of each bind step, from the extender's
 `gpupool_extender_bind_step_seconds` histogram.
 
 Each round, for each kind (the order alternates between rounds): `--pods` pods are created with
@@ -192,13 +190,13 @@ async def one_phase(
 
 
 def start_extender(
-    cluster: DevCluster, kubeconfig: str, port: int, policy: str, *, serial: bool = False
+    cluster: DevCluster, kubeconfig: str, port: int, policy: str
 ) -> processes.ProcessRecord:
     argv = [
         sys.executable, "-m", "gpupool.cli.main", "extender",
         "--kubeconfig", kubeconfig, "--host", "127.0.0.1", "--port", str(port),
         "--policy", policy, "--apply-crds", "--log-level", "WARNING",
-    ] + (["--serial-bind"] if serial else [])  # fmt: skip
+    ]  # fmt: skip
     record = processes.start(
         "gpupool-extender",
         argv,
@@ -248,21 +246,15 @@ def step_means(
 
 
 class Extender:
-    """The extender process, restarted when a phase wants the other bind mode."""
+    """The extender process, started by the first phase that needs it."""
 
     def __init__(self, cluster: DevCluster, kubeconfig: str, port: int, policy: str) -> None:
         self.cluster, self.kubeconfig, self.port, self.policy = cluster, kubeconfig, port, policy
         self.record: processes.ProcessRecord | None = None
-        self.serial: bool | None = None
 
-    def ensure(self, serial: bool) -> None:
-        if self.serial == serial and self.record is not None:
-            return
-        self.stop()
-        self.record = start_extender(
-            self.cluster, self.kubeconfig, self.port, self.policy, serial=serial
-        )
-        self.serial = serial
+    def ensure(self) -> None:
+        if self.record is None:
+            self.record = start_extender(self.cluster, self.kubeconfig, self.port, self.policy)
 
     def stop(self) -> None:
         if self.record is not None:
@@ -282,7 +274,7 @@ async def measure(
 
     async def phase(kind: str, count: int) -> dict[str, Any]:
         if kind != "plain":
-            extender.ensure(serial=kind == "serial")
+            extender.ensure()
             before = bind_steps(extender.port)
         pids = {**cluster_pids, "bench-client": os.getpid()}
         if extender.record is not None:
@@ -325,11 +317,6 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=300, help="pods per kind per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policy", default="gpupool")
-    parser.add_argument(
-        "--serial-too",
-        action="store_true",
-        help="also measure the extender with --serial-bind (bind as it was), in the same run",
-    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per phase")
     parser.add_argument(
         "--extender-timeout",
@@ -338,7 +325,7 @@ def main() -> None:
         help="kube-scheduler's httpTimeout for the extender, seconds (default: the dev cluster's)",
     )
     args = parser.parse_args()
-    kinds = KINDS + (("serial",) if args.serial_too else ())
+    kinds = KINDS
 
     port = free_port()
     spec = ClusterSpec(
@@ -387,7 +374,6 @@ def main() -> None:
                 "median_pods_per_s": medians,
                 "ratio_extender_to_plain": ratio,
                 "cpu_ms_per_pod_median": cpu_medians(results, kinds),
-                **({"ratio_serial_to_plain": to_plain("serial")} if args.serial_too else {}),
                 "target_ratio": 0.7,
                 "target_met": ratio is not None and ratio >= 0.7,
                 "phases": results,

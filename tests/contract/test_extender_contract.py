@@ -65,7 +65,8 @@ def cache() -> ClusterCache:
 def test_filter_args_parse_as_kube_scheduler_sends_them() -> None:
     args = ExtenderArgs.from_json(golden("filter_args.json"))
     assert args.node_names == ("free", "half", "t4", "cpu-only")
-    assert args.pod["metadata"]["name"] == "infer-0"
+    assert (args.pod.namespace, args.pod.name) == ("team-a", "infer-0")
+    assert args.pod.request.gpu_memory_bytes == 60 * GiB
 
 
 def test_filter_result_matches_golden() -> None:

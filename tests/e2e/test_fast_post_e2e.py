@@ -1,5 +1,7 @@
-"""The extender's bind writes over FastPoster (aiohttp) against the real kube-apiserver: the
-GpuLease create and its conflict, the Binding with annotations, and errors with their messages.
+"""The extender's bind writes against the real kube-apiserver, through both writers
+`bind_poster` may pick (FastPoster over aiohttp; LightkubePoster over lightkube's connection, for
+credentials FastPoster does not do): the GpuLease create and its conflict, the Binding with
+annotations, and errors as the same typed kinds with the API server's messages.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from lightkube import AsyncClient
 from support.builders import pod_json
 
 from gpupool.adapters.extender_http.k8s_api import LightkubeExtenderApi
-from gpupool.adapters.extender_http.service import LeaseExists
-from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubeclient import async_client, kube_config
 from gpupool.adapters.kubernetes.crds import apply_crds
-from gpupool.adapters.kubernetes.fast_post import ApiStatusError, FastPoster
+from gpupool.adapters.kubernetes.errors import Conflict, NotFound
+from gpupool.adapters.kubernetes.fast_post import FastPoster, LightkubePoster, Poster
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.state.lease import LeaseRecord, PodRef
@@ -48,10 +51,19 @@ def _lease(ns: str, pod: dict[str, Any], node: str) -> LeaseRecord:
     )
 
 
-async def _run(kubeconfig: Path, ns: str, pod: dict[str, Any], node: str) -> None:
+def _poster(writer: str, kubeconfig: Path, client: AsyncClient) -> Poster:
+    if writer == "aiohttp":
+        return FastPoster.from_config(kube_config(kubeconfig))
+    return LightkubePoster(client)
+
+
+WRITERS = pytest.mark.parametrize("writer", ["aiohttp", "lightkube"])
+
+
+async def _run(kubeconfig: Path, ns: str, pod: dict[str, Any], node: str, writer: str) -> None:
     client = async_client(kubeconfig)
     await apply_crds(client)
-    poster = FastPoster.from_kubeconfig(kubeconfig)
+    poster = _poster(writer, kubeconfig, client)
     api = LightkubeExtenderApi(client, poster)
     try:
         lease = _lease(ns, pod, node)
@@ -59,11 +71,11 @@ async def _run(kubeconfig: Path, ns: str, pod: dict[str, Any], node: str) -> Non
         assert created.resource_version, "the API server's copy comes back decoded"
         assert created.slices[0].size_bytes == 12 * GiB
         assert (created.node, created.pod.uid) == (node, pod["metadata"]["uid"])
-        with pytest.raises(LeaseExists):
+        with pytest.raises(Conflict):
             await api.create_lease(lease)
 
         # A Binding to a pod that does not exist: the API server's message, not a crash.
-        with pytest.raises(ApiStatusError) as missing:
+        with pytest.raises(NotFound) as missing:
             await api.bind_pod(ns, "no-such-pod", "0000", node)
         assert missing.value.code == 404
         assert "no-such-pod" in missing.value.message
@@ -71,16 +83,20 @@ async def _run(kubeconfig: Path, ns: str, pod: dict[str, Any], node: str) -> Non
         await poster.close()
 
 
-def test_fast_post_creates_lease_and_binds(dev_cluster: E2ECluster, namespace: str) -> None:
+@WRITERS
+def test_bind_writes_create_lease_and_bind(
+    dev_cluster: E2ECluster, namespace: str, writer: str
+) -> None:
     api = dev_cluster.api
     node = api.get("/api/v1/nodes")["items"][0]["metadata"]["name"]
     body = pod_json("fast", namespace=namespace, scheduler_name="nobody")  # this test binds it
     pod = api.create(f"/api/v1/namespaces/{namespace}/pods", body)
-    asyncio.run(_run(dev_cluster.kubeconfig, namespace, pod, node))
+    asyncio.run(_run(dev_cluster.kubeconfig, namespace, pod, node, writer))
 
     async def bind() -> None:
-        poster = FastPoster.from_kubeconfig(dev_cluster.kubeconfig)
-        ext = LightkubeExtenderApi(async_client(dev_cluster.kubeconfig), poster)
+        client = async_client(dev_cluster.kubeconfig)
+        poster = _poster(writer, dev_cluster.kubeconfig, client)
+        ext = LightkubeExtenderApi(client, poster)
         try:
             await ext.bind_pod(
                 namespace, "fast", pod["metadata"]["uid"], node, {"gpupool.io/test": "yes"}

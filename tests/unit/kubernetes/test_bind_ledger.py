@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gpupool.adapters.extender_http.service import KeyedLocks
+from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.state.lease import LeaseRecord, PodRef

@@ -8,9 +8,10 @@ from typing import Any
 
 from support.builders import node_json, pod_json
 
-from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.lease_plan import plan_lease
+from gpupool.adapters.extender_http.plans import Planners
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.node import read_node
-from gpupool.adapters.kubernetes.pod import request_from_pod
 from gpupool.domain.units import GiB
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
@@ -27,8 +28,8 @@ def _pod(admitted: dict[str, Any] | None) -> dict[str, Any]:
 def _plan(pod: dict[str, Any]) -> LeaseRecord:
     cache = ClusterCache()
     cache.rebuild([read_node(n) for n in [node_json("n", cards=2)]], [], [])
-    ext = Extender(cache, policy="binpack")
-    planned = ext._reserve_plan(request_from_pod(pod), pod, "n", [])
+    planner = Planners("binpack").of(None)
+    planned = plan_lease(cache, planner, ScheduledPod.from_json(pod), "n", [])
     assert isinstance(planned, LeaseRecord), planned
     return planned
 

@@ -72,7 +72,7 @@ def test_a_pod_that_still_does_not_fit_stays_refused_until_it_does() -> None:
     assert asyncio.run(ext.requeue_refused()) == 0
     cache.delete_lease("t/more")
     cache.delete_lease("t/held")
-    assert [p["metadata"]["name"] for p in ext.refused_that_fit()] == ["big"]
+    assert [p.name for p in ext.refused_that_fit()] == ["big"]
 
 
 def test_a_pod_that_passes_filter_later_is_forgotten() -> None:

@@ -6,6 +6,7 @@ import json
 
 from support.builders import node_json
 
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs
 from gpupool.adapters.kubernetes.node import read_node
@@ -18,7 +19,7 @@ def _args(uid: str, names: list[str]) -> ExtenderArgs:
         "metadata": {"name": uid, "namespace": "ns", "uid": uid},
         "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
     }
-    return ExtenderArgs(pod=pod, node_names=tuple(names))
+    return ExtenderArgs(pod=ScheduledPod.from_json(pod), node_names=tuple(names))
 
 
 def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() -> None:
@@ -43,23 +44,27 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
     )
     joined = extender.filter(_args("p3", list(names)))
     assert joined.node_names == ("a", "b", "c"), joined
-    scores = extender.prioritize_json(_args("p3", ["c", "a", "x"]))
-    assert [s["Host"] for s in scores] == ["c", "a", "x"]
-    assert scores[2]["Score"] == 0
+    scores = extender.prioritize(_args("p3", ["c", "a", "x"]))
+    assert [s.host for s in scores] == ["c", "a", "x"]
+    assert scores[2].score == 0
 
 
-def test_without_the_memo_the_answers_are_the_same() -> None:
+def test_answers_from_the_memo_are_those_of_a_cold_extender() -> None:
+    """Every call after the first hits the memos (plans, rows, JSON heads); a new Extender per
+    call has none: the answers must be equal."""
     cache = ClusterCache()
     cache.rebuild([read_node(n) for n in [node_json(f"n{i}", cards=8) for i in range(20)]], [], [])
     names = [f"n{i}" for i in range(25)]
-    with_memo = Extender(cache, policy="binpack")
-    without = Extender(cache, policy="binpack", rows_memo=0)
-    for uid in ("p1", "p2"):
-        a, b = with_memo.filter(_args(uid, names)), without.filter(_args(uid, names))
-        assert a == b
-        assert with_memo.prioritize_json(_args(uid, names)) == without.prioritize_json(
+    warm = Extender(cache, policy="binpack")
+    for uid in ("p1", "p2", "p1"):
+        cold = Extender(cache, policy="binpack")
+        assert warm.filter(_args(uid, names)) == cold.filter(_args(uid, names))
+        assert warm.prioritize(_args(uid, names)) == Extender(cache, policy="binpack").prioritize(
             _args(uid, names)
         )
+        assert warm.prioritize_encoded(_args(uid, names)) == Extender(
+            cache, policy="binpack"
+        ).prioritize_encoded(_args(uid, names))
 
 
 def test_prioritize_written_as_json_text_reads_back_as_the_dicts() -> None:
@@ -70,6 +75,7 @@ def test_prioritize_written_as_json_text_reads_back_as_the_dicts() -> None:
     for uid in ("p1", "p1", "p2"):
         args = _args(uid, names)
         text = extender.prioritize_encoded(args)
-        assert json.loads(text) == extender.prioritize_json(args)
-    bad = ExtenderArgs(pod={"metadata": {"name": "x", "uid": "x"}}, node_names=("n1",))
+        assert json.loads(text) == [h.to_json() for h in extender.prioritize(args)]
+    pod = ScheduledPod.from_json({"metadata": {"name": "x", "uid": "x"}})
+    bad = ExtenderArgs(pod=pod, node_names=("n1",))
     assert json.loads(extender.prioritize_encoded(bad)) == [{"Host": "n1", "Score": 0}]

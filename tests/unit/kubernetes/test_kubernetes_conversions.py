@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from support.builders import node_json
 
-from gpupool.adapters.extender_http.service import lay_out_slices, scale_scores
+from gpupool.adapters.extender_http.fit import lay_out_slices
+from gpupool.adapters.extender_http.prioritize import scale_scores
+from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import node_condition, node_from_json, read_node
@@ -230,16 +233,16 @@ def test_bind_lays_a_slice_out_in_the_free_ranges_of_the_live_leases() -> None:
     ]
     # free on card 0: [20, 30), [50, 60), [70, 72) Gi: 22Gi, no one range longer than 10Gi
     one = lay_out_slices(node, leases, [Slice(*card, 0, 8 * GiB, 0)])
-    assert not isinstance(one, str)
+    assert not isinstance(one, Refusal)
     assert (one[0].offset_bytes, one[0].ranges) == (20 * GiB, ((20 * GiB, 8 * GiB),))
     split = lay_out_slices(node, leases, [Slice(*card, 0, 21 * GiB, 0)])
-    assert not isinstance(split, str)
+    assert not isinstance(split, Refusal)
     assert split[0].offset_bytes == 20 * GiB
     assert split[0].extents == ((20 * GiB, 10 * GiB), (50 * GiB, 10 * GiB), (70 * GiB, GiB))
     refused = lay_out_slices(node, leases, [Slice(*card, 0, 23 * GiB, 0)])
-    assert refused == f"GPU 0 on n1 has {22 * GiB} bytes free"
-    assert lay_out_slices(node, leases, [Slice(5, "G5", "A100-80GB", 0, GiB, 0)]) == (
-        "GPU 5 is not on node n1"
+    assert refused == Refusal(Why.CHANGED, f"GPU 0 on n1 has {22 * GiB} bytes free")
+    assert lay_out_slices(node, leases, [Slice(5, "G5", "A100-80GB", 0, GiB, 0)]) == Refusal(
+        Why.CHANGED, "GPU 5 is not on node n1"
     )
 
 
@@ -289,5 +292,6 @@ def test_extents_that_are_no_layout_of_the_slice_are_a_typed_error() -> None:
 
 
 def test_scores() -> None:
-    assert scale_scores([1.0, 3.0, 2.0]) == [0, 10, 5]
-    assert scale_scores([4.0, 4.0]) == [10, 10]
+    assert scale_scores(np.array([1.0, 3.0, 2.0])).tolist() == [0, 10, 5]
+    assert scale_scores(np.array([4.0, 4.0])).tolist() == [10, 10]
+    assert scale_scores(np.array([np.nan, 1.0, 2.0])).tolist() == [0, 0, 10]  # NaN: no score

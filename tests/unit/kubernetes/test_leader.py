@@ -16,6 +16,7 @@ from support.lease_api import NAME, NS, Clock, FakeLeaseApi
 from support.waiting import wait_until_async
 
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
 from gpupool.adapters.kubernetes.leader import (
@@ -422,13 +423,15 @@ class BindApi:
         self.writes: list[str] = []
         self.during_read: Callable[[], None] = lambda: None
 
-    async def get_pod(self, namespace: str, name: str) -> dict[str, Any]:
+    async def get_pod(self, namespace: str, name: str) -> ScheduledPod:
         self.during_read()
         limits = {"gpupool.io/gpu-memory": "8Gi", "gpupool.io/vgpu": "1"}
-        return {
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
-            "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-        }
+        return ScheduledPod.from_json(
+            {
+                "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+            }
+        )
 
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:
         return []
