@@ -37,17 +37,32 @@ class Reservation:
     created: bool  # False: the pod's lease already stood (a retried bind)
 
 
-def hold(ctx: BindContext, lease: LeaseRecord) -> None:
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A planned lease counted in memory, and what the cache held under its key before (the
+    pod's lease on another node, which a create Conflict will reveal)."""
+
+    lease: LeaseRecord
+    replaced: LeaseRecord | None
+
+
+def hold(ctx: BindContext, lease: LeaseRecord) -> Held:
     """The planned lease, counted on its node before the API server has it."""
+    replaced = ctx.cache.leases.get(lease.key)
     ctx.ledgers[lease.node].begin(lease)
     ctx.cache.set_lease(lease)
+    return Held(lease, replaced)
 
 
-def release(ctx: BindContext, lease: LeaseRecord, *, known: bool) -> None:
-    """Undo `hold` after a failed create: `known` it was not made (dropped); else it may have
-    been, and the node's ledger re-lists before it is trusted again."""
-    ctx.ledgers[lease.node].abort(lease.key, known=known)
-    ctx.cache.delete_lease(lease.key)
+def release(ctx: BindContext, held: Held, *, known: bool) -> None:
+    """Undo `hold` after a failed create, leaving the cache as it was: `known` the lease was
+    not made (dropped from the ledger); else it may have been, and the node's ledger re-lists
+    before it is trusted again."""
+    ctx.ledgers[held.lease.node].abort(held.lease.key, known=known)
+    if held.replaced is None:
+        ctx.cache.delete_lease(held.lease.key)
+    else:
+        ctx.cache.set_lease(held.replaced)
 
 
 def commit(ctx: BindContext, lease: LeaseRecord) -> None:
@@ -97,19 +112,19 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
                 if not listed:
                     continue  # maybe only a release the ledger has not seen: re-list, re-plan
                 return planned
-            hold(ctx, planned)
+            held = hold(ctx, planned)
             ctx.timer.done("plan", t)
         t = time.perf_counter()
         try:
             lease = await ctx.api.create_lease(planned)
         except Conflict:
-            release(ctx, planned, known=True)  # ours was not made; the pod's other one is
+            release(ctx, held, known=True)  # ours was not made; the pod's other one is
             problem = await resolve_conflict(ctx, pod, node)
             if problem is not None:
                 return problem
             continue  # re-read the node and plan again
         except BaseException:
-            release(ctx, planned, known=False)
+            release(ctx, held, known=False)
             raise
         commit(ctx, lease)
         ctx.timer.done("create_lease", t)

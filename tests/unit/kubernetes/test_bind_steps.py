@@ -1,0 +1,316 @@
+"""Bind's named steps (reserve → write → unreserve) against an in-memory API server that keeps
+pods and GpuLeases as the real one does (a lease create of an existing name is a Conflict, a
+Binding sets the pod's nodeName and copies its annotations) and fails the call a test names.
+
+The pairing every test checks: whatever a failed step leaves, the cache, the node's ledger and
+the API server hold exactly the leases they held before the bind, plus none."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from gpupool.adapters.extender_http.bind import bind_pod
+from gpupool.adapters.extender_http.bind_context import BindContext
+from gpupool.adapters.extender_http.cache import ClusterCache
+from gpupool.adapters.extender_http.plans import Planners
+from gpupool.adapters.extender_http.refusal import Refusal, Why
+from gpupool.adapters.extender_http.reserve import (
+    Reservation,
+    hold,
+    release,
+    reserve,
+    unreserve,
+)
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
+from gpupool.adapters.kubernetes.errors import Conflict, NotFound
+from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.domain.allocations import Slice
+from gpupool.domain.units import GiB
+
+NODE = "n"
+
+
+def _pod_json(name: str, gib: int, **meta: Any) -> dict[str, Any]:
+    limits = {"gpupool.io/gpu-memory": f"{gib}Gi", "gpupool.io/vgpu": "1"}
+    return {
+        "metadata": {"name": name, "namespace": "t", "uid": f"uid-{name}", **meta},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+
+
+def _lease(name: str, gib: int, node: str = NODE, phase: str | None = None) -> LeaseRecord:
+    return LeaseRecord(
+        name=f"uid-{name}",
+        namespace="t",
+        tenant="default",
+        pod=PodRef("t", name, f"uid-{name}"),
+        node=node,
+        slices=(Slice(0, f"GPU-{node}-0", "A100-80GB", 0, gib * GiB, 0),),
+        amount=gib * GiB,
+        phase=phase,
+    )
+
+
+class MemoryApi:
+    """The ExtenderApi over dicts. `fail[call]` is raised by that call (once)."""
+
+    def __init__(self, pods: list[dict[str, Any]], leases: list[LeaseRecord]) -> None:
+        self.pods = {p["metadata"]["name"]: p for p in pods}
+        self.leases = {x.key: x for x in leases}
+        self.fail: dict[str, Exception] = {}
+        self.calls: list[str] = []
+
+    def _call(self, what: str) -> None:
+        self.calls.append(what)
+        err = self.fail.pop(what, None)
+        if err is not None:
+            raise err
+
+    async def get_pod(self, namespace: str, name: str) -> ScheduledPod:
+        self._call("get_pod")
+        if name not in self.pods:
+            raise NotFound(404, f'pods "{name}" not found')
+        return ScheduledPod.from_json(self.pods[name])
+
+    async def leases_on_node(self, node: str) -> list[LeaseRecord]:
+        self._call("leases_on_node")
+        return [x for x in self.leases.values() if x.node == node]
+
+    async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
+        self._call("get_lease")
+        return self.leases.get(f"{namespace}/{name}")
+
+    async def create_lease(self, lease: LeaseRecord) -> LeaseRecord:
+        self._call("create_lease")
+        if lease.key in self.leases:
+            raise Conflict(409, f'gpuleases "{lease.name}" already exists')
+        self.leases[lease.key] = stored = replace(lease, resource_version="1")
+        return stored
+
+    async def delete_lease(self, namespace: str, name: str) -> None:
+        self._call("delete_lease")
+        self.leases.pop(f"{namespace}/{name}", None)
+
+    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self._call("annotate_pod")
+        self.pods[name]["metadata"].setdefault("annotations", {}).update(annotations)
+
+    async def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        node: str,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        self._call("bind_pod")
+        pod = self.pods[name]
+        if pod["spec"].get("nodeName"):
+            raise Conflict(409, f"pod {name} is already assigned to {pod['spec']['nodeName']}")
+        pod["spec"]["nodeName"] = node
+        pod["metadata"].setdefault("annotations", {}).update(annotations or {})
+
+
+def _cache(nodes: tuple[str, ...], leases: list[LeaseRecord]) -> ClusterCache:
+    cache = ClusterCache()
+    labels = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"}
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    cache.rebuild(
+        [{"metadata": {"name": n, "labels": labels}, "status": ready} for n in nodes], [], leases
+    )
+    return cache
+
+
+def _ctx(api: MemoryApi, nodes: tuple[str, ...] = (NODE,)) -> BindContext:
+    """A context whose cache holds what the API server holds (as the informer would)."""
+    return BindContext(_cache(nodes, list(api.leases.values())), api, Planners("binpack"))
+
+
+def _state(ctx: BindContext, node: str = NODE) -> tuple[set[str], set[str]]:
+    """The lease keys the cache and the node's ledger hold."""
+    return set(ctx.cache.leases), {x.key for x in ctx.ledgers[node].leases()}
+
+
+def _pod(api: MemoryApi, name: str) -> ScheduledPod:
+    return ScheduledPod.from_json(api.pods[name])
+
+
+# ---- hold / release: the in-memory reservation --------------------------------------------------
+def test_a_held_lease_counts_in_the_cache_and_ledger_and_release_undoes_exactly_it() -> None:
+    api = MemoryApi([], [_lease("other", 20)])
+    ctx = _ctx(api)
+    asyncio.run(reserve(ctx, ScheduledPod.from_json(_pod_json("x", 0)), NODE))  # lists the node
+    before = _state(ctx)
+    planned = _lease("p", 12)
+    held = hold(ctx, planned)
+    assert planned.key in ctx.cache.leases and planned.key in _state(ctx)[1]
+    release(ctx, held, known=True)
+    assert _state(ctx) == before
+    assert not ctx.ledgers[NODE].stale(10.0)  # known not made: the ledger stays trusted
+
+
+def test_release_restores_the_cache_copy_the_held_lease_shadowed() -> None:
+    """The pod's lease on another node has the held lease's name (the pod uid): releasing the
+    hold must give the cache that lease back, not drop it."""
+    elsewhere = _lease("p", 12, node="m")
+    ctx = _ctx(MemoryApi([], []), nodes=(NODE, "m"))
+    ctx.cache.set_lease(elsewhere)
+    release(ctx, hold(ctx, _lease("p", 12)), known=True)
+    assert ctx.cache.leases == {elsewhere.key: elsewhere}
+
+
+# ---- reserve ------------------------------------------------------------------------------------
+def test_reserve_creates_the_lease_and_counts_it_everywhere() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
+    ctx = _ctx(api)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert isinstance(got, Reservation) and got.created
+    assert got.lease.resource_version == "1"  # the API server's copy
+    assert got.lease.slices[0].offset_bytes == 20 * GiB  # beside the lease just listed
+    assert _state(ctx) == ({"t/uid-other", "t/uid-p"}, {"t/uid-other", "t/uid-p"})
+    assert set(api.leases) == {"t/uid-other", "t/uid-p"}
+
+
+def test_a_create_that_fails_leaves_the_cache_as_it_was_and_the_ledger_untrusted() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
+    ctx = _ctx(api)
+    api.fail["create_lease"] = ConnectionError("API server unreachable")
+    cache_before = dict(ctx.cache.leases)
+    with pytest.raises(ConnectionError):
+        asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert ctx.cache.leases == cache_before
+    assert ctx.ledgers[NODE].stale(10.0)  # the create may have landed: re-list first next time
+
+
+def test_a_retried_bind_finds_its_lease_and_creates_nothing() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12)])
+    ctx = _ctx(api)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert got == Reservation(_lease("p", 12), created=False)
+    assert "create_lease" not in api.calls
+
+
+def test_a_stale_reservation_elsewhere_of_an_unbound_pod_is_released_and_the_pod_placed() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12, node="m")])
+    ctx = _ctx(api, nodes=(NODE, "m"))
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert isinstance(got, Reservation) and got.lease.node == NODE
+    assert [x.node for x in api.leases.values()] == [NODE]
+
+
+def test_an_active_lease_elsewhere_is_a_typed_refusal() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12, node="m", phase="Active")])
+    ctx = _ctx(api, nodes=(NODE, "m"))
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert isinstance(got, Refusal) and got.why is Why.LEASE_ELSEWHERE
+    assert set(api.leases) == {"t/uid-p"} and ctx.cache.leases["t/uid-p"].node == "m"
+
+
+def test_a_full_node_is_refused_with_the_reason_and_nothing_held() -> None:
+    api = MemoryApi([_pod_json("p", 60)], [_lease("other", 60)])
+    ctx = _ctx(api)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert isinstance(got, Refusal) and got.why is Why.NO_LONGER_FITS
+    assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
+
+
+# ---- unreserve and the whole bind ---------------------------------------------------------------
+def test_unreserve_deletes_exactly_the_reserved_lease() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
+    ctx = _ctx(api)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert isinstance(got, Reservation)
+    asyncio.run(unreserve(ctx, got))
+    assert set(api.leases) == {"t/uid-other"}
+    assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
+
+
+def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
+    ctx = _ctx(api)
+    api.fail["bind_pod"] = ConnectionError("reset")
+    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    assert "failed: reset" in result.error
+    assert api.calls[-2:] == ["get_pod", "delete_lease"]  # bound anyway? no: unreserve
+    assert set(api.leases) == {"t/uid-other"}
+    assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
+    assert api.pods["p"]["spec"].get("nodeName") is None
+
+
+def test_a_binding_whose_reply_was_lost_keeps_the_lease() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [])
+    ctx = _ctx(api)
+
+    async def lands_then_fails(*args: Any, **kw: Any) -> None:
+        await MemoryApi.bind_pod(api, *args, **kw)
+        raise TimeoutError("no reply")
+
+    api.bind_pod = lands_then_fails  # type: ignore[method-assign]
+    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    assert result.error == ""
+    assert set(api.leases) == {"t/uid-p"} and "t/uid-p" in ctx.cache.leases
+    assert "delete_lease" not in api.calls
+
+
+def test_a_bound_pod_is_annotated_not_bound_again() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12)])
+    api.pods["p"]["spec"]["nodeName"] = NODE
+    ctx = _ctx(api)
+    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    assert result.error == ""
+    assert "bind_pod" not in api.calls and "annotate_pod" in api.calls
+    assert api.pods["p"]["metadata"]["annotations"]["gpupool.io/lease"] == "t/uid-p"
+
+
+def test_a_binding_carries_the_allocation_and_lease_annotations() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [])
+    result = asyncio.run(bind_pod(_ctx(api), _pod(api, "p"), NODE))
+    assert result.error == ""
+    annotations = api.pods["p"]["metadata"]["annotations"]
+    assert annotations["gpupool.io/lease"] == "t/uid-p"
+    assert '"sizeBytes":12884901888' in annotations["gpupool.io/allocation"]
+    assert api.pods["p"]["spec"]["nodeName"] == NODE
+
+
+def test_bind_refuses_a_replaced_pod_by_its_uid() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [])
+    ext = Extender(_cache((NODE,), []), api, policy="binpack")
+    args = ExtenderBindingArgs(pod_name="p", pod_namespace="t", pod_uid="uid-old", node=NODE)
+    result = asyncio.run(ext.bind(args))
+    assert "it was replaced" in result.error
+    assert api.calls == ["get_pod"]
+
+
+# ---- the pod, decoded once ----------------------------------------------------------------------
+def test_a_pod_decodes_once_into_what_bind_and_filter_need() -> None:
+    admitted = '{"at":"2026-01-01T00:00:00Z","borrowed":250,"resource":"gpu","amount":250}'
+    raw = _pod_json(
+        "p",
+        12,
+        labels={"gpupool.io/tenant": "team-a"},
+        annotations={"gpupool.io/placement-policy": " spread ", "gpupool.io/admitted": admitted},
+    )
+    raw["spec"]["nodeName"] = "m"
+    pod = ScheduledPod.from_json(raw)
+    assert (pod.namespace, pod.name, pod.uid, pod.node_name) == ("t", "p", "uid-p", "m")
+    assert pod.request.tenant == "team-a" and pod.request.gpu_memory_bytes == 12 * GiB
+    assert pod.policy == "spread"
+    assert (pod.admitted.resource, pod.admitted.amount, pod.admitted.borrowed) == ("gpu", 250, 250)
+    assert pod.refusal() is None
+
+
+def test_a_pod_that_cannot_be_read_or_asks_for_no_gpu_is_a_typed_refusal() -> None:
+    bad = _pod_json("p", 12)
+    bad["spec"]["containers"][0]["resources"]["limits"]["gpupool.io/gpu-memory"] = "-3"
+    refused = ScheduledPod.from_json(bad).refusal()
+    assert refused is not None and refused.why is Why.BAD_REQUEST
+    assert "gpu-memory" in refused.message
+    plain = {"metadata": {"name": "q", "namespace": "t", "uid": "u"}, "spec": {"containers": []}}
+    refused = ScheduledPod.from_json(plain).refusal()
+    assert refused == Refusal(Why.NO_GPU, "pod t/q asks for no gpupool GPU")
