@@ -16,6 +16,7 @@ from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import node_condition, node_from_json, read_node
 from gpupool.adapters.kubernetes.pod import allocation_annotation, slices_from_annotation
 from gpupool.adapters.kubernetes.quota import quota_from_json, quota_to_json
+from gpupool.adapters.wire.json_pointer import escape, pointer
 from gpupool.domain.allocations import Allocation, Slice
 from gpupool.domain.errors import InvalidQuantity, InvalidRequest
 from gpupool.domain.quantity import parse_quantity, quantity_int
@@ -295,3 +296,11 @@ def test_scores() -> None:
     assert scale_scores(np.array([1.0, 3.0, 2.0])).tolist() == [0, 10, 5]
     assert scale_scores(np.array([4.0, 4.0])).tolist() == [10, 10]
     assert scale_scores(np.array([np.nan, 1.0, 2.0])).tolist() == [0, 0, 10]  # NaN: no score
+
+
+def test_json_pointer_escapes_tilde_before_slash() -> None:
+    assert pointer("metadata", "annotations", "gpupool.io/queue") == (
+        "/metadata/annotations/gpupool.io~1queue"
+    )
+    assert escape("a~1/b") == "a~01~1b"  # read back: "a~1/b", not "a//b"
+    assert pointer("spec", "containers", 0) == "/spec/containers/0"

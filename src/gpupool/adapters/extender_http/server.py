@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -107,6 +108,13 @@ class Metrics:
 
 
 METRICS = web.AppKey("metrics", Metrics)
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardFailed:
+    """A bind forwarded to the leader got no extender reply; `reason` says why."""
+
+    reason: str
 
 
 def _encode(data: Any) -> bytes:
@@ -213,7 +221,7 @@ def make_app(
         lambda e: ExtenderBindingResult(e).to_json(),
     )
 
-    async def forward(url: str, path: str, raw: bytes) -> bytes | str:
+    async def forward(url: str, path: str, raw: bytes) -> bytes | ForwardFailed:
         """The leader's reply to this bind body, or why there is none."""
         target = url.rstrip("/") + path
         try:
@@ -227,16 +235,18 @@ def make_app(
                 reply = await resp.read()
                 if resp.status != 200:
                     text = reply[:200].decode(errors="replace")
-                    return f"HTTP {resp.status}: {text}"
+                    return ForwardFailed(f"HTTP {resp.status}: {text}")
         except TimeoutError:
-            return f"no reply within {forward_timeout_s:g} s"
+            return ForwardFailed(f"no reply within {forward_timeout_s:g} s")
         except Exception as err:  # refused, reset, bad URL...: never a 500 to kube-scheduler
-            return f"{type(err).__name__}: {err}"
+            return ForwardFailed(f"{type(err).__name__}: {err}")
         try:
             ok = isinstance(msgspec.json.decode(reply), dict)
         except (ValueError, msgspec.DecodeError):
             ok = False
-        return reply if ok else f"the reply is not an extender result: {reply[:200]!r}"
+        return (
+            reply if ok else ForwardFailed(f"the reply is not an extender result: {reply[:200]!r}")
+        )
 
     async def bind_h(request: web.Request) -> web.Response:
         if request.headers.get(FORWARDED_HEADER):
@@ -256,11 +266,13 @@ def make_app(
             m.bind_forwards.labels("ok").inc()
             m.requests.labels("bind", "forwarded").inc()
         else:
-            log.warning("bind forwarded to the leader at %s failed: %s", url, reply)
+            log.warning("bind forwarded to the leader at %s failed: %s", url, reply.reason)
             m.bind_forwards.labels("error").inc()
             m.requests.labels("bind", "error").inc()
             m.binds.labels("error").inc()
-            error = f"the bind forwarded to the gpupool extender leader at {url} failed: {reply}"
+            error = (
+                f"the bind forwarded to the gpupool extender leader at {url} failed: {reply.reason}"
+            )
             reply = _encode(ExtenderBindingResult(error).to_json())
         m.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(reply)

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpupool.adapters.webhook.hami import translate
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.json_pointer import pointer
 from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
 from gpupool.domain.errors import GpupoolError, InvalidRequest
 
@@ -46,10 +47,6 @@ class PodMutation:
     tenant: str | None  # None: the pod asks for no GPU and passes unchanged
     gpu: PodGpu | None
     warnings: tuple[str, ...] = ()
-
-
-def _pointer(*parts: str | int) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def tenant_of(namespace_labels: Mapping[str, str]) -> str:
@@ -189,7 +186,7 @@ def mutate_pod(
     patch.append(
         {
             "op": "add",
-            "path": _pointer("spec", "containers", gpu.container, "resources"),
+            "path": pointer("spec", "containers", gpu.container, "resources"),
             "value": resources,
         }
     )
