@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubeclient import async_client, kube_config
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster
 from gpupool.adapters.kubernetes.lease import lease_to_json
@@ -106,7 +106,7 @@ async def measure(kubeconfig: Path, pids: dict[str, int], writes: int, concurren
     client = async_client(kubeconfig, field_manager="gpupool-bench")
     await apply_crds(client)
     await client.close()
-    poster = FastPoster.from_kubeconfig(kubeconfig)
+    poster = FastPoster.from_config(kube_config(kubeconfig))
     limit = asyncio.Semaphore(concurrency)
     ns = f"bench-writes-{secrets.token_hex(3)}"
     await poster.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
