@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpupool.adapters.kubernetes.errors import ApiServerError
 from gpupool.domain.errors import GpupoolError
 
 
@@ -59,14 +60,16 @@ class InvalidClusterSpec(GpupoolError):
     """The node/GPU description given for the dev cluster cannot be used."""
 
 
-class ApiError(DevClusterError):
-    """The apiserver answered a request with an error status."""
+class ApiError(DevClusterError, ApiServerError):
+    """The apiserver answered a request with an error status (an ApiServerError, as every
+    gpupool client's is; `status` is its `code`)."""
 
     def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        Exception.__init__(self, f"{method} {path}: HTTP {status}: {message}")
         self.method = method
         self.path = path
-        self.status = status
+        self.status = self.code = status
+        self.message = message
 
 
 class RealNodeUnsupported(DevClusterError):
