@@ -27,7 +27,7 @@ from gpupool.adapters.extender_http.reserve import (
 )
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
-from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
+from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderBindingArgs
 from gpupool.adapters.kubernetes.errors import Conflict, NotFound
 from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.domain.allocations import Slice
@@ -314,3 +314,43 @@ def test_a_pod_that_cannot_be_read_or_asks_for_no_gpu_is_a_typed_refusal() -> No
     plain = {"metadata": {"name": "q", "namespace": "t", "uid": "u"}, "spec": {"containers": []}}
     refused = ScheduledPod.from_json(plain).refusal()
     assert refused == Refusal(Why.NO_GPU, "pod t/q asks for no gpupool GPU")
+
+
+# ---- admitting binds ----------------------------------------------------------------------------
+def test_the_pod_filter_decoded_is_bound_without_reading_it_again() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [])
+    ext = Extender(_cache((NODE,), []), api, policy="binpack")
+    ext.filter(ExtenderArgs.from_json({"Pod": api.pods["p"], "NodeNames": [NODE]}))
+    args = ExtenderBindingArgs(pod_name="p", pod_namespace="t", pod_uid="uid-p", node=NODE)
+    assert asyncio.run(ext.bind(args)).error == ""
+    assert "get_pod" not in api.calls
+    assert api.pods["p"]["spec"]["nodeName"] == NODE
+
+
+def test_a_bind_that_finds_no_slot_is_refused_and_writes_nothing() -> None:
+    api = MemoryApi([_pod_json("p", 12), _pod_json("q", 12)], [])
+    ext = Extender(_cache((NODE,), []), api, policy="binpack", max_binds=1, bind_wait_s=0.05)
+    entered, release_first = asyncio.Event(), asyncio.Event()
+    create = api.create_lease
+
+    async def slow_create(lease: LeaseRecord) -> LeaseRecord:
+        entered.set()
+        await release_first.wait()
+        return await create(lease)
+
+    api.create_lease = slow_create  # type: ignore[method-assign]
+
+    def args(name: str) -> ExtenderBindingArgs:
+        return ExtenderBindingArgs(name, "t", f"uid-{name}", NODE)
+
+    async def main() -> tuple[str, str]:
+        first = asyncio.ensure_future(ext.bind(args("p")))
+        await asyncio.wait_for(entered.wait(), timeout=10)  # hang guard
+        second = await ext.bind(args("q"))  # the one slot is taken
+        release_first.set()
+        return (await first).error, second.error
+
+    first, second = asyncio.run(main())
+    assert first == ""
+    assert "busy: 1 binds in flight" in second and "t/q not bound" in second
+    assert set(api.leases) == {"t/uid-p"}
