@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from support.builders import node_json, pod_json
 
 from gpupool.adapters.extender_http.bind import bind_pod
 from gpupool.adapters.extender_http.bind_context import BindContext
@@ -36,12 +37,10 @@ from gpupool.domain.units import GiB
 NODE = "n"
 
 
-def _pod_json(name: str, gib: int, **meta: Any) -> dict[str, Any]:
-    limits = {"gpupool.io/gpu-memory": f"{gib}Gi", "gpupool.io/vgpu": "1"}
-    return {
-        "metadata": {"name": name, "namespace": "t", "uid": f"uid-{name}", **meta},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
+def _pod_json(name: str, gib: int, **kw: Any) -> dict[str, Any]:
+    """Pod t/<name> (uid uid-<name>) asking for one slice of `gib` GiB; 0: no GPU."""
+    memory = {"gpu_memory": f"{gib}Gi", "vgpu": 1} if gib else {}
+    return pod_json(name, namespace="t", uid=f"uid-{name}", **memory, **kw)
 
 
 def _lease(name: str, gib: int, node: str = NODE, phase: str | None = None) -> LeaseRecord:
@@ -119,11 +118,7 @@ class MemoryApi:
 
 def _cache(nodes: tuple[str, ...], leases: list[LeaseRecord]) -> ClusterCache:
     cache = ClusterCache()
-    labels = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"}
-    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
-    cache.rebuild(
-        [{"metadata": {"name": n, "labels": labels}, "status": ready} for n in nodes], [], leases
-    )
+    cache.rebuild([node_json(n, cards=1) for n in nodes], [], leases)
     return cache
 
 
@@ -296,8 +291,7 @@ def test_a_pod_decodes_once_into_what_bind_and_filter_need() -> None:
         labels={"gpupool.io/tenant": "team-a"},
         annotations={"gpupool.io/placement-policy": " spread ", "gpupool.io/admitted": admitted},
     )
-    raw["spec"]["nodeName"] = "m"
-    pod = ScheduledPod.from_json(raw)
+    pod = ScheduledPod.from_json({**raw, "spec": {**raw["spec"], "nodeName": "m"}})
     assert (pod.namespace, pod.name, pod.uid, pod.node_name) == ("t", "p", "uid-p", "m")
     assert pod.request.tenant == "team-a" and pod.request.gpu_memory_bytes == 12 * GiB
     assert pod.policy == "spread"
@@ -306,13 +300,11 @@ def test_a_pod_decodes_once_into_what_bind_and_filter_need() -> None:
 
 
 def test_a_pod_that_cannot_be_read_or_asks_for_no_gpu_is_a_typed_refusal() -> None:
-    bad = _pod_json("p", 12)
-    bad["spec"]["containers"][0]["resources"]["limits"]["gpupool.io/gpu-memory"] = "-3"
-    refused = ScheduledPod.from_json(bad).refusal()
+    bad = ScheduledPod.from_json(_pod_json("p", 0, limits={"gpupool.io/gpu-memory": "-3"}))
+    refused = bad.refusal()
     assert refused is not None and refused.why is Why.BAD_REQUEST
     assert "gpu-memory" in refused.message
-    plain = {"metadata": {"name": "q", "namespace": "t", "uid": "u"}, "spec": {"containers": []}}
-    refused = ScheduledPod.from_json(plain).refusal()
+    refused = ScheduledPod.from_json(_pod_json("q", 0)).refusal()
     assert refused == Refusal(Why.NO_GPU, "pod t/q asks for no gpupool GPU")
 
 
