@@ -16,7 +16,6 @@ from support.builders import node_json, pod_json
 
 from gpupool.adapters.extender_http.bind import bind_pod
 from gpupool.adapters.extender_http.bind_context import BindContext
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.plans import Planners
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.reserve import (
@@ -30,11 +29,15 @@ from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderBindingArgs
 from gpupool.adapters.kubernetes.errors import Conflict, NotFound
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
+from gpupool.adapters.kubernetes.node import read_node
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.quota.lease import LeasePhase
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 NODE = "n"
+NOW = 100.0  # the ledgers' monotonic clock: still
 
 
 def _pod_json(name: str, gib: int, **kw: Any) -> dict[str, Any]:
@@ -43,7 +46,9 @@ def _pod_json(name: str, gib: int, **kw: Any) -> dict[str, Any]:
     return pod_json(name, namespace="t", uid=f"uid-{name}", **memory, **kw)
 
 
-def _lease(name: str, gib: int, node: str = NODE, phase: str | None = None) -> LeaseRecord:
+def _lease(
+    name: str, gib: int, node: str = NODE, phase: LeasePhase = LeasePhase.RESERVED
+) -> LeaseRecord:
     return LeaseRecord(
         name=f"uid-{name}",
         namespace="t",
@@ -118,13 +123,14 @@ class MemoryApi:
 
 def _cache(nodes: tuple[str, ...], leases: list[LeaseRecord]) -> ClusterCache:
     cache = ClusterCache()
-    cache.rebuild([node_json(n, cards=1) for n in nodes], [], leases)
+    cache.rebuild([read_node(node_json(n, cards=1)) for n in nodes], [], leases)
     return cache
 
 
 def _ctx(api: MemoryApi, nodes: tuple[str, ...] = (NODE,)) -> BindContext:
     """A context whose cache holds what the API server holds (as the informer would)."""
-    return BindContext(_cache(nodes, list(api.leases.values())), api, Planners("binpack"))
+    cache = _cache(nodes, list(api.leases.values()))
+    return BindContext(cache, api, Planners("binpack"), monotonic=lambda: NOW)
 
 
 def _state(ctx: BindContext, node: str = NODE) -> tuple[set[str], set[str]]:
@@ -147,7 +153,7 @@ def test_a_held_lease_counts_in_the_cache_and_ledger_and_release_undoes_exactly_
     assert planned.key in ctx.cache.leases and planned.key in _state(ctx)[1]
     release(ctx, held, known=True)
     assert _state(ctx) == before
-    assert not ctx.ledgers[NODE].stale(10.0)  # known not made: the ledger stays trusted
+    assert not ctx.ledgers[NODE].stale(10.0, NOW)  # known not made: the ledger stays trusted
 
 
 def test_release_restores_the_cache_copy_the_held_lease_shadowed() -> None:
@@ -180,7 +186,7 @@ def test_a_create_that_fails_leaves_the_cache_as_it_was_and_the_ledger_untrusted
     with pytest.raises(ConnectionError):
         asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
     assert ctx.cache.leases == cache_before
-    assert ctx.ledgers[NODE].stale(10.0)  # the create may have landed: re-list first next time
+    assert ctx.ledgers[NODE].stale(10.0, NOW)  # the create may have landed: re-list first next time
 
 
 def test_a_retried_bind_finds_its_lease_and_creates_nothing() -> None:
@@ -200,7 +206,7 @@ def test_a_stale_reservation_elsewhere_of_an_unbound_pod_is_released_and_the_pod
 
 
 def test_an_active_lease_elsewhere_is_a_typed_refusal() -> None:
-    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12, node="m", phase="Active")])
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12, node="m", phase=LeasePhase.ACTIVE)])
     ctx = _ctx(api, nodes=(NODE, "m"))
     got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
     assert isinstance(got, Refusal) and got.why is Why.LEASE_ELSEWHERE

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
-from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.state.lease import LeaseRecord
 
 
 class ExtenderApi(Protocol):

@@ -26,10 +26,10 @@ from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.reserve import Reservation, reserve, unreserve
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import ExtenderBindingArgs, ExtenderBindingResult
-from gpupool.adapters.kubernetes.lease import LeaseRecord
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire.names import ANN_ALLOCATION, ANN_LEASE
 from gpupool.domain.allocations import Allocation
+from gpupool.state.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
 

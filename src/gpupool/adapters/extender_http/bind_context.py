@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpupool.adapters.extender_http.api import ExtenderApi
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S, Ledgers
 from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.adapters.extender_http.plans import Planners
+from gpupool.state.cluster import ClusterCache
 
 
 @dataclass(slots=True)
@@ -37,3 +37,4 @@ class BindContext:
     node_locks: KeyedLocks = field(default_factory=KeyedLocks)
     ledger_max_age_s: float = LEDGER_MAX_AGE_S
     timer: StepTimer = field(default_factory=StepTimer)
+    monotonic: Callable[[], float] = time.monotonic  # the ledgers' age (the ledger reads no clock)

@@ -8,13 +8,13 @@ import itertools
 
 import numpy as np
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.plans import PlanMemo
 from gpupool.adapters.extender_http.refusal import Refusal
 from gpupool.adapters.extender_http.room_hold import held_against
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import ExtenderFilterResult
 from gpupool.placement.filters import UNRESOLVABLE, Reason, explain
+from gpupool.state.cluster import ClusterCache
 
 
 def held_nodes(cache: ClusterCache, pod: ScheduledPod, now: float) -> dict[str, str]:

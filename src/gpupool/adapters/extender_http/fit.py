@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpupool.adapters.extender_http.refusal import Refusal, Why
-from gpupool.adapters.kubernetes.lease import LeaseRecord
 from gpupool.domain.allocations import MAX_EXTENTS, Slice, free_ranges, laid_out, lay_out
 from gpupool.domain.devices import Node
 from gpupool.domain.requests import MILLI
+from gpupool.state.lease import LeaseRecord
 
 
 def _not_on(node: Node, index: int) -> Refusal:

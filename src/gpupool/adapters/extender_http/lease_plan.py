@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.fit import check_fit, lay_out_slices
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
-from gpupool.adapters.kubernetes.lease import LeaseRecord, PodRef
 from gpupool.placement import Planner
 from gpupool.placement.filters import Reason, explain, feasibility
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 
 def plan_lease(

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.refusal import Refusal
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.domain.requests import MILLI, Request
@@ -20,6 +19,7 @@ from gpupool.domain.units import GiB
 from gpupool.placement import Planner, TargetWorkload
 from gpupool.placement.filters import Feasibility
 from gpupool.placement.snapshot import ClusterSnapshot
+from gpupool.state.cluster import ClusterCache
 
 PLANS_MAX = 1024  # pods whose plan is kept (beyond: all are dropped, and planned again)
 ROWS_MEMO = 8  # node lists whose snapshot rows are kept (filter's list, prioritize's, ...)

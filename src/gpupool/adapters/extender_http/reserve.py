@@ -24,7 +24,8 @@ from gpupool.adapters.extender_http.lease_plan import plan_lease
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.errors import Conflict
-from gpupool.adapters.kubernetes.lease import LeaseRecord
+from gpupool.quota.lease import LeasePhase
+from gpupool.state.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ async def relist(ctx: BindContext, node: str) -> None:
     """The node's ledger starts again from the API server's word (plus creates in flight)."""
     ledger = ctx.ledgers[node]
     inflight = ledger.listing()
-    ledger.refresh(await ctx.api.leases_on_node(node), inflight)
+    ledger.refresh(await ctx.api.leases_on_node(node), inflight, ctx.monotonic())
     fold(ctx, node, ledger.leases())
 
 
@@ -95,7 +96,7 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
     for round_ in range(BIND_ROUNDS):
         async with ctx.node_locks.hold(node):
             t = time.perf_counter()
-            listed = bool(round_) or ledger.stale(ctx.ledger_max_age_s)
+            listed = bool(round_) or ledger.stale(ctx.ledger_max_age_s, ctx.monotonic())
             if listed:
                 await relist(ctx, node)
                 t = ctx.timer.done("list_leases", t)
@@ -148,7 +149,7 @@ async def resolve_conflict(ctx: BindContext, pod: ScheduledPod, node: str) -> Re
     existing = await ctx.api.get_lease(pod.namespace, pod.uid)
     if existing is None or existing.node == node or not existing.holds_capacity:
         return None
-    if existing.phase not in (None, "Reserved"):
+    if existing.phase is not LeasePhase.RESERVED:
         return Refusal(
             Why.LEASE_ELSEWHERE,
             f"pod {pod.ref} already holds lease {existing.key} on {existing.node}",

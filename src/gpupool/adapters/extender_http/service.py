@@ -21,7 +21,6 @@ from collections.abc import Callable
 from gpupool.adapters.extender_http.api import ExtenderApi
 from gpupool.adapters.extender_http.bind import BIND_WAIT_S, MAX_BINDS, Binder
 from gpupool.adapters.extender_http.bind_context import BindContext
-from gpupool.adapters.extender_http.cache import ClusterCache
 from gpupool.adapters.extender_http.filter import filter_nodes
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
@@ -36,6 +35,7 @@ from gpupool.adapters.extender_http.wire import (
     HostPriority,
 )
 from gpupool.placement import TargetWorkload
+from gpupool.state.cluster import ClusterCache
 
 
 class Extender:

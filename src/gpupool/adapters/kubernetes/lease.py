@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpupool.adapters.kubernetes import API_VERSION, LABEL_NODE, LABEL_TENANT
 from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.wire.names import API_VERSION, LABEL_NODE, LABEL_TENANT
 from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.domain.allocations import Slice, extents_from_json
 from gpupool.domain.units import format_bytes

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpupool.adapters.kubernetes import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.wire.names import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.adapters.wire.times import parse_time
 from gpupool.domain.devices import Gpu, Node
 from gpupool.domain.errors import GpupoolError
