@@ -17,19 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.adapters.tls import Authority, name, write_cert, write_key
+from gpupool.adapters.wire.names import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.devcluster import rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.certs import KUBELET_CLIENT_USER, issue_client
 from gpupool.devcluster.errors import ApiError, RealNodeBusy, RealNodeUnsupported
 from gpupool.devcluster.kubeconfig import write_kubeconfig
-from gpupool.devcluster.nodes import (
-    LABEL_GPU_COUNT,
-    LABEL_GPU_MEMORY,
-    LABEL_GPU_MODEL,
-    VGPU_RESOURCE,
-    GpuSpec,
-    ready_for_pods,
-)
+from gpupool.devcluster.nodes import VGPU_RESOURCE, GpuSpec, ready_for_pods
 from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode import configs, host
