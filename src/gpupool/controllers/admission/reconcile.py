@@ -22,6 +22,7 @@ from typing import Any
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
+from gpupool.adapters.wire.json_pointer import escape
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
@@ -47,10 +48,6 @@ QUEUE_STATUS_ITEMS = 100
 NOT_ADMITTABLE = ("REJECTED", "NO_QUOTA", "UNREADABLE")
 
 
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def admit_patch(pod: Json, admit: AdmitPod, now: float) -> list[Json]:
     """The JSON patch that admits a pod: checks it is the same pod still gated, then ungates it."""
     view = admit.pod
@@ -74,9 +71,9 @@ def admit_patch(pod: Json, admit: AdmitPod, now: float) -> list[Json]:
         )
     else:
         base = "/metadata/annotations/"
-        patch.append({"op": "add", "path": base + _escape(names.ANN_ADMITTED), "value": record})
+        patch.append({"op": "add", "path": base + escape(names.ANN_ADMITTED), "value": record})
         if names.ANN_QUEUE in annotations:
-            patch.append({"op": "remove", "path": base + _escape(names.ANN_QUEUE)})
+            patch.append({"op": "remove", "path": base + escape(names.ANN_QUEUE)})
     return patch
 
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.json_pointer import escape
 from gpupool.adapters.wire.reclaim_notice import notice_annotation
 from gpupool.controllers.admission.reconcile import AdmissionRound
 from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound, plan_reclaim_round
@@ -27,10 +28,6 @@ from gpupool.rfc3339 import format_time
 from gpupool.state.notice import ReclaimNotice
 
 log = logging.getLogger("gpupool.controller.reclaim")
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def notice_patch(pod: Json, uid: str, notice: ReclaimNotice) -> list[Json]:
@@ -47,13 +44,13 @@ def notice_patch(pod: Json, uid: str, notice: ReclaimNotice) -> list[Json]:
             }
         )
     else:
-        path = "/metadata/annotations/" + _escape(names.ANN_RECLAIM_NOTICE)
+        path = "/metadata/annotations/" + escape(names.ANN_RECLAIM_NOTICE)
         patch.append({"op": "add", "path": path, "value": value})
     return patch
 
 
 def withdraw_patch(uid: str) -> list[Json]:
-    path = "/metadata/annotations/" + _escape(names.ANN_RECLAIM_NOTICE)
+    path = "/metadata/annotations/" + escape(names.ANN_RECLAIM_NOTICE)
     return [
         {"op": "test", "path": "/metadata/uid", "value": uid},
         {"op": "remove", "path": path},
