@@ -132,7 +132,8 @@ def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> 
                     ask.tenant,
                     WaitReason.BUDGET_EXHAUSTED,
                     f"{who} has used {spent:.1f} of {quota.budget.limit:g} "
-                    f"{quota.resource.hour_unit} this window; the next window starts at {nxt:g}s",
+                    f"{quota.resource.hour_unit} this window (on exhaustion: block); the next "
+                    f"window starts in {max(0.0, nxt - now):.0f}s",
                     retry_at=nxt,
                 )
             preemptible = True

@@ -3,6 +3,12 @@
 A lease's usage is its amount (in the tenant's quota resource) times the hours it is held
 (`Lease.held_seconds`); the budget window is the fixed window `[k*W, (k+1)*W)` containing `now`.
 Ended leases are folded into per-window sums when they close; live ones are added at query time.
+
+The live controller keeps no meter between rounds: `Meter.snapshot` folds every lease it reads
+(ended ones to their end, live ones to `now`, from the leases' own persisted timestamps), so a
+restarted controller neither loses nor double-counts hours. Its `as_of` watermark says up to when
+the live leases are already folded in; a live lease passed at query time then adds only what it
+held after that (nothing, in the same round). The simulator's meter has no watermark.
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpupool.domain.requests import MILLI
+from gpupool.domain.units import GiB
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.lease import Lease
 
@@ -26,26 +34,44 @@ def _overlap(start: float, end: float, lo: float, hi: float) -> float:
 
 
 class Meter:
-    def __init__(self, book: QuotaBook) -> None:
+    def __init__(self, book: QuotaBook, *, as_of: float | None = None) -> None:
         self.book = book
+        self.as_of = as_of
         self._window: dict[tuple[str, int], float] = {}
         self._gib: dict[str, float] = {}
         self._gpu: dict[str, float] = {}
         self._count: dict[str, int] = {}
 
+    @classmethod
+    def snapshot(cls, book: QuotaBook, leases: Iterable[Lease], now: float) -> Meter:
+        """A meter of every lease up to `now`: ended ones to their end, live ones to `now`."""
+        meter = cls(book, as_of=now)
+        for lease in leases:
+            if lease.live:
+                meter._fold(lease, now)
+            elif lease.ended_at is not None:
+                meter._fold(lease, min(lease.ended_at, now))
+        return meter
+
     def close(self, lease: Lease) -> None:
         """Fold an ended lease into the tenant's totals and budget windows."""
         if lease.ended_at is None:
             raise ValueError(f"lease {lease.id} has not ended")
+        self._fold(lease, lease.ended_at)
+
+    def _fold(self, lease: Lease, end: float) -> None:
         tenant = lease.tenant
-        self._gib[tenant] = self._gib.get(tenant, 0.0) + lease.gib_hours(lease.ended_at)
-        self._gpu[tenant] = self._gpu.get(tenant, 0.0) + lease.gpu_hours(lease.ended_at)
+        held = max(0.0, end - lease.reserved_at)
+        self._gib[tenant] = self._gib.get(tenant, 0.0) + lease.gpu_memory_bytes / GiB * held / 3600
+        self._gpu[tenant] = self._gpu.get(tenant, 0.0) + lease.gpu_milli / MILLI * held / 3600
         self._count[tenant] = self._count.get(tenant, 0) + 1
         quota = self.book.get(tenant)
         if quota is None or quota.budget is None:
             return
         budget = quota.budget
-        start, end = lease.reserved_at, lease.ended_at
+        start = lease.reserved_at
+        if end <= start:
+            return
         for index in range(budget.window_of(start), budget.window_of(end) + 1):
             lo = budget.window_start(index)
             seconds = _overlap(start, end, lo, lo + budget.window_s)
@@ -64,10 +90,11 @@ class Meter:
         index = budget.window_of(now)
         lo = budget.window_start(index)
         total = self._window.get((tenant, index), 0.0)
+        since = lo if self.as_of is None else max(lo, self.as_of)
         for lease in live:
             if lease.tenant == tenant and lease.live:
                 total += quota.resource.hours(
-                    lease.amount, _overlap(lease.reserved_at, now, lo, now)
+                    lease.amount, _overlap(lease.reserved_at, now, since, now)
                 )
         return total
 
@@ -75,6 +102,8 @@ class Meter:
         gib = self._gib.get(tenant, 0.0)
         gpu = self._gpu.get(tenant, 0.0)
         count = self._count.get(tenant, 0)
+        if self.as_of is not None:
+            return TenantUsage(gib_hours=gib, gpu_hours=gpu, leases=count)  # live ones folded
         for lease in live:
             if lease.tenant == tenant and lease.live:
                 gib += lease.gib_hours(now)

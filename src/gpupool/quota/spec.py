@@ -55,6 +55,10 @@ class Budget:
     def window_start(self, index: int) -> float:
         return index * self.window_s
 
+    def window_end(self, at: float) -> float:
+        """The end of the window `at` falls in: usage at `at` counts until then."""
+        return self.window_start(self.window_of(at) + 1)
+
 
 @dataclass(frozen=True, slots=True)
 class TenantQuota:

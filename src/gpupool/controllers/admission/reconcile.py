@@ -7,7 +7,9 @@ Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide
   can never leave a pod admitted without the record quota counting needs; event `Admitted`;
 - waiting pods: `gpupool.io/queue` = "position 2 of 3 in tenant 'a''s queue: <why>", and an
   event `Queued` (Warning `NotAdmittable` when it can never be admitted) whenever that changes;
-- GpuQuota status: used, borrowed, lent, pods, queued and the head of the queue.
+- GpuQuota status: used, borrowed, lent, pods, queued and the head of the queue, and the
+  budget's standing (`controllers.budget`: metered from the GpuLeases every round, the meter the
+  admission decision uses, so a spent budget blocks or admits as preemptible).
 Nothing is remembered between rounds. The round's reads and plan (`AdmissionRound`) go on to the
 reclaim reconciler, which decides over the same snapshot and the same quota decision.
 """
@@ -15,7 +17,7 @@ reclaim reconciler, which decides over the same snapshot and the same quota deci
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +34,11 @@ from gpupool.controllers.admission.plan import (
     mark_borrowed,
     plan_admission,
 )
+from gpupool.controllers.budget.plan import plan_budgets
+from gpupool.controllers.budget.status import budget_status_json
 from gpupool.controllers.reads import read_leases
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi, Json
-from gpupool.quota.metering import Meter
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
@@ -134,12 +137,10 @@ class AdmissionReconciler:
         clock: Clock,
         *,
         mode: FifoMode = FifoMode.BEST_EFFORT,
-        meter: Callable[[list[TenantQuota]], Meter | None] | None = None,
     ) -> None:
         self.api = api
         self.clock = clock
         self.mode = mode
-        self.meter = meter
 
     async def reconcile(self) -> AdmissionRound:
         pods = await self.api.tenant_pods()
@@ -149,13 +150,14 @@ class AdmissionReconciler:
         quotas, problems = read_quotas(quota_objects)
         views = mark_borrowed([read_pod(p) for p in pods], leases)
         raw = {v.key: p for v, p in zip(views, pods, strict=True)}
+        budgets = plan_budgets(quotas, leases, now)
         plan = plan_admission(
             views,
             quotas,
             now,
             default_tenant=names.DEFAULT_TENANT,
             mode=self.mode,
-            meter=self.meter(quotas) if self.meter else None,
+            meter=budgets.meter,
             quota_problems=problems,
         )
         stamp = format_time(now)
@@ -176,6 +178,7 @@ class AdmissionReconciler:
             if tenant.tenant not in generations:
                 continue  # the implicit `default` tenant has no object to report on
             status = quota_status(tenant, generations[tenant.tenant])
+            status |= budget_status_json(budgets.statuses.get(tenant.tenant))
             if not _same(current[tenant.tenant], status):
                 await self.api.patch_quota_status(tenant.tenant, status)
         return AdmissionRound(plan, tuple(views), raw, tuple(leases), tuple(quotas), now)

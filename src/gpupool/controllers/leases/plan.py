@@ -13,8 +13,9 @@ Released | Expired | Lost | Reclaimed, the transitions `ALLOWED` permits; each m
 - its pod is bound to a node: Bound; running: Active. A lease still Reserved whose pod already
   runs (the controller saw neither step in time) goes through Bound on the way: one write
   records both steps (`boundAt` and `activeAt`), since the core has no Reserved → Active;
-- ended longer than `retention_s` ago: deleted (garbage collection), after its GiB-hours have
-  counted in the budget window it belongs to;
+- ended longer than `retention_s` ago: deleted (garbage collection), but not before the budget
+  window its end falls in is over (`budgets`: the tenants' budgets), since the budget meter
+  counts the window's hours from the leases themselves;
 - still Reserved `reserved_timeout_s` after it was made, its pod alive but bound to no node: a
   stale reservation (a bind that never reached its Binding, or whose pod kube-scheduler placed
   elsewhere): swept, i.e. deleted once a fresh read of the pod confirms it is still unbound.
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpupool.quota.lease import IllegalLeaseTransition, Lease, LeasePhase
+from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.pods import PodView
@@ -90,6 +92,12 @@ def _running(lease: LeaseRecord, acct: Lease, pod: PodView, now: float) -> Move:
     return Move(lease, bound.activate(now), "PodRunning", f"pod {pod.key} runs")
 
 
+def _metered_out(lease: LeaseRecord, budgets: Mapping[str, Budget], now: float) -> bool:
+    """True once no budget window still counts the ended lease's hours."""
+    budget = budgets.get(lease.tenant)
+    return budget is None or budget.window_end(lease.end or lease.start) <= now
+
+
 def plan_leases(
     leases: list[LeaseRecord],
     pods_by_uid: Mapping[str, PodView],
@@ -98,6 +106,7 @@ def plan_leases(
     retention_s: float = 3600.0,
     reserved_timeout_s: float | None = RESERVED_TIMEOUT_S,
     known_gone: frozenset[str] = frozenset(),
+    budgets: Mapping[str, Budget] | None = None,
 ) -> LeasePlan:
     """`known_gone`: pod uids confirmed absent by a direct lookup; `reserved_timeout_s`: None
     never sweeps."""
@@ -107,7 +116,9 @@ def plan_leases(
     sweep: list[LeaseRecord] = []
     for lease in leases:
         if lease.phase.terminal:
-            if (lease.end or lease.start) + retention_s <= now:
+            if (lease.end or lease.start) + retention_s <= now and _metered_out(
+                lease, budgets or {}, now
+            ):
                 collect.append(Collect(lease))
             continue
         acct = lease.accounting(now)

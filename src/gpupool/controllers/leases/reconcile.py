@@ -7,9 +7,11 @@ round plans the same move again from what the API server holds."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.leases.plan import (
     RESERVED_TIMEOUT_S,
     LeasePlan,
@@ -17,7 +19,9 @@ from gpupool.controllers.leases.plan import (
     plan_leases,
 )
 from gpupool.controllers.reads import read_leases
+from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi, Json
+from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.pods import PodView
@@ -51,6 +55,20 @@ def move_status(move: Move, now: float) -> Json:
     return status
 
 
+def _budgets(quotas: list[Json]) -> dict[str, Budget]:
+    """The tenants' budgets, so ended leases are kept while their window counts them (an
+    unreadable quota keeps none: the admission reconciler reports it)."""
+    out: dict[str, Budget] = {}
+    for obj in quotas:
+        try:
+            quota = read_quota(obj)
+        except GpupoolError:
+            continue
+        if quota.budget is not None:
+            out[quota.name] = quota.budget
+    return out
+
+
 class LeaseReconciler:
     def __init__(
         self,
@@ -66,7 +84,8 @@ class LeaseReconciler:
         self.reserved_timeout_s = reserved_timeout_s
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
-              gone: frozenset[str] = frozenset()) -> LeasePlan:  # fmt: skip
+              gone: frozenset[str] = frozenset(),
+              budgets: Mapping[str, Budget] | None = None) -> LeasePlan:  # fmt: skip
         return plan_leases(
             leases,
             by_uid,
@@ -74,14 +93,16 @@ class LeaseReconciler:
             retention_s=self.retention_s,
             reserved_timeout_s=self.reserved_timeout_s,
             known_gone=gone,
+            budgets=budgets,
         )
 
     async def reconcile(self) -> LeasePlan:
         leases = read_leases(await self.api.leases(), log)
         pods = [read_pod(p) for p in await self.api.tenant_pods()]
+        budgets = _budgets(await self.api.quotas())
         by_uid = {p.uid: p for p in pods}
         now = self.clock()
-        plan = self._plan(leases, by_uid, now)
+        plan = self._plan(leases, by_uid, now, budgets=budgets)
         if plan.unsure:  # pods outside the tenant list: look each up before declaring it gone
             gone: set[str] = set()
             for lease in plan.unsure:
@@ -90,7 +111,7 @@ class LeaseReconciler:
                     gone.add(lease.pod.uid)
                 else:
                     by_uid[lease.pod.uid] = read_pod(pod)
-            plan = self._plan(leases, by_uid, now, frozenset(gone))
+            plan = self._plan(leases, by_uid, now, frozenset(gone), budgets)
         for move in plan.moves:
             lease = move.lease
             if await self.api.patch_lease_status(

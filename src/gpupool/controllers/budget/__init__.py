@@ -1,0 +1,1 @@
+"""GiB-hour (GPU-hour) budgets, live: the meter from the GpuLeases, the GpuQuota status fields."""

@@ -1,0 +1,61 @@
+"""The round's budget meter and each tenant's budget standing, pure, from the GpuLeases alone.
+
+Nothing is counted in memory between rounds: every round meters every GpuLease it reads from
+the lease's own persisted times (`status.start`, `status.end`; live ones up to `now`) with the
+quota core's `Meter.snapshot`, so a restarted controller neither loses nor double-counts hours.
+Ended leases must still exist to count: the lease controller keeps an ended lease until the
+budget window its end falls in is over (`Budget.window_end`), whatever its retention.
+
+The meter goes to the admission plan, whose `quota.decide` blocks new pods of a spent `block`
+budget (they wait with `BUDGET_EXHAUSTED` until the next window) or admits them as preemptible
+(the first victims of any reclaim) for a spent `preemptible` budget: the simulator's rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpupool.domain.errors import InvalidQuota
+from gpupool.quota.book import QuotaBook
+from gpupool.quota.budget import BudgetStatus, budget_status
+from gpupool.quota.lease import Lease
+from gpupool.quota.metering import Meter
+from gpupool.quota.spec import TenantQuota
+from gpupool.state.lease import LeaseRecord
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPlan:
+    meter: Meter | None  # None when the quotas clash (the admission plan admits nothing then)
+    statuses: Mapping[str, BudgetStatus]  # tenants with a budget
+
+
+def _metered(lease: LeaseRecord, quota: TenantQuota | None, now: float) -> Lease | None:
+    """The core lease metering counts, in its tenant quota's resource; None when the lease was
+    written in another resource than the quota now counts (its amount cannot be compared)."""
+    if quota is None or lease.resource != quota.resource.value:
+        return None
+    acct = lease.accounting(now)
+    if not acct.live and acct.ended_at is None:
+        return None  # ended without an end time: nothing to meter to
+    return acct
+
+
+def plan_budgets(
+    quotas: Iterable[TenantQuota], leases: Sequence[LeaseRecord], now: float
+) -> BudgetPlan:
+    listed = list(quotas)
+    try:
+        book = QuotaBook(listed)
+    except InvalidQuota:
+        return BudgetPlan(None, {})
+    metered = [m for le in leases if (m := _metered(le, book.get(le.tenant), now)) is not None]
+    meter = Meter.snapshot(book, metered, now)
+    statuses: dict[str, BudgetStatus] = {}
+    for quota in book:
+        status = budget_status(quota, meter, (m for m in metered if m.tenant == quota.name), now)
+        if status is not None:
+            statuses[quota.name] = status
+    return BudgetPlan(meter, statuses)
+
