@@ -9,7 +9,9 @@ Rules, in order:
 4. within nominal the pod is admitted if the cohort's pool has room; if borrowers hold that room
    the pod waits with `reclaim_needed` set, for the caller to plan a reclaim;
 5. over nominal the pod borrows the cohort's unused quota, within its borrow limit and the
-   lenders' lend limits (the pool is the sum of lendable quota); exclusive pods never borrow.
+   lenders' lend limits (the pool is the sum of lendable quota); exclusive pods never borrow;
+   a lender with an idle time (`lend_after_idle_s`) lends only quota it has not used within it
+   (`quota.idle`; needs the meter, which remembers the recently ended leases).
 Verdicts are values; nothing here raises for a pod that merely has to wait.
 """
 
@@ -30,6 +32,7 @@ class WaitReason(Enum):
     NO_COHORT = "over nominal quota and the tenant has no cohort to borrow from"
     BORROW_LIMIT = "borrowing this much would pass the tenant's borrow limit"
     COHORT_EXHAUSTED = "the cohort has no unused quota left to lend"
+    LENDER_NOT_IDLE = "the cohort's unused quota has not been idle long enough to be lent"
     RECLAIM_NEEDED = "within nominal quota, but borrowers hold it: waiting for reclaim"
     POD_LIMIT = "the tenant is at its pod limit"
     COMPUTE_LIMIT = "the tenant is at its compute limit"
@@ -88,6 +91,29 @@ class Reject:
 
 
 Verdict = Admit | Wait | Reject
+
+
+def _not_yet_idle(
+    ledger: Ledger, meter: Meter, asker: str, cohort: str, now: float
+) -> tuple[int, float | None]:
+    """Of the cohort's unused lendable quota, what its lenders used within their idle time (not
+    lent yet), and the earliest time that can shrink."""
+    held = 0
+    falls: list[float] = []
+    for member in ledger.book.cohort(cohort):
+        if member.name == asker or member.lend_after_idle_s <= 0:
+            continue
+        used = ledger.used(member.name)
+        peak = meter.idle_peak(member.name, now, ledger.leases(member.name))
+        top = min(max(peak.amount, used), member.nominal)
+        part = ledger.pool_share(member.name, top) - ledger.pool_share(
+            member.name, min(used, member.nominal)
+        )
+        if part > 0:
+            held += part
+            if peak.falls_at is not None:
+                falls.append(peak.falls_at)
+    return held, (min(falls) if falls else None)
 
 
 def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> Verdict:
@@ -203,6 +229,18 @@ def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> 
                 f"{fmt(short)} of it",
                 reclaim_needed=short,
             )
+        if over_after > 0 and meter is not None:
+            held, falls_at = _not_yet_idle(ledger, meter, quota.name, quota.cohort, now)
+            if short + held > 0:
+                wait_s = "" if falls_at is None else f"; it may be lent in {falls_at - now:.0f}s"
+                return Wait(
+                    ask.tenant,
+                    WaitReason.LENDER_NOT_IDLE,
+                    f"cohort {quota.cohort!r} has {fmt(ledger.pool_free(quota.cohort))} unused "
+                    f"quota, but {fmt(held)} of it was in use within its lenders' idle time "
+                    f"before lending{wait_s}; {who} needs {fmt(ask.amount)}",
+                    retry_at=falls_at,
+                )
     if borrowed_amount > 0:
         reason = f"borrows {fmt(borrowed_amount)} from cohort {quota.cohort!r}"
     else:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from gpupool.domain.requests import MILLI
 from gpupool.domain.units import GiB
 from gpupool.quota.book import QuotaBook
+from gpupool.quota.idle import RecentPeak, recent_peak
 from gpupool.quota.lease import Lease
 
 
@@ -41,6 +42,7 @@ class Meter:
         self._gib: dict[str, float] = {}
         self._gpu: dict[str, float] = {}
         self._count: dict[str, int] = {}
+        self._ended: dict[str, list[Lease]] = {}  # recently ended, for idle lending (`quota.idle`)
 
     @classmethod
     def snapshot(cls, book: QuotaBook, leases: Iterable[Lease], now: float) -> Meter:
@@ -51,6 +53,7 @@ class Meter:
                 meter._fold(lease, now)
             elif lease.ended_at is not None:
                 meter._fold(lease, min(lease.ended_at, now))
+                meter._remember(lease)
         return meter
 
     def close(self, lease: Lease) -> None:
@@ -58,6 +61,23 @@ class Meter:
         if lease.ended_at is None:
             raise ValueError(f"lease {lease.id} has not ended")
         self._fold(lease, lease.ended_at)
+        self._remember(lease)
+
+    def _remember(self, lease: Lease) -> None:
+        quota = self.book.get(lease.tenant)
+        if quota is not None and quota.lend_after_idle_s > 0:
+            self._ended.setdefault(lease.tenant, []).append(lease)
+
+    def idle_peak(self, tenant: str, now: float, live: Iterable[Lease]) -> RecentPeak:
+        """The most the tenant held at once within its idle time before lending (`quota.idle`);
+        `live`: its live leases. Ended leases older than that are forgotten here."""
+        quota = self.book.get(tenant)
+        idle = 0.0 if quota is None else quota.lend_after_idle_s
+        since = now - idle
+        kept = [le for le in self._ended.get(tenant, ()) if (le.ended_at or 0.0) > since]
+        if kept or tenant in self._ended:
+            self._ended[tenant] = kept
+        return recent_peak([*kept, *(le for le in live if le.live)], since, now, idle)
 
     def _fold(self, lease: Lease, end: float) -> None:
         tenant = lease.tenant

@@ -10,6 +10,8 @@ Quantities are integers in the quota's `resource` (bytes for `gpu-memory`, milli
 - `compute_limit_milli`, `max_pods`: hard caps that are never borrowed (None: none).
 - `budget`: a usage budget per window (GiB-hours or GPU-hours) and what happens when it runs out.
 - `reclaim_grace_s`: how long this tenant's borrowed pods get between notice and eviction.
+- `lend_after_idle_s`: how long quota must have stayed unused before others may borrow it
+  (0: at once). Quota the tenant held within that time stays its own (`quota.idle`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class TenantQuota:
     priority: int = 0
     cohort: str | None = None
     reclaim_grace_s: float = 30.0
+    lend_after_idle_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -108,6 +111,12 @@ class TenantQuota:
             raise InvalidQuota(
                 f"{who}: the reclaim grace period must be 0 or more seconds; "
                 f"got {self.reclaim_grace_s}"
+            )
+
+        if not self.lend_after_idle_s >= 0:
+            raise InvalidQuota(
+                f"{who}: the idle time before lending must be 0 or more seconds; "
+                f"got {self.lend_after_idle_s}"
             )
 
     @property

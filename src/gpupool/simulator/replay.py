@@ -89,7 +89,7 @@ class Engine:
     queue: AdmissionQueue
     horizon: tuple[float, float]
     stats: RunStats
-    budgets: bool
+    metered: bool  # budgets or idle lending: admission asks the meter
     events: list[tuple[float, int, int, str]] = field(default_factory=list)
     running: dict[str, _Running] = field(default_factory=dict)
     notices: dict[str, Notice] = field(default_factory=dict)
@@ -142,7 +142,7 @@ class Engine:
                 [q.name for q in book],
                 snap.total_gpu_milli(),
             ),
-            budgets=any(q.budget is not None for q in book),
+            metered=any(q.budget is not None or q.lend_after_idle_s > 0 for q in book),
             defrag=defrag,
         )
         engine.frag_next = engine.horizon[0]
@@ -281,7 +281,7 @@ class Engine:
             job.request.exclusive,
             job.request.priority,
         )
-        verdict = decide(self.ledger, ask, self.now, self.meter if self.budgets else None)
+        verdict = decide(self.ledger, ask, self.now, self.meter if self.metered else None)
         if isinstance(verdict, Reject):
             self._reject(job)
             return None

@@ -16,6 +16,7 @@ tenants:
     max_pods: 500        # optional
     compute_limit: 4000m # optional, milli-GPU
     reclaim_grace_s: 30
+    lend_after_idle_s: 1800  # optional; unused quota is lent only once idle this long (0: at once)
     budget: {limit: 5000, window_s: 86400, on_exhaustion: block}   # GPU- or GiB-hours
 ```
 """
@@ -49,6 +50,7 @@ _KEYS = {
     "compute_limit",
     "reclaim_grace_s",
     "budget",
+    "lend_after_idle_s",
 }
 
 
@@ -85,6 +87,13 @@ def _optional(
     if raw.get(key) is None:
         return None
     return parse_amount(raw[key], resource, capacity, f"{who}: {key}")
+
+
+def _seconds(raw: dict[str, Any], key: str, who: str) -> float:
+    value = raw.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidQuota(f"{who}: {key} must be a number of seconds; got {value!r}")
+    return float(value)
 
 
 def _tenant(raw: object, resource: Resource, capacity: int, index: int) -> TenantRule:
@@ -125,6 +134,7 @@ def _tenant(raw: object, resource: Resource, capacity: int, index: int) -> Tenan
         priority=int(raw.get("priority", 0)),
         cohort=None if raw.get("cohort") is None else str(raw["cohort"]),
         reclaim_grace_s=float(raw.get("reclaim_grace_s", 30.0)),
+        lend_after_idle_s=_seconds(raw, "lend_after_idle_s", who),
     )
     return TenantRule(
         quota=quota,

@@ -58,6 +58,7 @@ def quota_from_json(obj: Mapping[str, Any]) -> TenantQuota:
             priority=int(spec.get("priority", 0)),
             cohort=spec.get("cohort") or None,
             reclaim_grace_s=float(spec.get("reclaimGracePeriodSeconds", 30)),
+            lend_after_idle_s=float(spec.get("lendAfterIdleSeconds", 0)),
         )
     except GpupoolError as err:
         raise InvalidObject(KIND, name, str(err)) from None
@@ -88,6 +89,8 @@ def quota_to_json(quota: TenantQuota) -> dict[str, Any]:
         spec["maxPods"] = quota.max_pods
     if quota.cohort:
         spec["cohort"] = quota.cohort
+    if quota.lend_after_idle_s:
+        spec["lendAfterIdleSeconds"] = int(quota.lend_after_idle_s)
     if quota.budget is not None:
         spec["budget"] = {
             "limitHours": quota.budget.limit,

@@ -106,11 +106,15 @@ def read_quota(obj: Mapping[str, Any]) -> TenantQuota:
             raise InvalidQuota(
                 f"{who}: spec.budget needs limitHours (a number) and windowSeconds (an integer)"
             ) from None
-        budget = Budget(
-            limit, window, OnExhaustion.parse(str(raw_budget.get("onExhaustion", "block")))
-        )
+        try:
+            budget = Budget(
+                limit, window, OnExhaustion.parse(str(raw_budget.get("onExhaustion", "block")))
+            )
+        except InvalidQuota as err:
+            raise InvalidQuota(f"{who}: spec.budget: {err}") from None
     cohort = spec.get("cohort")
     grace = _integer(spec, "reclaimGracePeriodSeconds", who)
+    idle = _integer(spec, "lendAfterIdleSeconds", who)
     return TenantQuota(
         name=name,
         nominal=nominal,
@@ -124,6 +128,7 @@ def read_quota(obj: Mapping[str, Any]) -> TenantQuota:
         priority=_integer(spec, "priority", who) or 0,
         cohort=str(cohort) if cohort else None,
         reclaim_grace_s=30.0 if grace is None else float(grace),
+        lend_after_idle_s=0.0 if idle is None else float(idle),
     )
 
 
