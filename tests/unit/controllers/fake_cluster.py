@@ -263,12 +263,16 @@ def lease_json(
     borrowed_gib: int = 0,
     gib: int = 12,
     node: str = "n1",
+    end: float | None = None,
 ) -> Json:
-    """The GpuLease bind writes for `pod` (named after its uid, in its namespace)."""
+    """The GpuLease bind writes for `pod` (named after its uid, in its namespace); `end`: when
+    it ended (give the terminal `phase` with it)."""
     meta = pod["metadata"]
     status: Json = {"start": format_time(start)}
     if phase is not None:
         status["phase"] = phase
+    if end is not None:
+        status["end"] = format_time(end)
     return {
         "metadata": {"name": meta["uid"], "namespace": meta["namespace"]},
         "spec": {
