@@ -305,6 +305,30 @@ def test_quota_objects_read_into_tenant_quotas() -> None:
         ({"nominal": "80Gi", "resource": "gpu"}, "looks like a memory size"),
         ({"nominal": "1Gi", "borrowLimit": "1Gi"}, "no cohort to borrow from"),
         ({}, "spec.nominal is required"),
+        (
+            {"nominal": "1Gi", "budget": {"limitHours": 1, "windowSeconds": 0}},
+            "spec.budget: a budget window must be a positive number of seconds; got 0",
+        ),
+        (
+            {"nominal": "1Gi", "budget": {"limitHours": 1, "windowSeconds": -60}},
+            "spec.budget: a budget window must be a positive number of seconds; got -60",
+        ),
+        (
+            {"nominal": "1Gi", "budget": {"limitHours": "lots", "windowSeconds": 60}},
+            "spec.budget needs limitHours (a number) and windowSeconds (an integer)",
+        ),
+        (
+            {"nominal": "1Gi", "budget": {"limitHours": -1, "windowSeconds": 60}},
+            "spec.budget: a budget must be 0 or more hours; got -1",
+        ),
+        (
+            {"nominal": "1Gi", "budget": {"limitHours": 1, "windowSeconds": 60,
+                                          "onExhaustion": "panic"}},  # fmt: skip
+            "on-exhaustion must be 'block' or 'preemptible'; got 'panic'",
+        ),
+        ({"nominal": "1Gi", "budget": "100h"}, "spec.budget must be an object"),
+        ({"nominal": "1Gi", "lendAfterIdleSeconds": -5}, "spec.lendAfterIdleSeconds must be 0"),
+        ({"nominal": "1Gi", "lendAfterIdleSeconds": "1h"}, "lendAfterIdleSeconds must be a whole"),
     ],
 )
 def test_bad_quotas_raise_invalid_quota(spec: dict[str, Any], message: str) -> None:
@@ -320,3 +344,17 @@ def test_quota_review_checks_the_cohort() -> None:
     assert answer["response"]["allowed"] is False
     assert "cohort 'c' mixes quota resources" in answer["response"]["status"]["message"]
     assert review_quota(request, [])["response"]["allowed"] is True
+
+
+def test_a_quota_whose_budget_window_is_zero_is_denied_with_the_field_named() -> None:
+    bad = quota(nominal="40Gi", budget={"limitHours": 1, "windowSeconds": 0})
+    answer = review_quota(parse_review(review(bad)), [])
+    assert answer["response"]["allowed"] is False
+    message = answer["response"]["status"]["message"]
+    assert "GpuQuota 'alpha': spec.budget: a budget window must be a positive number" in message
+
+
+def test_idle_lending_reads_from_the_quota() -> None:
+    q = read_quota(quota(nominal="80Gi", cohort="c", lendAfterIdleSeconds=1800))
+    assert q.lend_after_idle_s == 1800
+    assert read_quota(quota(nominal="80Gi")).lend_after_idle_s == 0

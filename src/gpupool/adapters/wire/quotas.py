@@ -115,6 +115,8 @@ def read_quota(obj: Mapping[str, Any]) -> TenantQuota:
     cohort = spec.get("cohort")
     grace = _integer(spec, "reclaimGracePeriodSeconds", who)
     idle = _integer(spec, "lendAfterIdleSeconds", who)
+    if idle is not None and idle < 0:
+        raise InvalidQuota(f"{who}: spec.lendAfterIdleSeconds must be 0 or more; got {idle}")
     return TenantQuota(
         name=name,
         nominal=nominal,
