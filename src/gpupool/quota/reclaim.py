@@ -4,8 +4,8 @@ When a tenant within its nominal quota finds its cohort's pool held by borrowers
 `RECLAIM_NEEDED`), `plan_reclaim` picks victims:
 - only reclaimable leases: borrowed ones of tenants now over their nominal quota, or any admitted
   as preemptible; never exclusive ones, never the claimant's own, only in the claimant's cohort;
-- from the tenant that is furthest over its nominal quota first, then lowest lease priority, then
-  newest first;
+- leases admitted as preemptible (a spent budget) first, then from the tenant that is furthest
+  over its nominal quota, then lowest lease priority, then newest first;
 - never taking a tenant's usage below its guaranteed quota;
 - then pruned, least-preferred victim first, to a set from which no victim can be spared: every
   victim is needed to free what the claimant needs. (A set of the fewest possible victims under the
@@ -81,6 +81,8 @@ def candidates(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> 
         ]
         leases.sort(key=lambda le: (le.priority, -le.reserved_at, le.id))
         order.extend(leases)
+    # Work admitted as preemptible (its tenant's budget was spent) goes first, whoever runs it.
+    order.sort(key=lambda le: not le.preemptible)
     return order
 
 

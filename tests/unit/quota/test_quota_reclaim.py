@@ -67,3 +67,17 @@ def test_no_cohort_no_reclaim() -> None:
 
     ledger = ledger_of(TenantQuota(name="solo", nominal=G))
     assert isinstance(plan_reclaim(ledger, "solo", 1, 0.0), NoReclaim)
+
+
+def test_work_admitted_as_preemptible_is_taken_before_borrowed_work() -> None:
+    # "spent" ran out of budget, so its newest pod was admitted preemptible; "big" borrows more
+    ledger = ledger_of(tenant("lender", 20 * G), tenant("big", 2 * G), tenant("spent", 2 * G))
+    ledger.add(lease("big", 2 * G, at=0))
+    ledger.add(lease("spent", 2 * G, at=0))
+    borrowed = lease("big", 6 * G, at=5, borrowed=True)
+    preemptible = lease("spent", 3 * G, at=1, borrowed=True, preemptible=True)
+    ledger.add(borrowed)
+    ledger.add(preemptible)
+    plan = plan_reclaim(ledger, "lender", 3 * G, now=10.0)
+    assert isinstance(plan, ReclaimPlan)
+    assert [n.lease_id for n in plan.notices] == [preemptible.id]

@@ -1,0 +1,110 @@
+"""GiB-hour budgets end to end: the real kube-scheduler calls `gpupool extender`, the webhook
+gates pods, `gpupool controller` meters the GpuLeases and admits by the budget.
+
+A tenant with a 60 s window and a budget of 0.004 GiB-hours (a 12Gi pod spends it in 1.2 s):
+its first pod runs and spends the budget; the controller writes the GpuQuota status (hours used,
+remaining, the window, exhausted); a second pod then waits at the gate with the budget as its
+reason in `gpupool.io/queue` and a `Queued` event; once the first pod is gone and the next window
+starts, the second pod is admitted and runs, and the status shows the new window.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from process_stack import GROUP, Stack, pod_annotations, pod_events, pod_get, pod_running, \
+    process_stack  # fmt: skip
+from support.builders import pod_json
+from support.waiting import wait_until
+
+from gpupool.adapters.wire.times import parse_time
+from gpupool.devcluster.polling import poll_until
+
+pytestmark = pytest.mark.e2e
+
+WINDOW_S = 60
+LIMIT_HOURS = 0.004
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with process_stack(tmp_path_factory.mktemp("budget-e2e"), "8xA100-80GB", "budget") as s:
+        yield s
+
+
+def _quota(s: Stack, name: str) -> None:
+    s.api.create(
+        f"{GROUP}/gpuquotas",
+        {
+            "apiVersion": "gpupool.io/v1alpha1",
+            "kind": "GpuQuota",
+            "metadata": {"name": name},
+            "spec": {
+                "nominal": "48Gi",
+                "budget": {"limitHours": LIMIT_HOURS, "windowSeconds": WINDOW_S,
+                           "onExhaustion": "block"},
+            },
+        },
+    )  # fmt: skip
+
+
+def _namespace(s: Stack, tenant: str) -> str:
+    name = f"bu-{secrets.token_hex(4)}"
+    labels = {s.selector[0]: s.selector[1], "gpupool.io/tenant": tenant}
+    s.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+    )
+    return name
+
+
+def _status(s: Stack, name: str) -> dict[str, Any]:
+    return dict(s.api.get(f"{GROUP}/gpuquotas/{name}").get("status") or {})
+
+
+def test_a_spent_budget_blocks_a_new_pod_until_the_next_window(stack: Stack) -> None:
+    api = stack.api
+    tenant = f"bud-{secrets.token_hex(3)}"
+    _quota(stack, tenant)
+    ns = _namespace(stack, tenant)
+    # start early in a window, so the first pod spends this window's budget well before it ends
+    wait_until(lambda: time.time() % WINDOW_S < 15, WINDOW_S + 5, "the start of a budget window")
+    api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("p1", gpu_memory="12Gi", grace_s=0))
+    assert poll_until(lambda: pod_running(api, ns, "p1"), timeout_s=30), stack.tail()
+
+    spent = poll_until(lambda: _status(stack, tenant).get("budgetExhausted") is True, timeout_s=20)
+    assert spent, (_status(stack, tenant), stack.tail())
+    status = _status(stack, tenant)
+    assert status["hoursUsed"] >= LIMIT_HOURS and status["hoursRemaining"] == 0
+    assert status["hoursUnit"] == "GiB-hours" and status["hoursPerHour"] == 12
+    start, end = parse_time(status["windowStart"]), parse_time(status["windowEnd"])
+    assert start is not None and end == start + WINDOW_S and start % WINDOW_S == 0
+
+    api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("p2", gpu_memory="12Gi", grace_s=0))
+
+    def blocked() -> str | None:
+        note = pod_annotations(pod_get(api, ns, "p2") or {}).get("gpupool.io/queue")
+        return note if note and "GiB-hours this window" in note else None
+
+    note = poll_until(blocked, timeout_s=20)
+    assert note is not None, (pod_get(api, ns, "p2"), stack.tail())
+    assert f"of {LIMIT_HOURS:g} GiB-hours this window (on exhaustion: block)" in note
+    p2 = pod_get(api, ns, "p2")
+    assert p2 is not None and {"name": "gpupool.io/quota"} in p2["spec"]["schedulingGates"]
+    assert any(
+        e["reason"] == "Queued" and "GiB-hours this window" in e["message"]
+        for e in pod_events(api, ns, "p2")
+    )
+
+    api.delete(f"/api/v1/namespaces/{ns}/pods/p1")
+    assert poll_until(lambda: pod_running(api, ns, "p2"), timeout_s=WINDOW_S + 30), (
+        pod_get(api, ns, "p2"),
+        stack.tail(),
+    )
+    later = _status(stack, tenant)
+    later_start = parse_time(later["windowStart"])
+    assert later_start is not None and later_start >= end, (later, status)
