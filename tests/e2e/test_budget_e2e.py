@@ -16,8 +16,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_stack import GROUP, Stack, pod_annotations, pod_events, pod_get, pod_running, \
-    process_stack  # fmt: skip
+from process_stack import (
+    GROUP,
+    Stack,
+    pod_annotations,
+    pod_events,
+    pod_get,
+    pod_running,
+    process_stack,
+)
 from support.builders import pod_json
 from support.waiting import wait_until
 
@@ -45,11 +52,14 @@ def _quota(s: Stack, name: str) -> None:
             "metadata": {"name": name},
             "spec": {
                 "nominal": "48Gi",
-                "budget": {"limitHours": LIMIT_HOURS, "windowSeconds": WINDOW_S,
-                           "onExhaustion": "block"},
+                "budget": {
+                    "limitHours": LIMIT_HOURS,
+                    "windowSeconds": WINDOW_S,
+                    "onExhaustion": "block",
+                },
             },
         },
-    )  # fmt: skip
+    )
 
 
 def _namespace(s: Stack, tenant: str) -> str:

@@ -55,13 +55,16 @@ def test_the_next_window_starts_afresh_but_counts_what_still_runs_in_it() -> Non
 
 def test_a_spent_budget_is_exhausted_now_and_one_that_lasts_the_window_has_no_forecast() -> None:
     spent = TenantQuota("a", nominal=100 * GiB, budget=Budget(15.0, 10 * HOUR))
-    status = budget_status(spent, Meter.snapshot(QuotaBook([spent]), LEASES, 3 * HOUR), LEASES,
-                           3 * HOUR)  # fmt: skip
+    status = budget_status(
+        spent, Meter.snapshot(QuotaBook([spent]), LEASES, 3 * HOUR), LEASES, 3 * HOUR
+    )
     assert status is not None and status.exhausted and status.exhausts_at == 3 * HOUR
-    roomy = TenantQuota("a", nominal=100 * GiB, budget=Budget(1000.0, 10 * HOUR,
-                                                              OnExhaustion.PREEMPTIBLE))  # fmt: skip
-    status = budget_status(roomy, Meter.snapshot(QuotaBook([roomy]), LEASES, 3 * HOUR), LEASES,
-                           3 * HOUR)  # fmt: skip
+    roomy = TenantQuota(
+        "a", nominal=100 * GiB, budget=Budget(1000.0, 10 * HOUR, OnExhaustion.PREEMPTIBLE)
+    )
+    status = budget_status(
+        roomy, Meter.snapshot(QuotaBook([roomy]), LEASES, 3 * HOUR), LEASES, 3 * HOUR
+    )
     assert status is not None and status.exhausts_at is None and not status.exhausted
 
 

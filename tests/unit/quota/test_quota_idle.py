@@ -31,8 +31,9 @@ def test_the_peak_is_the_most_held_at_once_within_the_interval() -> None:
 
 
 def _setup(idle_s: float) -> tuple[Ledger, Meter]:
-    lender = TenantQuota("lender", 2000, resource=Resource.GPU, cohort="c",
-                         lend_after_idle_s=idle_s)  # fmt: skip
+    lender = TenantQuota(
+        "lender", 2000, resource=Resource.GPU, cohort="c", lend_after_idle_s=idle_s
+    )
     borrower = TenantQuota("borrower", 1000, resource=Resource.GPU, cohort="c")
     book = QuotaBook([lender, borrower])
     ledger, meter = Ledger(book), Meter(book)

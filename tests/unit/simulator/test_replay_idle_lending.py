@@ -42,8 +42,9 @@ PODS.append(pod("tail", 500.0, 1.0, "LS"))  # keeps the arrival window open past
 def run(idle_s: float) -> dict[str, object]:
     a = TenantQuota("a", nominal=2000, resource=Resource.GPU, cohort="c")
     b = TenantQuota("b", nominal=2000, resource=Resource.GPU, cohort="c")
-    ten = Tenancy(rules=(TenantRule(replace(a, lend_after_idle_s=idle_s), ("LS",)),
-                         TenantRule(b, None)))  # fmt: skip
+    ten = Tenancy(
+        rules=(TenantRule(replace(a, lend_after_idle_s=idle_s), ("LS",)), TenantRule(b, None))
+    )
     jobs, _ = make_jobs(PODS, ten, 1.0, whole_card=False)
     wl = TargetWorkload.from_requests([p.request for p in PODS])
     return Engine.create("pooled-borrowing", NODES, jobs, ten, "best-fit", wl).run().to_json()

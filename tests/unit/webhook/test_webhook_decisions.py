@@ -285,10 +285,18 @@ def quota(name: str = "alpha", **spec: Any) -> dict[str, Any]:
 
 def test_quota_objects_read_into_tenant_quotas() -> None:
     q = read_quota(
-        quota(nominal="80Gi", guaranteed="40Gi", cohort="c", borrowLimit="20Gi",
-              computeLimit="1500m", maxPods=5, priority=3, reclaimGracePeriodSeconds=60,
-              budget={"limitHours": 100, "windowSeconds": 86400})
-    )  # fmt: skip
+        quota(
+            nominal="80Gi",
+            guaranteed="40Gi",
+            cohort="c",
+            borrowLimit="20Gi",
+            computeLimit="1500m",
+            maxPods=5,
+            priority=3,
+            reclaimGracePeriodSeconds=60,
+            budget={"limitHours": 100, "windowSeconds": 86400},
+        )
+    )
     assert (q.nominal, q.guaranteed, q.borrow_limit) == (80 * GiB, 40 * GiB, 20 * GiB)
     assert q.compute_limit_milli == 1500 and q.max_pods == 5 and q.priority == 3
     assert q.reclaim_grace_s == 60 and q.budget is not None and q.budget.limit == 100
@@ -322,8 +330,10 @@ def test_quota_objects_read_into_tenant_quotas() -> None:
             "spec.budget: a budget must be 0 or more hours; got -1",
         ),
         (
-            {"nominal": "1Gi", "budget": {"limitHours": 1, "windowSeconds": 60,
-                                          "onExhaustion": "panic"}},  # fmt: skip
+            {
+                "nominal": "1Gi",
+                "budget": {"limitHours": 1, "windowSeconds": 60, "onExhaustion": "panic"},
+            },
             "on-exhaustion must be 'block' or 'preemptible'; got 'panic'",
         ),
         ({"nominal": "1Gi", "budget": "100h"}, "spec.budget must be an object"),

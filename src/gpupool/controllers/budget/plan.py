@@ -58,4 +58,3 @@ def plan_budgets(
         if status is not None:
             statuses[quota.name] = status
     return BudgetPlan(meter, statuses)
-
