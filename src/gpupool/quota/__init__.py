@@ -1,10 +1,13 @@
-"""Tenant quotas, pure: spec and book, ledger, admission, reclaim, queue, leases and metering.
+"""Tenant quotas, pure: spec and book, ledger, admission, reclaim, queue, leases, metering,
+budgets and idle lending.
 
 No clock and no I/O: callers pass time in as float seconds and act on the returned decisions.
 """
 
 from gpupool.quota.admission import Admit, Ask, Reject, Verdict, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
+from gpupool.quota.budget import BudgetStatus, budget_status
+from gpupool.quota.idle import RecentPeak, recent_peak
 from gpupool.quota.lease import IllegalLeaseTransition, Lease, LeasePhase
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter, TenantUsage
@@ -19,6 +22,7 @@ __all__ = [
     "Admit",
     "Ask",
     "Budget",
+    "BudgetStatus",
     "Evict",
     "FifoMode",
     "IllegalLeaseTransition",
@@ -32,6 +36,7 @@ __all__ = [
     "Outcome",
     "QueueEntry",
     "QuotaBook",
+    "RecentPeak",
     "ReclaimPlan",
     "Reject",
     "Resource",
@@ -42,9 +47,11 @@ __all__ = [
     "Wait",
     "WaitReason",
     "Waiting",
+    "budget_status",
     "decide",
     "demand_of",
     "due",
     "plan_reclaim",
     "plan_site_reclaim",
+    "recent_peak",
 ]
