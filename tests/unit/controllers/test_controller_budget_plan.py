@@ -81,3 +81,26 @@ def test_an_ended_lease_is_kept_until_its_budget_window_is_over() -> None:
 
 def test_clashing_quotas_give_no_meter() -> None:
     assert plan_budgets([quota(), quota()], LEASES, T0).meter is None
+
+
+def test_live_idle_lending_counts_the_lenders_ended_gpuleases() -> None:
+    """The controller's meter remembers the lender's GpuLease that ended 10 s ago: with a
+    300 s idle time its quota is not lent yet; with none, the borrower borrows at once."""
+    lender_pod = pod_json("l1", "lender", 24, phase="Succeeded")
+    ended = lease_from_json(lease_json(lender_pod, phase="Released", start=T0, end=T0 + 20, gib=24))
+    borrower = [
+        read_pod(pod_json("b1", "borrower", 12, admitted_at=T0, node="n1", phase="Running")),
+        read_pod(pod_json("b2", "borrower", 12, gated=True, created=T0 + 25)),
+    ]
+
+    def waits(idle_s: float) -> list[str]:
+        quotas = [
+            TenantQuota("lender", 24 * GiB, cohort="c", lend_after_idle_s=idle_s),
+            TenantQuota("borrower", 12 * GiB, cohort="c"),
+        ]
+        meter = plan_budgets(quotas, [ended], T0 + 30).meter
+        plan = plan_admission(borrower, quotas, T0 + 30, default_tenant=DEFAULT_TENANT, meter=meter)
+        return [w.reason for w in plan.queued]
+
+    assert waits(300.0) == ["LENDER_NOT_IDLE"]
+    assert waits(0.0) == []
