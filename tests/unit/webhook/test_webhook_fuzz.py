@@ -86,7 +86,7 @@ class Server:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        app = build_app(self.lookups, lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC))
+        app = build_app(self.lookups, lambda: dt.datetime(2026, 1, 2, tzinfo=dt.UTC).timestamp())
         self.runner = self.loop.run_until_complete(serve(app, "127.0.0.1", 0, self.cert))
         self.port = self.runner.addresses[0][1]
         self.ready.set()

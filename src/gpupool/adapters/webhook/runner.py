@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +40,7 @@ class WebhookConfig:
 async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
     cert = ensure_serving_cert(config.cert_dir, config.cert_hosts)
     client = async_client(config.kubeconfig, field_manager=register.FIELD_MANAGER)
-    app = build_app(KubeLookups(client), lambda: dt.datetime.now(dt.UTC), config.schedulers)
+    app = build_app(KubeLookups(client), time.time, config.schedulers)
     runner = await serve(app, config.host, config.port, cert)
     registration = None
     try:

@@ -14,7 +14,6 @@ the API server evaluates itself: no webhook call, so no pod update waits for thi
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,7 +31,9 @@ from gpupool.adapters.webhook.review import (
     review_pod,
     review_quota,
 )
+from gpupool.ports import Clock
 from gpupool.quota.spec import TenantQuota
+from gpupool.rfc3339 import format_time
 
 log = logging.getLogger("gpupool.webhook")
 
@@ -52,13 +53,6 @@ class Lookups(Protocol):
     async def cards(self) -> tuple[tuple[str, int], ...]:
         """(model, allocatable bytes) of every card the GpuNodes report."""
         ...
-
-
-Clock = Callable[[], dt.datetime]
-
-
-def rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 Handler = Callable[[AdmissionRequest], Awaitable[dict[str, Any]]]
@@ -115,7 +109,7 @@ def build_app(
                 f"(the API server did not answer); retry",
             )
         cluster = ClusterFacts(cards=await _cards(lookups), schedulers=schedulers)
-        return review_pod(request, labels, rfc3339(clock()), cluster)
+        return review_pod(request, labels, format_time(clock()), cluster)
 
     async def validate_quotas(request: AdmissionRequest) -> dict[str, Any]:
         return review_quota(request, await lookups.quotas())
