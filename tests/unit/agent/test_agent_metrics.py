@@ -44,10 +44,10 @@ async def _scrape(refresh: Callable[[], Awaitable[None]], collector: AgentCollec
     runner = await start_metrics_server(registry, "127.0.0.1", 0, refresh=refresh)
     try:
         host, port = runner.addresses[0][:2]
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://{host}:{port}/metrics") as resp:
-                assert resp.status == 200
-                text = await resp.text()
+        url = f"http://{host}:{port}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as resp:
+            assert resp.status == 200
+            text = await resp.text()
     finally:
         await runner.cleanup()
     return {
