@@ -42,6 +42,7 @@ async def _scrape(refresh: Callable[[], Awaitable[None]], collector: AgentCollec
     registry = CollectorRegistry()
     registry.register(collector)
     runner = await start_metrics_server(registry, "127.0.0.1", 0, refresh=refresh)
+    assert runner is not None
     try:
         host, port = runner.addresses[0][:2]
         url = f"http://{host}:{port}/metrics"

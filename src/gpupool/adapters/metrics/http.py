@@ -50,10 +50,19 @@ async def start_metrics_server(
     host: str,
     port: int,
     refresh: Callable[[], Awaitable[None]] | None = None,
-) -> web.AppRunner:
-    """Serve /metrics on host:port until the returned runner is cleaned up."""
+) -> web.AppRunner | None:
+    """Serve /metrics on host:port until the returned runner is cleaned up.
+
+    A port that cannot be bound is logged as an error and None returned: the daemon's own work
+    (the quota gate, the device plugin) matters more than being scraped, and a second replica
+    on the same host must not crash on the first one's port."""
     runner = web.AppRunner(metrics_app(registry, refresh), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as err:
+        log.error("cannot serve /metrics on %s:%d (%s); running without /metrics", host, port, err)
+        await runner.cleanup()
+        return None
     log.info("metrics on http://%s:%d/metrics", host, port)
     return runner
