@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit venv clean k8s native helm image manifests realnode
+.PHONY: demo test lint unit venv clean k8s native helm image manifests realnode prometheus
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,9 +28,10 @@ lint: venv
 # Everything but the tests that need the control plane binaries or build the image.
 unit: venv
 	tools/helm/build.sh >/dev/null || echo "make unit: helm cannot be built here; the chart's tests skip"
+	tools/prometheus/install.sh || echo "make unit: promtool cannot be installed here; its tests skip"
 	$(BIN)/pytest -m "not e2e and not image"
 
-test: lint k8s native helm realnode
+test: lint k8s native helm realnode prometheus
 	$(BIN)/pytest
 
 # The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
@@ -58,6 +59,11 @@ image:
 # tests/native also builds the fake CUDA driver and test programs (make -C native test-bins).
 native:
 	$(MAKE) -C native all test-bins
+
+# promtool and prometheus (Debian's package, apt-get as root) for the alert-rule and dashboard
+# tests and the metrics e2e (deploy/prometheus, deploy/grafana); a no-op when installed.
+prometheus:
+	tools/prometheus/install.sh
 
 # The real node's host packages (containerd, runc, CNI plugins, iptables; apt-get, as root) and
 # its images (pause, GPU probe) for `gpupool dev-cluster up --real-node` and its e2e tests; see

@@ -102,6 +102,22 @@ class HealthEvent:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class CardTelemetry:
+    """One card's readings now (NVML on a real node, what a test set on the fake).
+
+    None: the card or driver cannot tell (NVML answers NOT_SUPPORTED on some boards)."""
+
+    uuid: str
+    utilization_pct: float | None = None  # SM busy over the driver's last sample period
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    ecc_uncorrected: int | None = None  # volatile double-bit ECC errors since the driver loaded
+    xid_events: int = 0  # XID events seen by this agent since it started (fatal or not)
+
+
 class Inventory(Protocol):
     """The GPUs of this node: NVML on a real node, a spec such as `8xA100-80GB` on kwok nodes."""
 
@@ -110,6 +126,10 @@ class Inventory(Protocol):
         ...
 
     def facts(self) -> InventoryFacts: ...
+
+    def telemetry(self) -> tuple[CardTelemetry, ...]:
+        """Each card's readings now, in index order (the agent's /metrics reads it per scrape)."""
+        ...
 
     def health_events(self) -> AsyncIterator[HealthEvent]:
         """Health changes as they happen; `devices()` already reflects an event when it arrives."""

@@ -11,9 +11,14 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
+from gpupool.adapters.metrics.agent import AgentCollector, AgentReading
+from gpupool.adapters.metrics.http import parse_address, start_metrics_server
 from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
@@ -27,10 +32,17 @@ from gpupool.node.device_plugin.server import (
 )
 from gpupool.node.device_plugin.sources import UnwiredAllocationSource
 from gpupool.node.nvml import FakeInventory, NvmlInventory
-from gpupool.ports import AllocationSource, GpuNodeReporter, Inventory
+from gpupool.ports import (
+    AllocationSource,
+    GpuNodeReporter,
+    Inventory,
+    LeaseSourceUnavailable,
+    PodLease,
+)
 
 log = logging.getLogger("gpupool.agent")
 _DEFAULT_PATHS = PluginPaths()
+DEFAULT_METRICS_ADDRESS = ":9410"
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -116,6 +128,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="API server access for GpuLeases and the GpuNode (default: $KUBECONFIG, else the "
         "in-cluster service account; neither: leases and GpuNode are not wired)",
     )
+    parser.add_argument(
+        "--metrics-address",
+        default=DEFAULT_METRICS_ADDRESS,
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here (cards and this node's leases; docs/metrics.md); "
+        f"'off' serves none (default: {DEFAULT_METRICS_ADDRESS})",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
     parser.set_defaults(func=run)
 
@@ -178,7 +197,27 @@ def _check(args: argparse.Namespace) -> str | None:
     bad = [x for x in args.ignore_xids.replace(" ", "").split(",") if x and not x.isdigit()]
     if bad:
         return f"--ignore-xids takes numbers separated by commas; got {args.ignore_xids!r}"
+    if args.metrics_address != "off":
+        try:
+            parse_address(args.metrics_address)
+        except ValueError as err:
+            return f"--metrics-address: {err}"
     return None
+
+
+def metrics_refresher(
+    node: str, inventory: Inventory, source: AllocationSource, collector: AgentCollector
+) -> Callable[[], Awaitable[None]]:
+    """What a scrape reads: the cards and their readings now, and the leases on this node."""
+
+    async def refresh() -> None:
+        try:
+            leases: tuple[PodLease, ...] | None = await source.leases_on(node)
+        except LeaseSourceUnavailable:
+            leases = None
+        collector.update(AgentReading(node, inventory.devices(), inventory.telemetry(), leases))
+
+    return refresh
 
 
 async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
@@ -191,7 +230,8 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
         len(gpus),
         ", ".join(f"{g.index}:{g.model}:{g.uuid}" for g in gpus) or "none",
     )
-    plugin = DevicePluginServer(plugin_config(args), inventory, lease_source(args))
+    source = lease_source(args)
+    plugin = DevicePluginServer(plugin_config(args), inventory, source)
     agent = NodeAgent(
         node=args.node_name,
         plugin=plugin,
@@ -199,7 +239,20 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
         reserve_pct=args.reserve_pct,
         heartbeat_s=args.heartbeat,
     )
-    await agent.run(stop)
+    runner = None
+    if args.metrics_address != "off":
+        collector = AgentCollector(args.node_name)
+        registry = CollectorRegistry()
+        registry.register(collector)
+        refresh = metrics_refresher(args.node_name, inventory, source, collector)
+        runner = await start_metrics_server(
+            registry, *parse_address(args.metrics_address), refresh=refresh
+        )
+    try:
+        await agent.run(stop)
+    finally:
+        if runner is not None:
+            await runner.cleanup()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 import time
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.metrics.controller import ControllerMetrics
+from gpupool.adapters.metrics.http import parse_address, start_metrics_server
 from gpupool.cli.daemon import (
     add_leader_args,
     configure_logging,
@@ -26,8 +29,12 @@ from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
 from gpupool.controllers.node_health.plan import LOST_S, SUSPECT_S
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
+from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
 from gpupool.quota.queue import FifoMode
+
+log = logging.getLogger("gpupool.controller")
+DEFAULT_METRICS_ADDRESS = ":9411"
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -84,6 +91,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=f"... and this long Lost: its leases end, its GPU pods are deleted (default: "
         f"{LOST_S:g})",
     )
+    parser.add_argument(
+        "--metrics-address",
+        default=DEFAULT_METRICS_ADDRESS,
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here (quota layer, cards, leases; docs/metrics.md); "
+        f"'off' serves none (default: {DEFAULT_METRICS_ADDRESS})",
+    )
     add_leader_args(parser, name="gpupool-controller", does="reconciles")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
@@ -97,6 +111,12 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     problem = leader_args_problem(args)
+    metrics_at: tuple[str, int] | None = None
+    if args.metrics_address != "off":
+        try:
+            metrics_at = parse_address(args.metrics_address)
+        except ValueError as err:
+            problem = problem or f"--metrics-address: {err}"
     if problem is not None:
         print(f"gpupool controller: error: {problem}", file=sys.stderr)
         return 2
@@ -125,11 +145,20 @@ def run(args: argparse.Namespace) -> int:
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
         )
         reclaim = ReclaimReconciler(api)
+        metrics = ControllerMetrics()
+        observer = MetricsObserver(api, metrics)
+        runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 
         async def admission_then_reclaim() -> None:
             # Reclaim decides over the admission round's reads and quota decision (one snapshot,
             # one decision); a round whose admission fails reclaims nothing until the next.
-            await reclaim.reconcile(await admission.reconcile())
+            # /metrics shows the same round; a failure to show it never stops reclaim.
+            round_ = await admission.reconcile()
+            try:
+                await observer.observe(round_)
+            except Exception:
+                log.exception("updating /metrics from this round failed")
+            await reclaim.reconcile(round_)
 
         election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:
@@ -151,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
                 await asyncio.gather(election, return_exceptions=True)
             if elector is not None:  # the round in progress has ended: another may take over now
                 await elector.release()
+            if runner is not None:
+                await runner.cleanup()
             await client.close()
 
     run_loop(main())

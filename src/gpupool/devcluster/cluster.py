@@ -351,6 +351,7 @@ class DevCluster:
         extender = spec.extender
         if gpupool is not None:
             ports["gpupool-webhook"] = claim("gpupool-webhook", None, taken)
+            ports["gpupool-controller-metrics"] = claim("gpupool-controller", None, taken)
             if gpupool.run_extender and extender is None:
                 ports["gpupool-extender"] = claim("gpupool-extender", None, taken)
                 extender = ExtenderConfig(
@@ -551,6 +552,7 @@ class DevCluster:
         controller = [
             *gpupool, "controller", *kubeconfig("gpupool-controller"),
             "--resync", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+            "--metrics-address", f"{LOOPBACK}:{ports['gpupool-controller-metrics']}",
         ]  # fmt: skip
         if spec.suspect_after_s is not None:
             controller += ["--suspect-after", f"{spec.suspect_after_s:g}"]

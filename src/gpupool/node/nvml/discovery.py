@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import UnknownGpuModel
 from gpupool.domain.models import get_model
 from gpupool.node.nvml.boards import model_for_board, nvlink_domains, nvlink_peers, xid_is_fatal
-from gpupool.ports import GpuFacts, HealthEvent, InventoryFacts
+from gpupool.ports import CardTelemetry, GpuFacts, HealthEvent, InventoryFacts
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class NvmlInventory:
         self._sysfs = sysfs_root
         self._lock = threading.Lock()
         self._handles: dict[str, Any] = {}
+        self._xids: dict[str, int] = {}  # XID events seen per card since start (/metrics)
         nvml.nvmlInit()
         try:
             self._gpus, self._facts = self._discover()
@@ -153,6 +154,41 @@ class NvmlInventory:
     def facts(self) -> InventoryFacts:
         return self._facts
 
+    def telemetry(self) -> tuple[CardTelemetry, ...]:
+        """Each card's readings now; a reading the board does not support is None."""
+        return tuple(self._reading(g.uuid) for g in self.devices())
+
+    def _reading(self, uuid: str) -> CardTelemetry:
+        nvml, handle = self._nvml, self._handles[uuid]
+
+        def ask(read: Callable[[], Any]) -> Any:
+            try:
+                return read()
+            except nvml.NVMLError:  # NOT_SUPPORTED on this board, or the card fell off the bus
+                return None
+
+        util = ask(lambda: nvml.nvmlDeviceGetUtilizationRates(handle))
+        memory = ask(lambda: nvml.nvmlDeviceGetMemoryInfo(handle))
+        temperature = ask(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU))
+        power_mw = ask(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+        ecc = ask(
+            lambda: nvml.nvmlDeviceGetTotalEccErrors(
+                handle, nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC
+            )
+        )
+        with self._lock:
+            xids = self._xids.get(uuid, 0)
+        return CardTelemetry(
+            uuid,
+            utilization_pct=None if util is None else float(util.gpu),
+            memory_used_bytes=None if memory is None else int(memory.used),
+            memory_total_bytes=None if memory is None else int(memory.total),
+            temperature_c=None if temperature is None else float(temperature),
+            power_w=None if power_mw is None else float(power_mw) / 1000.0,
+            ecc_uncorrected=None if ecc is None else int(ecc),
+            xid_events=xids,
+        )
+
     def _apply(self, event: HealthEvent) -> bool:
         with self._lock:
             gpu = self._gpus.get(event.uuid)
@@ -167,6 +203,8 @@ class NvmlInventory:
         uuid = _text(nvml.nvmlDeviceGetUUID(event.device))
         if event.eventType == nvml.nvmlEventTypeXidCriticalError:
             xid = int(event.eventData)
+            with self._lock:
+                self._xids[uuid] = self._xids.get(uuid, 0) + 1
             if not xid_is_fatal(xid, self._ignored_xids):
                 log.info("GPU %s: XID %d is an application error; card stays healthy", uuid, xid)
                 return None

@@ -10,7 +10,7 @@ from dataclasses import replace
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import InvalidNode
 from gpupool.domain.models import parse_gpu_list
-from gpupool.ports import GpuFacts, HealthEvent, InventoryFacts
+from gpupool.ports import CardTelemetry, GpuFacts, HealthEvent, InventoryFacts
 
 _NVLINK_FAMILIES = ("A100", "H100", "H800", "H200", "V100")  # SXM boards ship in NVLink systems
 _NAMESPACE = uuidlib.UUID("4f1c7e52-3f0a-4d55-9a39-6b8f0c7d2a11")
@@ -39,7 +39,8 @@ def fake_uuid(node: str, index: int) -> str:
 
 
 class FakeInventory:
-    """Cards described, not discovered. `set_health` plays the part of an XID event."""
+    """Cards described, not discovered. `set_health` plays the part of an XID event;
+    `set_telemetry` and `record_xid` set what the card reports (idle and cool until told)."""
 
     def __init__(self, gpus: Sequence[Gpu], facts: InventoryFacts | None = None) -> None:
         self._gpus = {g.uuid: g for g in gpus}
@@ -51,6 +52,18 @@ class FakeInventory:
             gpus=tuple(GpuFacts(g.uuid, g.spec.sm_count) for g in gpus),
         )
         self._events: asyncio.Queue[HealthEvent] = asyncio.Queue()
+        self._telemetry = {
+            g.uuid: CardTelemetry(
+                g.uuid,
+                utilization_pct=0.0,
+                memory_used_bytes=0,
+                memory_total_bytes=g.total_memory,
+                temperature_c=30.0,
+                power_w=50.0,
+                ecc_uncorrected=0,
+            )
+            for g in gpus
+        }
 
     @classmethod
     def from_spec(cls, spec: str, *, node: str) -> FakeInventory:
@@ -97,6 +110,45 @@ class FakeInventory:
 
     def facts(self) -> InventoryFacts:
         return self._facts
+
+    def telemetry(self) -> tuple[CardTelemetry, ...]:
+        return tuple(self._telemetry[g.uuid] for g in self.devices())
+
+    def set_telemetry(
+        self,
+        uuid: str,
+        *,
+        utilization_pct: float | None = None,
+        memory_used_bytes: int | None = None,
+        temperature_c: float | None = None,
+        power_w: float | None = None,
+        ecc_uncorrected: int | None = None,
+    ) -> None:
+        """Set the readings given (the others stay as they were)."""
+        now = self._reading(uuid)
+        self._telemetry[uuid] = replace(
+            now,
+            utilization_pct=now.utilization_pct if utilization_pct is None else utilization_pct,
+            memory_used_bytes=now.memory_used_bytes
+            if memory_used_bytes is None
+            else memory_used_bytes,
+            temperature_c=now.temperature_c if temperature_c is None else temperature_c,
+            power_w=now.power_w if power_w is None else power_w,
+            ecc_uncorrected=now.ecc_uncorrected if ecc_uncorrected is None else ecc_uncorrected,
+        )
+
+    def record_xid(self, uuid: str, xid: int, *, fatal: bool) -> None:
+        """An XID event on the card: counted; a fatal one also makes the card unhealthy."""
+        now = self._reading(uuid)
+        self._telemetry[uuid] = replace(now, xid_events=now.xid_events + 1)
+        if fatal:
+            self.set_health(uuid, False, f"XID {xid} critical error")
+
+    def _reading(self, uuid: str) -> CardTelemetry:
+        reading = self._telemetry.get(uuid)
+        if reading is None:
+            raise InvalidNode(f"fake inventory has no card {uuid}")
+        return reading
 
     def set_health(self, uuid: str, healthy: bool, reason: str = "fake") -> None:
         gpu = self._gpus.get(uuid)

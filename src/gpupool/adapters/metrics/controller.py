@@ -1,0 +1,179 @@
+"""The controller's series: the quota layer (per tenant) and the cards as the cluster's state
+holds them (allocated bytes, fragmentation), from what the controller reads each round.
+
+`ControllerMetrics.observe` takes one round's reading; gauges are rebuilt from it at each scrape
+(a tenant or card that is gone leaves no stale series), while the admission counter and the
+queue-wait histogram accumulate over the process's life.
+
+Amounts are in the tenant quota's resource unit, named by the `resource` label: bytes for
+`gpu-memory`, milli-GPU for `gpu` (Kueue's `kueue_cluster_queue_resource_usage` does the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gpupool.adapters.metrics.fragmentation import MEASURE
+
+WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 4 * 3600.0)
+CARD_LABELS = ("Hostname", "gpu", "UUID", "modelName")
+
+
+@dataclass(frozen=True, slots=True)
+class TenantReading:
+    tenant: str
+    resource: str  # "gpu-memory" | "gpu"
+    nominal: int
+    guaranteed: int
+    used: int
+    borrowed: int
+    lent: int
+    pods: int  # admitted pods holding quota
+    queued: int
+    oldest_wait_s: float  # how long the head of its queue has waited; 0 when none waits
+    gib_hours: float  # GiB-hours of the tenant's GpuLeases the API server still holds
+
+
+@dataclass(frozen=True, slots=True)
+class CardReading:
+    node: str
+    gpu: int
+    uuid: str
+    model: str
+    total_bytes: int
+    allocated_bytes: int
+    fragmentation: float  # 0..1 (adapters.metrics.fragmentation)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    tenant: str
+    borrowed: bool
+    waited_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerReading:
+    tenants: tuple[TenantReading, ...]
+    cards: tuple[CardReading, ...]
+    leases_by_phase: tuple[tuple[str, int], ...]
+    admissions: tuple[Admission, ...]  # decided this round
+
+
+class _Latest(Collector):
+    def __init__(self) -> None:
+        self.reading = ControllerReading((), (), (), ())
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(controller_gauges(self.reading))
+
+
+class ControllerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self._latest = _Latest()
+        self.registry.register(self._latest)
+        self.admissions = Counter(
+            "gpupool_controller_admissions",
+            "Pods admitted by quota (the gate removed), by tenant and whether they borrow",
+            ["tenant", "borrowed"],
+            registry=self.registry,
+        )
+        self.wait = Histogram(
+            "gpupool_controller_admission_wait_seconds",
+            "Time from a pod's submission (gpupool.io/queued-at) to its admission by quota "
+            "(kueue_admission_wait_time_seconds)",
+            ["tenant"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe(self, reading: ControllerReading) -> None:
+        self._latest.reading = reading
+        for a in reading.admissions:
+            self.admissions.labels(a.tenant, "true" if a.borrowed else "false").inc()
+            self.wait.labels(a.tenant).observe(max(0.0, a.waited_s))
+
+
+def controller_gauges(reading: ControllerReading) -> list[Metric]:
+    t_labels = ["tenant", "resource"]
+
+    def tenant_gauge(name: str, doc: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, labels=t_labels)
+
+    nominal = tenant_gauge("gpupool_controller_tenant_nominal", "The tenant's nominal quota")
+    guaranteed = tenant_gauge(
+        "gpupool_controller_tenant_guaranteed", "The part of the nominal quota never reclaimed"
+    )
+    used = tenant_gauge(
+        "gpupool_controller_tenant_used", "Quota held by the tenant's admitted pods (status.used)"
+    )
+    borrowed = tenant_gauge(
+        "gpupool_controller_tenant_borrowed", "Quota the tenant uses beyond its nominal"
+    )
+    lent = tenant_gauge(
+        "gpupool_controller_tenant_lent", "The tenant's unused nominal quota others borrow"
+    )
+    pods = GaugeMetricFamily(
+        "gpupool_controller_tenant_pods", "Admitted pods holding quota", labels=["tenant"]
+    )
+    pending = GaugeMetricFamily(
+        "gpupool_controller_tenant_pending_pods",
+        "Pods waiting in the tenant's admission queue (kueue_pending_workloads)",
+        labels=["tenant"],
+    )
+    oldest = GaugeMetricFamily(
+        "gpupool_controller_tenant_oldest_wait_seconds",
+        "How long the head of the tenant's queue has waited; 0 when none waits",
+        labels=["tenant"],
+    )
+    gib_hours = GaugeMetricFamily(
+        "gpupool_controller_tenant_gib_hours",
+        "GiB-hours of the tenant's GpuLeases still held by the API server (ended ones until "
+        "their retention ends)",
+        labels=["tenant"],
+    )
+    for t in reading.tenants:
+        key = [t.tenant, t.resource]
+        nominal.add_metric(key, t.nominal)
+        guaranteed.add_metric(key, t.guaranteed)
+        used.add_metric(key, t.used)
+        borrowed.add_metric(key, t.borrowed)
+        lent.add_metric(key, t.lent)
+        pods.add_metric([t.tenant], t.pods)
+        pending.add_metric([t.tenant], t.queued)
+        oldest.add_metric([t.tenant], t.oldest_wait_s)
+        gib_hours.add_metric([t.tenant], t.gib_hours)
+    total = GaugeMetricFamily(
+        "gpupool_controller_card_memory_total_bytes",
+        "Device memory of the card as its GpuNode reports it",
+        labels=list(CARD_LABELS),
+    )
+    allocated = GaugeMetricFamily(
+        "gpupool_controller_card_allocated_bytes",
+        "Device memory the live GpuLeases take on the card",
+        labels=list(CARD_LABELS),
+    )
+    frag = GaugeMetricFamily(
+        "gpupool_controller_card_fragmentation_ratio",
+        "Free share of the card that the common requests cannot use, ÷ the card (0-1)",
+        labels=[*CARD_LABELS, "measure"],
+    )
+    for c in reading.cards:
+        key = [c.node, str(c.gpu), c.uuid, c.model]
+        total.add_metric(key, c.total_bytes)
+        allocated.add_metric(key, c.allocated_bytes)
+        frag.add_metric([*key, MEASURE], c.fragmentation)
+    leases = GaugeMetricFamily("gpupool_controller_leases", "GpuLeases by phase", labels=["phase"])
+    for phase, count in reading.leases_by_phase:
+        leases.add_metric([phase], count)
+    families: Sequence[Metric] = (
+        nominal, guaranteed, used, borrowed, lent, pods, pending, oldest, gib_hours, total,
+        allocated, frag, leases,
+    )  # fmt: skip
+    return list(families)

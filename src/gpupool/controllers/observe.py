@@ -1,0 +1,116 @@
+"""What the controller shows on /metrics, taken from the round it has just run.
+
+`MetricsObserver.observe` turns the admission round (its pods, GpuLeases, GpuQuotas and quota
+decision: the numbers GpuQuota status shows) into the quota layer's reading, and reads Nodes and
+GpuNodes to build the same snapshot the extender and reclaim use (`state.ClusterCache`) for the
+cards' allocated bytes and fragmentation. Nothing here decides or writes to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.metrics.controller import (
+    Admission,
+    CardReading,
+    ControllerMetrics,
+    ControllerReading,
+    TenantReading,
+)
+from gpupool.adapters.metrics.fragmentation import card_fragmentation
+from gpupool.controllers.admission.plan import TenantStatus
+from gpupool.controllers.admission.reconcile import AdmissionRound
+from gpupool.ports import ClusterApi, Json
+from gpupool.quota.spec import TenantQuota
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
+
+GIB = 1024**3
+
+
+def tenant_readings(
+    tenants: Sequence[TenantStatus],
+    quotas: Iterable[TenantQuota],
+    leases: Iterable[LeaseRecord],
+    now: float,
+) -> tuple[TenantReading, ...]:
+    by_name = {q.name: q for q in quotas}
+    gib_hours: dict[str, float] = {}
+    for lease in leases:
+        hours = lease.accounting(now).gib_hours(now)
+        gib_hours[lease.tenant] = gib_hours.get(lease.tenant, 0.0) + hours
+    out = []
+    for t in tenants:
+        quota = by_name.get(t.tenant)
+        oldest = min((q.pod.submitted_at for q in t.queue), default=now)
+        out.append(
+            TenantReading(
+                tenant=t.tenant,
+                resource=t.resource.value,
+                nominal=quota.nominal if quota else 0,
+                guaranteed=quota.guaranteed if quota else 0,
+                used=t.used,
+                borrowed=t.borrowed,
+                lent=t.lent,
+                pods=t.pods,
+                queued=len(t.queue),
+                oldest_wait_s=max(0.0, now - oldest),
+                gib_hours=gib_hours.get(t.tenant, 0.0),
+            )
+        )
+    return tuple(out)
+
+
+def card_readings(
+    nodes: list[Json], gpunodes: list[Json], round_: AdmissionRound
+) -> tuple[CardReading, ...]:
+    cache = ClusterCache()
+    cache.rebuild(
+        [read_node(n) for n in nodes], [read_gpu_node(g) for g in gpunodes], round_.leases
+    )
+    snap = cache.snapshot()
+    requests = [v.request for v in round_.pods if v.request is not None and not v.terminal]
+    frag = card_fragmentation(snap, requests)
+    out = []
+    for i, node in enumerate(snap.nodes):
+        for slot, gpu in enumerate(node.gpus):
+            out.append(
+                CardReading(
+                    node=node.name,
+                    gpu=gpu.index,
+                    uuid=gpu.uuid,
+                    model=gpu.model,
+                    total_bytes=int(snap.gmem_total[i, slot]),
+                    allocated_bytes=int(snap.gmem_total[i, slot] - snap.gmem_free[i, slot]),
+                    fragmentation=float(frag[i, slot]),
+                )
+            )
+    return tuple(out)
+
+
+def reading_of(
+    round_: AdmissionRound, nodes: list[Json], gpunodes: list[Json]
+) -> ControllerReading:
+    phases = Counter(le.phase.value for le in round_.leases)
+    return ControllerReading(
+        tenants=tenant_readings(round_.plan.tenants, round_.quotas, round_.leases, round_.now),
+        cards=card_readings(nodes, gpunodes, round_),
+        leases_by_phase=tuple(sorted(phases.items())),
+        admissions=tuple(
+            Admission(a.pod.tenant, a.borrowed > 0, round_.now - a.pod.submitted_at)
+            for a in round_.plan.admit
+        ),
+    )
+
+
+class MetricsObserver:
+    def __init__(self, api: ClusterApi, metrics: ControllerMetrics) -> None:
+        self.api = api
+        self.metrics = metrics
+
+    async def observe(self, round_: AdmissionRound) -> None:
+        nodes = await self.api.nodes()
+        gpunodes = await self.api.gpu_nodes()
+        self.metrics.observe(reading_of(round_, nodes, gpunodes))
