@@ -19,6 +19,7 @@ MODULES = (
     "gpupool.cli.extender",
     "gpupool.cli.controller",
     "gpupool.cli.defrag",
+    "gpupool.cli.views",
 )
 
 

@@ -1,0 +1,75 @@
+"""`-o json`: the view values as JSON, one stable shape (docs/views.md): every dataclass field in
+camelCase, amounts in bytes (or milli-GPU for a `gpu` quota), times in epoch seconds, fractions
+in 0..1, plus `apiVersion` and `kind` at the top. Fields are added, never renamed or removed,
+within `gpupool.io/views-v1`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from gpupool.state.views.status import StatusView
+
+API_VERSION = "gpupool.io/views-v1"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {_camel(f.name): plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def dump(kind: str, body: dict[str, Any]) -> str:
+    return json.dumps({"apiVersion": API_VERSION, "kind": kind, **body}, indent=2) + "\n"
+
+
+def status_json(view: StatusView, node: str | None, tenant: str | None) -> str:
+    pool = view.pool
+    nodes = [n for n in pool.nodes if node is None or n.name == node]
+    if tenant is not None:
+        nodes = [n for n in nodes if any(s.tenant == tenant for c in n.cards for s in c.slices)]
+    tenants = [t for t in view.tenants if tenant is None or t.name == tenant]
+    return dump(
+        "PoolStatus",
+        {
+            "now": view.now,
+            "namespaces": plain(view.namespaces),
+            "notes": list(view.notes),
+            "totals": plain(pool.totals),
+            "tenants": plain(tenants),
+            "nodes": plain(nodes),
+            "unplaced": plain(pool.unplaced),
+            "queued": sum(1 for q in view.queue if tenant is None or q.tenant == tenant),
+        },
+    )
+
+
+def queue_json(view: StatusView, tenant: str | None) -> str:
+    items = [q for q in view.queue if tenant is None or q.tenant == tenant]
+    return dump("Queue", {"now": view.now, "notes": list(view.notes), "items": plain(items)})
+
+
+def leases_json(view: StatusView, tenant: str | None) -> str:
+    def mine(xs: Any) -> Any:
+        return plain([x for x in xs if tenant is None or x.tenant == tenant])
+
+    return dump(
+        "Leases",
+        {
+            "now": view.now,
+            "notes": list(view.notes),
+            "recentSeconds": view.leases.recent_s,
+            "live": mine(view.leases.live),
+            "recent": mine(view.leases.recent),
+        },
+    )

@@ -1,0 +1,219 @@
+"""The pool map: node → cards → slices, each slice labelled by its tenant and pod, with each
+card's free memory, fragmentation and health, and the pool's totals.
+
+Built from the `ClusterCache` the extender places on: a card's free memory is the snapshot's
+`gmem_free` after every live lease was assumed, and its slices are the leases the cache applied
+to that card (`ClusterCache.applied`), so the map shows exactly what placement sees. A live lease
+the cache could not apply (its node or card unknown, or it does not fit) is listed apart
+(`PoolView.unplaced`), never dropped.
+
+Fragmentation per card is FGD's measure (`placement.fragmentation.FragmentationModel`, the one
+the `gpupool` and `fgd` policies descend) split over the node's cards: for each task shape of the
+target workload, the card's free share counts when that shape cannot use it; the cards' figures
+of a node add up to the node's FGD fragmentation. Shown as a fraction of the card (0..1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpupool.domain.requests import MILLI
+from gpupool.placement.fragmentation import FloatArray, FragmentationModel
+from gpupool.placement.snapshot import ClusterSnapshot
+from gpupool.state.cluster import ClusterCache
+
+CardFragmentation = Callable[[ClusterSnapshot], FloatArray]
+
+
+def fgd_card_fragmentation(model: FragmentationModel) -> CardFragmentation:
+    """Per card (N, G), FGD's fragmentation of `model` as a fraction of the card; each node's
+    row sums to `model.node_frag` of that node divided by 1000."""
+
+    def measure(snap: ClusterSnapshot) -> FloatArray:
+        share = snap.share_free.astype(np.float64)
+        frag = model.cpu_only_weight * share
+        for grp in model.groups:
+            ok = snap.share_free >= grp.threshold
+            hostable = ok.sum(axis=1) >= grp.count
+            fits_cpu = grp.weight_cum[np.searchsorted(grp.cpu_sorted, snap.cpu_free, "right")]
+            unusable = np.where(hostable[:, None] & ok, 0.0, share)
+            frag = (
+                frag + fits_cpu[:, None] * unusable + (grp.weight_total - fits_cpu)[:, None] * share
+            )
+        return np.asarray(np.where(snap.present, frag / MILLI, 0.0), dtype=np.float64)
+
+    return measure
+
+
+@dataclass(frozen=True, slots=True)
+class SliceView:
+    lease: str  # the GpuLease, namespace/name
+    tenant: str
+    pod: str  # namespace/name
+    offset_bytes: int
+    size_bytes: int
+    compute_milli: int
+    phase: str
+    borrowed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CardView:
+    index: int
+    model: str
+    memory_bytes: int  # what slices may take (the card less the node's reserve)
+    used_bytes: int  # the sum of its slices
+    free_bytes: int  # what placement sees free
+    compute_free_milli: int
+    fragmentation: float  # 0..1 of the card
+    healthy: bool
+    slices: tuple[SliceView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    health: str  # GpuNode status.health (Healthy, Degraded, Suspect, Lost); "NoAgent" without one
+    condition: str | None  # why placement skips the node now (cordoned, not ready, suspect, ...)
+    cards: tuple[CardView, ...]
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(c.memory_bytes for c in self.cards)
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(c.used_bytes for c in self.cards)
+
+    @property
+    def free_bytes(self) -> int:
+        return sum(c.free_bytes for c in self.cards)
+
+    @property
+    def fragmentation(self) -> float:
+        """The mean of its cards' fractions."""
+        return sum(c.fragmentation for c in self.cards) / len(self.cards) if self.cards else 0.0
+
+    @property
+    def slices(self) -> int:
+        return sum(len(c.slices) for c in self.cards)
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    lease: str
+    tenant: str
+    pod: str
+    node: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolTotals:
+    nodes: int
+    cards: int
+    models: tuple[str, ...]
+    memory_bytes: int
+    used_bytes: int
+    free_bytes: int
+    fragmentation: float  # mean over the healthy cards of schedulable nodes
+    slices: int
+    by_health: tuple[tuple[str, int], ...]  # (health, nodes), sorted by health
+    unschedulable: int  # nodes placement skips now (any condition)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    nodes: tuple[NodeView, ...]  # by name
+    totals: PoolTotals
+    unplaced: tuple[Unplaced, ...]
+
+    def node(self, name: str) -> NodeView | None:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        return None
+
+
+def build_pool(cache: ClusterCache, card_fragmentation: CardFragmentation) -> PoolView:
+    snap = cache.snapshot()
+    frag = card_fragmentation(snap)
+    on_card: dict[tuple[int, int], list[SliceView]] = {}
+    unplaced: list[Unplaced] = []
+    for key in sorted(cache.leases):
+        lease = cache.leases[key]
+        if not lease.holds_capacity:
+            continue
+        decision = cache.applied(key)
+        pod = lease.pod.key
+        if decision is None:
+            why = (
+                "its node is not a GPU node gpupool knows"
+                if not cache.known(lease.node)
+                else "it does not fit the cards it names (the node is fenced)"
+            )
+            unplaced.append(Unplaced(key, lease.tenant, pod, lease.node, why))
+            continue
+        for slot, s in zip(decision.cards, lease.slices, strict=True):
+            on_card.setdefault((decision.node_index, slot), []).append(
+                SliceView(
+                    lease=key,
+                    tenant=lease.tenant,
+                    pod=pod,
+                    offset_bytes=s.offset_bytes,
+                    size_bytes=s.size_bytes,
+                    compute_milli=s.compute_milli,
+                    phase=lease.phase.value,
+                    borrowed=lease.borrowed > 0,
+                )
+            )
+    nodes: list[NodeView] = []
+    for i, node in enumerate(snap.nodes):
+        gpunode = cache.gpunodes.get(node.name)
+        cards = []
+        for slot, gpu in enumerate(node.gpus):
+            slices = sorted(on_card.get((i, slot), ()), key=lambda s: (s.offset_bytes, s.lease))
+            cards.append(
+                CardView(
+                    index=gpu.index,
+                    model=gpu.model,
+                    memory_bytes=int(snap.gmem_total[i, slot]),
+                    used_bytes=sum(s.size_bytes for s in slices),
+                    free_bytes=int(snap.gmem_free[i, slot]),
+                    compute_free_milli=int(snap.comp_free[i, slot]),
+                    fragmentation=float(frag[i, slot]),
+                    healthy=bool(snap.healthy[i, slot]),
+                    slices=tuple(slices),
+                )
+            )
+        nodes.append(
+            NodeView(
+                name=node.name,
+                health=gpunode.health if gpunode is not None else "NoAgent",
+                condition=snap.condition[i],
+                cards=tuple(cards),
+            )
+        )
+    return PoolView(tuple(nodes), _totals(nodes), tuple(unplaced))
+
+
+def _totals(nodes: list[NodeView]) -> PoolTotals:
+    health: dict[str, int] = {}
+    for node in nodes:
+        health[node.health] = health.get(node.health, 0) + 1
+    counted = [c for n in nodes if n.condition is None for c in n.cards if c.healthy]
+    return PoolTotals(
+        nodes=len(nodes),
+        cards=sum(len(n.cards) for n in nodes),
+        models=tuple(sorted({c.model for n in nodes for c in n.cards})),
+        memory_bytes=sum(n.memory_bytes for n in nodes),
+        used_bytes=sum(n.used_bytes for n in nodes),
+        free_bytes=sum(n.free_bytes for n in nodes),
+        fragmentation=sum(c.fragmentation for c in counted) / len(counted) if counted else 0.0,
+        slices=sum(n.slices for n in nodes),
+        by_health=tuple(sorted(health.items())),
+        unschedulable=sum(1 for n in nodes if n.condition is not None),
+    )
