@@ -25,17 +25,18 @@ def _cut(text: str, width: int) -> str:
 
 
 def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int]
+    header: Sequence[str], rows: Sequence[Sequence[str]], widths: Sequence[int], left: int = 1
 ) -> list[str]:
-    """Left-aligned first column, right-aligned numbers after it; cells cut to their width."""
+    """The first `left` columns (names) left-aligned, the rest (figures) right-aligned; cells
+    cut to their width, so a line is never wider than the widths add up to."""
     out = []
     for row in (header, *rows):
         cells = [_cut(str(c), w) for c, w in zip(row, widths, strict=True)]
-        first, rest = (
-            cells[0].ljust(widths[0]),
-            [c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True)],
-        )
-        out.append(" ".join([first, *rest]).rstrip())
+        aligned = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        out.append(" ".join(aligned).rstrip())
     return out
 
 
@@ -54,8 +55,8 @@ def _age(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60}m"
     if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m" if s % 3600 else f"{s // 3600}h"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h" if s % 86400 else f"{s // 86400}d"
 
 
 def _amount(tenant: TenantView, value: int | None) -> str:
@@ -107,7 +108,7 @@ def render_status(view: StatusView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _tenant_table(tenants: Sequence[TenantView]) -> list[str]:
+def _tenant_table(tenants: Sequence[TenantView], limit: int = 20) -> list[str]:
     if not tenants:
         return ["TENANTS  none"]
     rows = [
@@ -122,10 +123,13 @@ def _tenant_table(tenants: Sequence[TenantView]) -> list[str]:
             str(t.queued),
             f"{t.gib_hours:.1f}",
         )
-        for t in tenants
+        for t in tenants[:limit]
     ]
     header = ("TENANT", "USED", "NOMINAL", "USE", "BORROWED", "LENT", "LEASES", "QUEUED", "GiB-h")
-    return _table(header, rows, (16, 7, 7, 6, 8, 7, 6, 6, 8))
+    lines = _table(header, rows, (16, 7, 7, 6, 8, 7, 6, 6, 8))
+    if len(tenants) > limit:
+        lines.append(f"... and {len(tenants) - limit} more tenants (--tenant NAME)")
+    return lines
 
 
 def _budgets(tenants: Sequence[TenantView]) -> list[str]:
@@ -175,7 +179,7 @@ def _node_table(nodes: Sequence[NodeView], limit: int = TOP_NODES) -> list[str]:
     ]
     title = "NODES (unhealthy first, then busiest; --node NAME for its cards)"
     header = ("NODE", "HEALTH", "CARDS", "SLICES", "USED", "MEMORY", "USE", "FRAG")
-    lines = [title, *_table(header, rows, (24, 8, 5, 6, 7, 7, 6, 6))]
+    lines = [title, *_table(header, rows, (24, 8, 5, 6, 7, 7, 6, 6), left=2)]
     if len(nodes) > len(shown):
         lines.append(f"... and {len(nodes) - len(shown)} more nodes (-o json lists all)")
     for n in trouble[:limit]:
@@ -200,8 +204,8 @@ def render_node(view: StatusView, name: str) -> str:
     node = view.pool.node(name)
     assert node is not None  # checked by StatusView.check_node
     lines = [
-        f"NODE  {node.name}  {node.health}, {len(node.cards)} cards, used "
-        f"{_bytes(node.used_bytes)} of {_bytes(node.memory_bytes)}, fragmentation "
+        _cut(f"NODE  {node.name}  {node.health}, {len(node.cards)} cards", WIDTH),
+        f"  used {_bytes(node.used_bytes)} of {_bytes(node.memory_bytes)}, fragmentation "
         f"{_pct(node.fragmentation)}",
     ]
     if node.condition:
@@ -256,13 +260,13 @@ def _queue_lines(queue: Sequence[QueueItem]) -> list[str]:
         return ["QUEUE  no pod waits"]
     lines = [f"QUEUE  {len(queue)} waiting (in each tenant's admission order)"]
     header = ("TENANT", "POSITION", "POD", "WAITED", "ASKS")
-    widths = (16, 8, 33, 7, 11)
+    widths = (14, 8, 34, 7, 10)
     rows = []
     for q in queue:
         where = f"{q.position}/{q.of}" if q.position is not None else "-"
         asks = f"{q.gpus}x{_bytes(q.memory_bytes)}" if q.memory_bytes else f"{q.gpus} GPU"
         rows.append((q.tenant, where, q.pod, _age(q.waited_s), asks))
-    table = _table(header, rows, widths)
+    table = _table(header, rows, widths, left=3)
     lines.append(table[0])
     for line, q in zip(table[1:], queue, strict=True):
         lines.append(line)
@@ -294,13 +298,13 @@ def _lease_rows(leases: Sequence[LeaseView]) -> list[tuple[str, ...]]:
 
 def _lease_lines(leases: LeasesView) -> list[str]:
     header = ("POD", "TENANT", "NODE", "GPU", "MEMORY", "PHASE", "HELD", "GiB-h")
-    widths = (24, 12, 12, 3, 6, 9, 6, 7)
+    widths = (21, 10, 12, 3, 6, 8, 5, 6)
     lines = [f"LIVE LEASES  {len(leases.live)}  (* borrowed)"]
     if leases.live:
-        lines += _table(header, _lease_rows(leases.live), widths)
+        lines += _table(header, _lease_rows(leases.live), widths, left=3)
     lines += ["", f"ENDED IN THE LAST {_age(leases.recent_s)}  {len(leases.recent)}"]
     if leases.recent:
-        lines += _table(header, _lease_rows(leases.recent), widths)
+        lines += _table(header, _lease_rows(leases.recent), widths, left=3)
     lines.append(f"GiB-hours in all: {leases.gib_hours:.2f}")
     return lines
 

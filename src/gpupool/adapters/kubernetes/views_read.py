@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
 import httpx2
@@ -146,10 +147,10 @@ async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> Vie
         for ns in scope:
             try:
                 lease_objs += await _list(
-                    f"gpuleases in {ns}", lambda ns=ns: items(GpuLease, namespace=ns)
+                    f"gpuleases in {ns}", partial(items, GpuLease, namespace=ns)
                 )
                 pod_objs += await _list(
-                    f"pods in {ns}", lambda ns=ns: items(Pod, namespace=ns, **tenant_pods)
+                    f"pods in {ns}", partial(items, Pod, namespace=ns, **tenant_pods)
                 )
             except _Denied as denied:
                 notes.append(f"you may not list {denied.what}; left out")
@@ -162,9 +163,7 @@ async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> Vie
         wanted = sorted({x.tenant for x in leases} | {p.tenant for p in pods})
         for tenant in wanted:
             try:
-                got = await _list(
-                    f"gpuquota {tenant}", lambda tenant=tenant: _get_quota(client, tenant)
-                )
+                got = await _list(f"gpuquota {tenant}", partial(_get_quota, client, tenant))
                 quota_objs += got
             except _Denied:
                 notes.append(f"you may not read the GpuQuota of tenant {tenant}")

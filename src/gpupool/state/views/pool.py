@@ -7,10 +7,9 @@ to that card (`ClusterCache.applied`), so the map shows exactly what placement s
 the cache could not apply (its node or card unknown, or it does not fit) is listed apart
 (`PoolView.unplaced`), never dropped.
 
-Fragmentation per card is FGD's measure (`placement.fragmentation.FragmentationModel`, the one
-the `gpupool` and `fgd` policies descend) split over the node's cards: for each task shape of the
-target workload, the card's free share counts when that shape cannot use it; the cards' figures
-of a node add up to the node's FGD fragmentation. Shown as a fraction of the card (0..1).
+Fragmentation per card is FGD's per-GPU term (`placement.fragmentation.FragmentationModel`, over
+the target workload the `gpupool` and `fgd` policies descend): the card's free share that the
+common task shapes cannot use, weighted by how often they come; a fraction of the card (0..1).
 """
 
 from __future__ import annotations
@@ -29,20 +28,17 @@ CardFragmentation = Callable[[ClusterSnapshot], FloatArray]
 
 
 def fgd_card_fragmentation(model: FragmentationModel) -> CardFragmentation:
-    """Per card (N, G), FGD's fragmentation of `model` as a fraction of the card; each node's
-    row sums to `model.node_frag` of that node divided by 1000."""
+    """Per card (N, G), FGD's per-GPU term of `model` as a fraction of the card: for each shape
+    of the target workload, weighted by its frequency, the card's free share counts when the
+    card alone cannot give that shape its per-card demand. Unlike FGD's node measure, a card
+    stands alone (no "the node cannot host the shape at all" clause, no CPU test): an empty card
+    and a full one are at 0, and only leftovers too small for the common shapes count."""
 
     def measure(snap: ClusterSnapshot) -> FloatArray:
         share = snap.share_free.astype(np.float64)
         frag = model.cpu_only_weight * share
         for grp in model.groups:
-            ok = snap.share_free >= grp.threshold
-            hostable = ok.sum(axis=1) >= grp.count
-            fits_cpu = grp.weight_cum[np.searchsorted(grp.cpu_sorted, snap.cpu_free, "right")]
-            unusable = np.where(hostable[:, None] & ok, 0.0, share)
-            frag = (
-                frag + fits_cpu[:, None] * unusable + (grp.weight_total - fits_cpu)[:, None] * share
-            )
+            frag = frag + grp.weight_total * np.where(snap.share_free >= grp.threshold, 0.0, share)
         return np.asarray(np.where(snap.present, frag / MILLI, 0.0), dtype=np.float64)
 
     return measure
