@@ -103,7 +103,7 @@ def render_status(view: StatusView) -> str:
     ]
     if view.pool.nodes:
         lines += ["", *_node_table(view.pool.nodes)]
-    for u in view.pool.unplaced[:5]:
+    for u in view.pool.unplaced[:5] if view.pool.nodes else ():
         lines.append(_cut(f"! lease {u.lease} on {u.node} is on no card: {u.why}", WIDTH))
     return "\n".join(lines) + "\n"
 

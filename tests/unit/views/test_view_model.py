@@ -10,7 +10,7 @@ from collections import Counter
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pool_fixture import NOW, big_pool, lease, small_pool
+from pool_fixture import NOW, lease, small_pool
 
 from gpupool.adapters.extender_http.service import default_workload
 from gpupool.cli.views import status_of
@@ -159,3 +159,9 @@ def test_every_live_lease_appears_once_and_cards_add_up(inputs: ViewInputs) -> N
     _check_cards_add_up(view)
     t = view.pool.totals
     assert t.used_bytes + t.free_bytes == t.memory_bytes
+
+
+def test_a_caller_who_may_not_list_pods_sees_the_queue_its_quota_recorded() -> None:
+    inputs = dataclasses.replace(small_pool(), pods=[], pods_visible=False)
+    view = status_of(inputs, NOW)
+    assert [(q.pod, q.position, q.of) for q in view.queue] == [("team-a/big-train", 1, 2)]

@@ -142,6 +142,7 @@ async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> Vie
                 f"you may not list pods and leases in every namespace; showing namespace "
                 f"{client.namespace} (--namespace to choose)"
             )
+    pods_visible = True
     if scope is not None:
         lease_objs, pod_objs = [], []
         for ns in scope:
@@ -149,11 +150,17 @@ async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> Vie
                 lease_objs += await _list(
                     f"gpuleases in {ns}", partial(items, GpuLease, namespace=ns)
                 )
+            except _Denied as denied:
+                notes.append(f"you may not list {denied.what}; left out")
+            try:
                 pod_objs += await _list(
                     f"pods in {ns}", partial(items, Pod, namespace=ns, **tenant_pods)
                 )
             except _Denied as denied:
-                notes.append(f"you may not list {denied.what}; left out")
+                pods_visible = False
+                notes.append(
+                    f"you may not list {denied.what}: the queue shows your quota's record of it"
+                )
     leases: list[LeaseRecord] = _decode(lease_objs, lease_from_json, notes)
     pods: list[PodView] = _decode(pod_objs, read_pod, notes)
     quota_objs: list[Json] = []
@@ -180,6 +187,7 @@ async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> Vie
         quotas=quotas,
         statuses=statuses,
         pods=pods,
+        pods_visible=pods_visible,
         namespaces=scope,
         notes=tuple(notes),
     )

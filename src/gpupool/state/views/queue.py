@@ -42,8 +42,14 @@ def _memory(pod: PodView) -> tuple[int | None, int]:
 
 
 def build_queue(
-    pods: Iterable[PodView], statuses: Mapping[str, QuotaStatus], now: float
+    pods: Iterable[PodView],
+    statuses: Mapping[str, QuotaStatus],
+    now: float,
+    *,
+    pods_visible: bool = True,
 ) -> tuple[QueueItem, ...]:
+    """`pods_visible` False: the caller may not list the pods (a tenant whose role reads only
+    leases and its quota); the queue is then the quotas' recorded heads alone."""
     recorded: dict[str, tuple[int, int, str]] = {}
     for status in statuses.values():
         for entry in status.queue:
@@ -88,6 +94,23 @@ def build_queue(
                     waited,
                 )
             )
+    if not pods_visible:
+        for tenant, status in statuses.items():
+            for entry in status.queue:
+                items.append(
+                    QueueItem(
+                        tenant,
+                        entry.key,
+                        "quota",
+                        entry.position,
+                        status.queued,
+                        entry.reason,
+                        0,
+                        None,
+                        0,
+                        0.0,
+                    )
+                )
     unknown = 1 << 62
     items.sort(
         key=lambda q: (q.stage != "quota", q.tenant, q.position or unknown, -q.waited_s, q.pod)

@@ -30,6 +30,7 @@ class ViewInputs:
     quotas: Sequence[TenantQuota] = ()
     statuses: dict[str, QuotaStatus] = field(default_factory=dict)
     pods: Sequence[PodView] = ()
+    pods_visible: bool = True  # False: the caller may not list pods (only the quotas' queues)
     namespaces: tuple[str, ...] | None = None
     notes: tuple[str, ...] = ()  # what the read could not see, and why
 
@@ -68,6 +69,6 @@ def build_status(
     cache.rebuild(inputs.nodes, inputs.gpunodes, inputs.leases)
     pool = build_pool(cache, card_fragmentation)
     leases = build_leases(inputs.leases, now)
-    queue = build_queue(inputs.pods, inputs.statuses, now)
+    queue = build_queue(inputs.pods, inputs.statuses, now, pods_visible=inputs.pods_visible)
     tenants = build_tenants(inputs.quotas, inputs.statuses, leases, queue)
     return StatusView(now, pool, tenants, queue, leases, inputs.namespaces, inputs.notes)
