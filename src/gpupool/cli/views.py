@@ -10,27 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpupool.adapters.extender_http.service import default_workload
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.views_read import read_views
 from gpupool.cli import views_json, views_text
-from gpupool.placement.fragmentation import FragmentationModel
-from gpupool.state.views.pool import CardFragmentation, fgd_card_fragmentation
 from gpupool.state.views.status import StatusView, ViewInputs, build_status
 
 
-def card_fragmentation() -> CardFragmentation:
-    """FGD per card against the workload the extender's policies measure against."""
-    workload = default_workload()
-
-    def measure(snap: Any) -> Any:
-        return fgd_card_fragmentation(FragmentationModel(snap, workload))(snap)
-
-    return measure
-
-
 def status_of(inputs: ViewInputs, now: float) -> StatusView:
-    return build_status(inputs, now, card_fragmentation())
+    return build_status(inputs, now)
 
 
 async def _read(args: argparse.Namespace) -> ViewInputs:

@@ -1,7 +1,7 @@
 """`-o json`: the view values as JSON, one stable shape (docs/views.md): every dataclass field in
 camelCase, amounts in bytes (or milli-GPU for a `gpu` quota), times in epoch seconds, fractions
 in 0..1, plus `apiVersion` and `kind` at the top. Fields are added, never renamed or removed,
-within `gpupool.io/views-v1`."""
+within `views.gpupool.io/v1`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from gpupool.state.views.status import StatusView
 
-API_VERSION = "gpupool.io/views-v1"
+API_VERSION = "views.gpupool.io/v1"
 
 
 def _camel(name: str) -> str:

@@ -12,13 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pool_fixture import NOW, lease, small_pool
 
-from gpupool.adapters.extender_http.service import default_workload
 from gpupool.cli.views import status_of
 from gpupool.domain.units import GiB
-from gpupool.placement.fragmentation import FragmentationModel
+from gpupool.placement.fragmentation import CommonSizes
 from gpupool.quota.lease import LeasePhase
-from gpupool.state.cluster import ClusterCache
-from gpupool.state.views.pool import fgd_card_fragmentation
+from gpupool.state.cluster import lease_request
 from gpupool.state.views.queue import NO_CARD, NOT_SEEN
 from gpupool.state.views.status import StatusView, ViewInputs
 
@@ -68,8 +66,8 @@ def test_an_empty_or_full_card_is_not_fragmented_and_a_half_used_one_is() -> Non
     a = view.pool.node("gpu-node-a")
     assert b is not None and a is not None
     assert b.cards[0].fragmentation == 0.0  # full
-    assert b.cards[3].fragmentation == 0.0  # empty: every shape fits
-    assert 0.0 < a.cards[1].fragmentation < 1.0  # 54Gi free: too small for whole-card work
+    assert b.cards[3].fragmentation == 0.0  # empty: every size fits
+    assert 0.0 < a.cards[1].fragmentation < 1.0  # 54Gi free: too small for a whole card
 
 
 def test_the_queue_shows_the_controllers_positions_and_the_pods_it_has_not_ordered_yet() -> None:
@@ -108,19 +106,19 @@ def test_a_lease_on_a_node_gpupool_does_not_know_is_listed_apart_not_dropped() -
     _check_every_live_lease_once(view, inputs)
 
 
-def test_card_fragmentation_is_the_free_share_the_workloads_shapes_cannot_use() -> None:
-    """By hand, for the extender's default workload (ten equally common shapes: single cards of
-    4, 8, 12, 16, 24 and 40Gi, and 1, 2, 4 and 8 whole cards): a 72Gi card with 54Gi free takes
-    every slice but not a whole card (4 of the 10 shapes), so 4/10 of its free 54Gi is lost."""
-    inputs = small_pool()
-    cache = ClusterCache()
-    cache.rebuild(inputs.nodes, inputs.gpunodes, inputs.leases)
-    snap = cache.snapshot()
-    per_card = fgd_card_fragmentation(FragmentationModel(snap, default_workload()))(snap)
-    a = snap.index["gpu-node-a"]
-    free_share = snap.share_free[a, 1] / 1000  # 54/72 of the card, rounded down to a milli
-    assert abs(per_card[a, 1] - 0.4 * free_share) < 1e-9
-    assert per_card[a, 3] == 0.0
+def test_card_fragmentation_is_the_free_memory_the_leases_sizes_cannot_use() -> None:
+    """By hand: the fixed pool's leases ask for 12Gi (twice), 18Gi, 24Gi and two whole cards; a
+    72Gi card with 48Gi free (gpu-node-a's card 0) takes every size but the whole card, so the
+    whole card's weight (1 of the 5 requests that learn keeps, 90% coverage) of its 48Gi free is
+    lost: 48/72 of the card times that weight."""
+    view = status_of(small_pool(), NOW)
+    a = view.pool.node("gpu-node-a")
+    assert a is not None
+    sizes = CommonSizes.learn(lease_request(x) for x in small_pool().leases)
+    whole = sum(w for s, w in zip(sizes.sizes, sizes.weights, strict=True) if s.share_milli == 1000)
+    assert whole > 0
+    assert abs(a.cards[0].fragmentation - whole * 48 / 72) < 1e-9
+    assert a.cards[3].fragmentation == 0.0
 
 
 @st.composite

@@ -63,7 +63,7 @@ def test_unknown_node_and_tenant_say_what_exists() -> None:
 
 def test_the_json_shape() -> None:
     status = json.loads(views_json.status_json(SMALL, None, None))
-    assert (status["apiVersion"], status["kind"]) == ("gpupool.io/views-v1", "PoolStatus")
+    assert (status["apiVersion"], status["kind"]) == ("views.gpupool.io/v1", "PoolStatus")
     node = next(n for n in status["nodes"] if n["name"] == "gpu-node-a")
     card = node["cards"][0]
     assert set(card) == {

@@ -7,41 +7,22 @@ to that card (`ClusterCache.applied`), so the map shows exactly what placement s
 the cache could not apply (its node or card unknown, or it does not fit) is listed apart
 (`PoolView.unplaced`), never dropped.
 
-Fragmentation per card is FGD's per-GPU term (`placement.fragmentation.FragmentationModel`, over
-the target workload the `gpupool` and `fgd` policies descend): the card's free share that the
-common task shapes cannot use, weighted by how often they come; a fraction of the card (0..1).
+Fragmentation per card is the operators' figure of `placement.fragmentation` (the one
+defragmentation acts on, `snapshot_fragmentation`): of the card's memory, the free part the
+common request sizes cannot use, the sizes learnt from the leases (`CommonSizes.learn`); the
+pool's figure is `pool_fragmentation`, the mean over the healthy cards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
-from gpupool.domain.requests import MILLI
-from gpupool.placement.fragmentation import FloatArray, FragmentationModel
-from gpupool.placement.snapshot import ClusterSnapshot
+from gpupool.placement.fragmentation import (
+    CommonSizes,
+    pool_fragmentation,
+    snapshot_fragmentation,
+)
 from gpupool.state.cluster import ClusterCache
-
-CardFragmentation = Callable[[ClusterSnapshot], FloatArray]
-
-
-def fgd_card_fragmentation(model: FragmentationModel) -> CardFragmentation:
-    """Per card (N, G), FGD's per-GPU term of `model` as a fraction of the card: for each shape
-    of the target workload, weighted by its frequency, the card's free share counts when the
-    card alone cannot give that shape its per-card demand. Unlike FGD's node measure, a card
-    stands alone (no "the node cannot host the shape at all" clause, no CPU test): an empty card
-    and a full one are at 0, and only leftovers too small for the common shapes count."""
-
-    def measure(snap: ClusterSnapshot) -> FloatArray:
-        share = snap.share_free.astype(np.float64)
-        frag = model.cpu_only_weight * share
-        for grp in model.groups:
-            frag = frag + grp.weight_total * np.where(snap.share_free >= grp.threshold, 0.0, share)
-        return np.asarray(np.where(snap.present, frag / MILLI, 0.0), dtype=np.float64)
-
-    return measure
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +96,7 @@ class PoolTotals:
     memory_bytes: int
     used_bytes: int
     free_bytes: int
-    fragmentation: float  # mean over the healthy cards of schedulable nodes
+    fragmentation: float  # `pool_fragmentation`: the mean over the healthy cards
     slices: int
     by_health: tuple[tuple[str, int], ...]  # (health, nodes), sorted by health
     unschedulable: int  # nodes placement skips now (any condition)
@@ -134,9 +115,9 @@ class PoolView:
         return None
 
 
-def build_pool(cache: ClusterCache, card_fragmentation: CardFragmentation) -> PoolView:
+def build_pool(cache: ClusterCache, sizes: CommonSizes) -> PoolView:
     snap = cache.snapshot()
-    frag = card_fragmentation(snap)
+    frag = snapshot_fragmentation(snap, sizes)
     on_card: dict[tuple[int, int], list[SliceView]] = {}
     unplaced: list[Unplaced] = []
     for key in sorted(cache.leases):
@@ -193,14 +174,13 @@ def build_pool(cache: ClusterCache, card_fragmentation: CardFragmentation) -> Po
                 cards=tuple(cards),
             )
         )
-    return PoolView(tuple(nodes), _totals(nodes), tuple(unplaced))
+    return PoolView(tuple(nodes), _totals(nodes, pool_fragmentation(snap, sizes)), tuple(unplaced))
 
 
-def _totals(nodes: list[NodeView]) -> PoolTotals:
+def _totals(nodes: list[NodeView], fragmentation: float) -> PoolTotals:
     health: dict[str, int] = {}
     for node in nodes:
         health[node.health] = health.get(node.health, 0) + 1
-    counted = [c for n in nodes if n.condition is None for c in n.cards if c.healthy]
     return PoolTotals(
         nodes=len(nodes),
         cards=sum(len(n.cards) for n in nodes),
@@ -208,7 +188,7 @@ def _totals(nodes: list[NodeView]) -> PoolTotals:
         memory_bytes=sum(n.memory_bytes for n in nodes),
         used_bytes=sum(n.used_bytes for n in nodes),
         free_bytes=sum(n.free_bytes for n in nodes),
-        fragmentation=sum(c.fragmentation for c in counted) / len(counted) if counted else 0.0,
+        fragmentation=fragmentation,
         slices=sum(n.slices for n in nodes),
         by_health=tuple(sorted(health.items())),
         unschedulable=sum(1 for n in nodes if n.condition is not None),

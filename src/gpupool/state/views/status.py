@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpupool.placement.fragmentation import CommonSizes
 from gpupool.quota.spec import TenantQuota
-from gpupool.state.cluster import ClusterCache
+from gpupool.state.cluster import ClusterCache, lease_request
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.views.errors import UnknownNode, UnknownTenant
 from gpupool.state.views.inputs import QuotaStatus
 from gpupool.state.views.leases import LeasesView, build_leases
-from gpupool.state.views.pool import CardFragmentation, PoolView, build_pool
+from gpupool.state.views.pool import PoolView, build_pool
 from gpupool.state.views.queue import QueueItem, build_queue
 from gpupool.state.views.tenants import TenantView, build_tenants
 
@@ -62,12 +63,13 @@ class StatusView:
             )
 
 
-def build_status(
-    inputs: ViewInputs, now: float, card_fragmentation: CardFragmentation
-) -> StatusView:
+def build_status(inputs: ViewInputs, now: float) -> StatusView:
+    """The views of one read. Fragmentation is measured against the request sizes of the leases
+    read (live and ended: the recent requests), as defragmentation measures it."""
     cache = ClusterCache()
     cache.rebuild(inputs.nodes, inputs.gpunodes, inputs.leases)
-    pool = build_pool(cache, card_fragmentation)
+    sizes = CommonSizes.learn(lease_request(x) for x in inputs.leases if x.slices)
+    pool = build_pool(cache, sizes)
     leases = build_leases(inputs.leases, now)
     queue = build_queue(inputs.pods, inputs.statuses, now, pods_visible=inputs.pods_visible)
     tenants = build_tenants(inputs.quotas, inputs.statuses, leases, queue)
