@@ -23,7 +23,8 @@ def status_of(inputs: ViewInputs, now: float) -> StatusView:
 async def _read(args: argparse.Namespace) -> ViewInputs:
     client = async_client(args.kubeconfig, field_manager="gpupool-views")
     try:
-        return await read_views(client, tuple(args.namespace or ()))
+        tenants = (args.tenant,) if args.tenant else ()
+        return await read_views(client, tuple(args.namespace or ()), tenants)
     finally:
         await client.close()
 

@@ -109,9 +109,13 @@ def _decode(objects: Sequence[Json], read: Callable[[Json], Any], notes: list[st
     return out
 
 
-async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> ViewInputs:
+async def read_views(
+    client: AsyncClient, namespaces: Sequence[str] = (), tenants: Sequence[str] = ()
+) -> ViewInputs:
     """Everything the views need that the caller may read (see the module's docstring).
-    `namespaces`: read only these (a tenant's view); empty: cluster-wide when allowed."""
+    `namespaces`: read only these (a tenant's view); empty: cluster-wide when allowed.
+    `tenants`: quotas to read by name when the caller may not list them all, beside those its
+    leases and pods name (a tenant whose pods all wait has no lease yet)."""
 
     async def items(resource: Any, **kw: Any) -> list[Json]:
         return [to_dict(x) async for x in client.list(resource, **kw)]
@@ -167,7 +171,7 @@ async def read_views(client: AsyncClient, namespaces: Sequence[str] = ()) -> Vie
     try:
         quota_objs = await _list("gpuquotas", lambda: items(GpuQuota))
     except _Denied:
-        wanted = sorted({x.tenant for x in leases} | {p.tenant for p in pods})
+        wanted = sorted({x.tenant for x in leases} | {p.tenant for p in pods} | set(tenants))
         for tenant in wanted:
             try:
                 got = await _list(f"gpuquota {tenant}", partial(_get_quota, client, tenant))
