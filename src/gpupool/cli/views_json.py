@@ -19,13 +19,25 @@ def _camel(name: str) -> str:
     return head + "".join(p.capitalize() for p in rest)
 
 
+_KEYS: dict[type, tuple[tuple[str, str], ...]] = {}  # per dataclass: (field, JSON key)
+
+
+def _keys(cls: type) -> tuple[tuple[str, str], ...]:
+    keys = _KEYS.get(cls)
+    if keys is None:
+        keys = _KEYS[cls] = tuple((f.name, _camel(f.name)) for f in dataclasses.fields(cls))
+    return keys
+
+
 def plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {_camel(f.name): plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {key: plain(getattr(value, name)) for name, key in _keys(type(value))}
     return value
 
 
