@@ -129,12 +129,15 @@ class Lease:
             )
         return self._move(LeasePhase.RECLAIMED, now, ended_at=now)
 
-    def expire(self, now: float) -> Lease:
+    def expire(self, now: float, *, held_until: float | None = None) -> Lease:
+        """Metered to the expiry, or to `held_until` (no earlier) when the pod kept the capacity
+        past it: the live system evicts only after a notice and a grace period."""
         if self.expires_at is None or now < self.expires_at:
             raise IllegalLeaseTransition(
                 f"lease {self.id}: cannot expire at {now}; it expires at {self.expires_at}"
             )
-        return self._move(LeasePhase.EXPIRED, now, ended_at=self.expires_at)
+        end = self.expires_at if held_until is None else max(self.expires_at, held_until)
+        return self._move(LeasePhase.EXPIRED, now, ended_at=end)
 
     def is_due(self, now: float) -> bool:
         """True when the lease has outlived its TTL and should be expired."""

@@ -69,6 +69,8 @@ class LeaseRecord:
     preemptible: bool = False
     exclusive: bool = False
     expiry: float | None = None  # spec.expiry (epoch s): the lease ends then unless renewed
+    ttl_s: float | None = None  # spec.ttlSeconds: what a renewal extends it by (the controller)
+    renewal: str | None = None  # spec.renewal: the pod's gpupool.io/renew value last honoured
     phase: LeasePhase = LeasePhase.RESERVED  # no status yet (just created) reads as Reserved
     resource_version: str | None = None
     device_ids: tuple[str, ...] = ()  # status.deviceIds: the kubelet's devices, set by the agent
@@ -107,5 +109,6 @@ class LeaseRecord:
             exclusive=self.exclusive,
             phase=self.phase,
             ended_at=self.end,
+            ttl_s=self.ttl_s if self.ttl_s is not None and self.ttl_s > 0 else None,
             expires_at=self.expiry,
         )

@@ -110,6 +110,11 @@ class PodView:
     unschedulable: bool = False
     # which nodes it may run on by its spec (nodeSelector, required node affinity, tolerations)
     constraints: NodeConstraints = field(default_factory=NodeConstraints)
+    # the lease's terms: its own TTL (gpupool.io/lease-ttl; None: none, or unreadable), the
+    # tenant's last renewal (gpupool.io/renew), the notice given when its lease expired
+    lease_ttl_s: float | None = None
+    renewal: str | None = None
+    expiry_notice: ReclaimNotice | None = None
 
     @property
     def key(self) -> str:

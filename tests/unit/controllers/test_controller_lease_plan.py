@@ -81,10 +81,17 @@ def test_phases_follow_the_pod() -> None:
 
 
 def test_expiry_and_collection() -> None:
-    expired = plan_leases([lease("Active", expiry=T0 + 60)], {"uid-p": pod("Running")}, T0 + 600)
-    assert (
-        phase_name(expired.moves[0].phase) == "Expired" and expired.moves[0].to.ended_at == T0 + 60
-    )
+    # Past its expiry while its pod runs, the lease holds its card: the pod gets a notice and
+    # its grace period first (`leases.expiry`); once the pod is gone it ends Expired, metered
+    # to then, since the card was held that long.
+    due = lease("Active", expiry=T0 + 60)
+    assert plan_leases([due], {"uid-p": pod("Running")}, T0 + 600).moves == ()
+    expired = plan_leases([due], {}, T0 + 1800, known_gone=frozenset({"uid-p"}))
+    (move,) = expired.moves
+    assert (phase_name(move.phase), move.reason) == ("Expired", "Expired")
+    assert move.to.ended_at == T0 + 1800 and move.gib_hours == 6.0
+    finished = plan_leases([due], {"uid-p": pod("Failed")}, T0 + 900).moves[0]
+    assert phase_name(finished.phase) == "Expired" and finished.to.ended_at == T0 + 900
     ended = lease("Released", end=T0 + 10)
     assert plan_leases([ended], {}, T0 + 100, retention_s=3600).collect == ()
     assert len(plan_leases([ended], {}, T0 + 3611, retention_s=3600).collect) == 1

@@ -141,6 +141,8 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
             preemptible=bool(spec.get("preemptible", False)),
             exclusive=bool(spec.get("exclusive", False)),
             expiry=parse_time(spec.get("expiry")),
+            ttl_s=float(spec["ttlSeconds"]) if spec.get("ttlSeconds") else None,
+            renewal=str(spec["renewal"]) if spec.get("renewal") is not None else None,
             phase=PHASE_OF[phase_text],
             resource_version=meta.get("resourceVersion"),
             device_ids=tuple(str(x) for x in ids),

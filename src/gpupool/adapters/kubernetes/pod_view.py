@@ -13,6 +13,7 @@ from typing import Any
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import parse_admitted
+from gpupool.adapters.wire.lease_terms import InvalidLeaseTtl, pod_ttl
 from gpupool.adapters.wire.pods import read_pod_gpu
 from gpupool.adapters.wire.reclaim_notice import parse_notice
 from gpupool.adapters.wire.times import parse_time
@@ -108,7 +109,18 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         reclaim_notice=parse_notice(annotations.get(names.ANN_RECLAIM_NOTICE)),
         unschedulable=_unschedulable(status),
         constraints=read_constraints(spec),
+        lease_ttl_s=_lease_ttl(annotations),
+        renewal=annotations.get(names.ANN_RENEW),
+        expiry_notice=parse_notice(annotations.get(names.ANN_EXPIRY_NOTICE)),
     )
+
+
+def _lease_ttl(annotations: Mapping[str, str]) -> float | None:
+    """The pod's TTL; an unreadable one (the webhook refuses it at create) reads as none."""
+    try:
+        return pod_ttl(annotations)
+    except InvalidLeaseTtl:
+        return None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> bool:

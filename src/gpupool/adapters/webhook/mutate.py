@@ -19,6 +19,7 @@ from typing import Any
 from gpupool.adapters.webhook.hami import translate
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.json_pointer import pointer
+from gpupool.adapters.wire.lease_terms import pod_ttl
 from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
 from gpupool.domain.errors import GpupoolError, InvalidRequest
 
@@ -146,6 +147,7 @@ def mutate_pod(
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     tenant = tenant_of(namespace_labels)
     _check_compute_mode(annotations)
+    pod_ttl(annotations)  # InvalidLeaseTtl: a negative or unreadable TTL is refused here
     gpu = _read_gpu(pod, tenant, cluster, translation.warnings)
     _written_by_gpupool(annotations, gpu)
     if gpu is None:

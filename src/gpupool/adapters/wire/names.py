@@ -22,6 +22,10 @@ ANN_AVOID_GPU_MODEL = "gpupool.io/avoid-gpu-model"
 ANN_EXCLUSIVE = "gpupool.io/exclusive"
 ANN_COMPUTE_MODE = "gpupool.io/compute-mode"
 ANN_PLACEMENT_POLICY = "gpupool.io/placement-policy"
+ANN_LEASE_TTL = "gpupool.io/lease-ttl"  # the lease's time to live: a duration such as 2h or 90m
+# Renewal: any new value (an RFC 3339 time, a counter) renews the lease for its TTL; only the
+# pod's tenant (its developers group, the namespace's ServiceAccounts) and gpupool write it
+ANN_RENEW = "gpupool.io/renew"
 USER_ANNOTATIONS = (
     ANN_GPU_MODEL,
     ANN_PREFER_GPU_MODEL,
@@ -30,6 +34,8 @@ USER_ANNOTATIONS = (
     ANN_COMPUTE_MODE,
     ANN_PLACEMENT_POLICY,
 )
+# The lease's terms: apart from the request's names (a HAMi pod may carry them too)
+LEASE_ANNOTATIONS = (ANN_LEASE_TTL, ANN_RENEW)
 COMPUTE_MODES = ("mps", "timeslice")
 
 # Pod annotations the system writes
@@ -40,6 +46,8 @@ ANN_QUEUE = "gpupool.io/queue"  # the controller: "position 2 of 5: <reason>" wh
 ANN_ADMITTED = "gpupool.io/admitted"  # the controller: JSON {at, borrowed, preemptible, reason}
 ANN_RECLAIM_NOTICE = "gpupool.io/reclaim-notice"  # the controller: JSON {at, evictAt, claimant}
 ANN_REQUEUE = "gpupool.io/requeue"  # the extender: touched so kube-scheduler retries the pod
+# the controller, when the pod's lease expired: JSON {at, evictAt} as the reclaim notice
+ANN_EXPIRY_NOTICE = "gpupool.io/expiry-notice"
 SYSTEM_ANNOTATIONS = (
     ANN_ALLOCATION,
     ANN_LEASE,
@@ -48,6 +56,7 @@ SYSTEM_ANNOTATIONS = (
     ANN_ADMITTED,
     ANN_RECLAIM_NOTICE,
     ANN_REQUEUE,
+    ANN_EXPIRY_NOTICE,
 )
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)

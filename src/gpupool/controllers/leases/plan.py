@@ -9,7 +9,9 @@ Released | Expired | Lost | Reclaimed, the transitions `ALLOWED` permits; each m
   Evicted, metered the same) when reclaim recorded its eviction on the lease (`status.reclaim`,
   written by `reclaim.apply_reclaim` after the Eviction API took the pod): the lease still holds
   its capacity through the pod's termination and ends only once the pod is gone or finished;
-- its expiry has passed: Expired (metered to the expiry);
+- its expiry (`spec.expiry`) has passed: while the pod lives, `leases.expiry` gives it a notice
+  and evicts it after its tenant's grace period; once it is gone or finished the lease is
+  Expired (metered to then: the pod held the card through the grace period);
 - its pod is bound to a node: Bound; running: Active. A lease still Reserved whose pod already
   runs (the controller saw neither step in time) goes through Bound on the way: one write
   records both steps (`boundAt` and `activeAt`), since the core has no Reserved → Active;
@@ -74,8 +76,13 @@ class LeasePlan:
 
 
 def _ended(lease: LeaseRecord, acct: Lease, reason: str, what: str, now: float) -> Move:
-    """The lease of a pod that is gone or finished: Released, or Reclaimed when reclaim evicted
-    the pod; metered to now either way."""
+    """The lease of a pod that is gone or finished: Expired when it outlived its expiry (the
+    pod evicted after its notice, or gone by itself meanwhile), Reclaimed when reclaim evicted
+    the pod, else Released; metered to now in every case (the pod held the card until then)."""
+    if acct.is_due(now):
+        assert acct.expires_at is not None
+        message = f"{what}; the lease expired at {format_time(acct.expires_at)}, not renewed"
+        return Move(lease, acct.expire(now, held_until=now), "Expired", message)
     record = lease.reclaim
     if record is None:
         return Move(lease, acct.release(now), reason, what)
@@ -123,12 +130,6 @@ def plan_leases(
             continue
         acct = lease.accounting(now)
         pod = pods_by_uid.get(lease.pod.uid)
-        if acct.is_due(now):
-            moves.append(
-                Move(lease, acct.expire(now), "Expired",
-                     "the lease was not renewed before its expiry")
-            )  # fmt: skip
-            continue
         if pod is None:
             if lease.pod.uid in known_gone:
                 what = f"pod {lease.pod.key} ({lease.pod.uid}) is gone"
@@ -139,6 +140,8 @@ def plan_leases(
         if pod.terminal:
             moves.append(_ended(lease, acct, "PodCompleted", f"pod {pod.key} is {pod.phase}", now))
             continue
+        # Past its expiry with its pod alive: `leases.expiry` notices and then evicts the pod;
+        # the lease holds its capacity until the pod is gone, as the card is still in use.
         if pod.phase == "Running" and lease.phase is not LeasePhase.ACTIVE:
             moves.append(_running(lease, acct, pod, now))
         elif pod.node and lease.phase is LeasePhase.RESERVED:

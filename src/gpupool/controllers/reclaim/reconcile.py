@@ -13,48 +13,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.wire import names
-from gpupool.adapters.wire.json_pointer import escape
-from gpupool.adapters.wire.reclaim_notice import notice_annotation
 from gpupool.controllers.admission.reconcile import AdmissionRound
+from gpupool.controllers.reclaim.notices import (
+    evict_noticed,
+    give_notice,
+    notice_patch,
+    withdraw_patch,
+)
 from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
 from gpupool.ports import ClusterApi, Json
 from gpupool.rfc3339 import format_time
-from gpupool.state.notice import ReclaimNotice
 
 log = logging.getLogger("gpupool.controller.reclaim")
 
-
-def notice_patch(pod: Json, uid: str, notice: ReclaimNotice) -> list[Json]:
-    """JSON patch: the same pod (uid) gets the notice annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations")
-    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-    value = notice_annotation(notice)
-    if annotations is None:
-        patch.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {names.ANN_RECLAIM_NOTICE: value},
-            }
-        )
-    else:
-        path = "/metadata/annotations/" + escape(names.ANN_RECLAIM_NOTICE)
-        patch.append({"op": "add", "path": path, "value": value})
-    return patch
-
-
-def withdraw_patch(uid: str) -> list[Json]:
-    path = "/metadata/annotations/" + escape(names.ANN_RECLAIM_NOTICE)
-    return [
-        {"op": "test", "path": "/metadata/uid", "value": uid},
-        {"op": "remove", "path": path},
-    ]
+__all__ = ["ReclaimReconciler", "apply_reclaim", "notice_patch", "reclaim_record", "withdraw_patch"]
 
 
 class ReclaimReconciler:
@@ -122,33 +98,14 @@ async def apply_reclaim(
     GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds."""
     stamp = format_time(now)
     for item in plan.notices:
-        pod = raw[item.pod.key]
-        patch = notice_patch(pod, item.pod.uid, item.notice)
-        if await api.patch_pod(item.pod.namespace, item.pod.name, patch, json_patch=True):
-            log.warning("reclaim notice on %s: %s", item.pod.key, item.message)
-            await api.event(pod, "ReclaimNotice", item.message, warning=True, now_rfc3339=stamp)
+        await give_notice(api, raw[item.pod.key], item.pod, item.notice, item.message, stamp)
     for eviction in plan.evictions:
         pod = raw[eviction.pod.key]
-        refused = await api.evict_pod(eviction.pod.namespace, eviction.pod.name)
-        if refused is None:
+        why = f"reclaim for tenant {eviction.notice.claimant}"
+        if await evict_noticed(api, pod, eviction.pod, eviction.notice, stamp, blocked_why=why):
             log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
             await _record_eviction(api, eviction, stamp)
             await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
-            continue
-        log.info("eviction of %s refused, retrying: %s", eviction.pod.key, refused)
-        if eviction.notice.blocked == refused:
-            continue  # said so already; the notice carries it
-        blocked = replace(eviction.notice, blocked=refused)
-        patch = notice_patch(pod, eviction.pod.uid, blocked)
-        if await api.patch_pod(eviction.pod.namespace, eviction.pod.name, patch, json_patch=True):
-            await api.event(
-                pod,
-                "EvictionBlocked",
-                f"reclaim for tenant {eviction.notice.claimant}: the Eviction API refused "
-                f"({refused}); a PodDisruptionBudget protects this pod now, retrying later",
-                warning=True,
-                now_rfc3339=stamp,
-            )
     for withdrawal in plan.withdrawals:
         pod = raw[withdrawal.pod.key]
         if await api.patch_pod(
