@@ -230,6 +230,18 @@ class KubeClusterApi:
             raise
         return True
 
+    async def patch_lease_spec(self, namespace: str, name: str, spec: Json) -> bool:
+        self._writing(f"spec of GpuLease {namespace}/{name}")
+        try:
+            await self.client.patch(
+                GpuLease, name, {"spec": spec}, namespace=namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if gone(err):
+                return False
+            raise
+        return True
+
     async def delete_lease(self, namespace: str, name: str) -> bool:
         self._writing(f"deletion of GpuLease {namespace}/{name}")
         try:

@@ -190,6 +190,15 @@ class FakeCluster:
         key = f"{namespace}/{name}"
         return await self._patch_status(self.lease_objects, "patch_lease_status", key, status)
 
+    async def patch_lease_spec(self, namespace: str, name: str, spec: Json) -> bool:
+        key = f"{namespace}/{name}"
+        self._write("patch_lease_spec", key, spec)
+        obj = self.lease_objects.get(key)
+        if obj is None:
+            return False
+        _merge(obj.setdefault("spec", {}), spec)
+        return True
+
     async def delete_lease(self, namespace: str, name: str) -> bool:
         key = f"{namespace}/{name}"
         self._write("delete_lease", key)

@@ -1,8 +1,10 @@
 """The lease lifecycle reconciler: moves GpuLeases through their phases from their pods' state,
-releases and meters them when their pod finishes or is gone, expires them, and collects ended
+releases and meters them when their pod finishes or is gone, ends expired ones, collects ended
 ones after a retention period, and sweeps stale reservations (`leases.plan` decides; this applies
-it). A write that fails (the API server answers an error) raises: the manager logs it and the next
-round plans the same move again from what the API server holds."""
+it); it also gives leases their expiry, renews them, and notices and evicts the pods of expired
+ones (`leases.expiry`, applied by `leases.expiry_reconcile`). A write that fails (the API server
+answers an error) raises: the manager logs it and the next round plans the same move again from
+what the API server holds."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from collections.abc import Mapping
 from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.quotas import read_quota
+from gpupool.controllers.leases.expiry import plan_expiry
+from gpupool.controllers.leases.expiry_reconcile import apply_expiry, tenant_terms
 from gpupool.controllers.leases.plan import (
     RESERVED_TIMEOUT_S,
     LeasePlan,
@@ -96,10 +100,32 @@ class LeaseReconciler:
             budgets=budgets,
         )
 
+    async def _expire(
+        self,
+        leases: list[LeaseRecord],
+        pods: list[PodView],
+        raw: list[Json],
+        quotas: list[Json],
+        now: float,
+    ) -> None:
+        """Expiry terms, renewals, expiry notices and evictions (`leases.expiry`), over the
+        round's snapshot."""
+        live = [le for le in leases if not le.phase.terminal]
+        if not live:
+            return
+        tenants = tenant_terms(quotas)
+        by_uid = {p.uid: p for p in pods}
+        plan = plan_expiry(live, by_uid, tenants, now)
+        by_key = {f"{(p.get('metadata') or {}).get('namespace')}/"
+                  f"{(p.get('metadata') or {}).get('name')}": p for p in raw}  # fmt: skip
+        await apply_expiry(self.api, plan, by_key, now)
+
     async def reconcile(self) -> LeasePlan:
         leases = read_leases(await self.api.leases(), log)
-        pods = [read_pod(p) for p in await self.api.tenant_pods()]
-        budgets = _budgets(await self.api.quotas())
+        raw_pods = await self.api.tenant_pods()
+        pods = [read_pod(p) for p in raw_pods]
+        quotas = await self.api.quotas()
+        budgets = _budgets(quotas)
         by_uid = {p.uid: p for p in pods}
         now = self.clock()
         plan = self._plan(leases, by_uid, now, budgets=budgets)
@@ -118,6 +144,7 @@ class LeaseReconciler:
                 lease.namespace, lease.name, move_status(move, now)
             ):
                 log.info("lease %s: %s (%s)", lease.key, phase_name(move.phase), move.message)
+        await self._expire(leases, pods, raw_pods, quotas, now)
         for item in plan.collect:
             if await self.api.delete_lease(item.lease.namespace, item.lease.name):
                 log.info("lease %s collected", item.lease.key)
