@@ -54,6 +54,42 @@ def _has_gate(obj: str) -> str:
     )
 
 
+# The groups of a tenant's people: `<tenant>-developers`, as deploy/rbac/tenant.yaml binds them.
+TENANT_GROUP_SUFFIX = "-developers"
+
+
+def _renew_value(obj: str, annotated: str) -> str:
+    key = names.ANN_RENEW
+    value = f"{obj}.metadata.annotations['{key}']"
+    return f"({annotated} && '{key}' in {obj}.metadata.annotations ? {value} : '')"
+
+
+def _renewal_by_tenant() -> dict[str, Any]:
+    """Only the pod's tenant renews its lease: its developers' group or a ServiceAccount of the
+    pod's namespace (each namespace belongs to one tenant); gpupool and admins never match."""
+    label = names.LABEL_TENANT
+    tenant = f"oldObject.metadata.labels['{label}']"
+    group = f"{tenant} + '{TENANT_GROUP_SUFFIX}'"
+    return {
+        "expression": (
+            f"request.operation != 'UPDATE' || "
+            f"{_renew_value('object', 'variables.newAnnotated')} == "
+            f"{_renew_value('oldObject', 'variables.oldAnnotated')} || "
+            f"request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace "
+            f"+ ':') || (has(oldObject.metadata.labels) && '{label}' in oldObject.metadata.labels "
+            f"&& has(request.userInfo.groups) && ({group}) in request.userInfo.groups)"
+        ),
+        "messageExpression": (
+            f"'annotation {names.ANN_RENEW} renews the GPU lease of the pod and only the tenant of "
+            f"the pod writes it: a member of group ' + (has(oldObject.metadata.labels) && "
+            f"'{label}' in oldObject.metadata.labels ? {group} : '<tenant>{TENANT_GROUP_SUFFIX}') "
+            f"+ ' or a ServiceAccount of namespace ' + request.namespace + '; ' + "
+            f"request.userInfo.username + ' is neither'"
+        ),
+        "reason": "Forbidden",
+    }
+
+
 def policy() -> dict[str, Any]:
     on_create = tuple(k for k in names.SYSTEM_ANNOTATIONS if k != names.ANN_QUEUED_AT)
     new_has = "variables.newAnnotated && k in object.metadata.annotations"
@@ -132,6 +168,7 @@ def policy() -> dict[str, Any]:
                     ),
                     "reason": "Forbidden",
                 },
+                _renewal_by_tenant(),
                 {
                     "expression": (
                         f"request.operation != 'UPDATE' || "
