@@ -181,10 +181,12 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-webhook", "patch", "pods", "", NS, None, False),
     ("gpupool-webhook", "update", "gpuquotas", "gpupool.io", None, "any", False),
     ("gpupool-webhook", "patch", "mutatingwebhookconfigurations", ADMISSION, None, None, False),
-    # The controller: status of quotas, leases and nodes; gates, evictions, lease deletion.
+    # The controller: status of quotas, leases and nodes; gates, evictions, lease deletion, a
+    # lease's expiry terms (spec.expiry, ttlSeconds, renewal).
     ("gpupool-controller", "patch", "gpuquotas/status", "gpupool.io", None, "any", True),
     ("gpupool-controller", "create", "pods/eviction", "", NS, None, True),
     ("gpupool-controller", "delete", "gpuleases", "gpupool.io", NS, None, True),
+    ("gpupool-controller", "patch", "gpuleases", "gpupool.io", NS, None, True),
     ("gpupool-controller", "patch", "gpuquotas", "gpupool.io", None, "any", False),
     ("gpupool-controller", "create", "gpuquotas", "gpupool.io", None, None, False),
     ("gpupool-controller", "create", "gpuleases", "gpupool.io", NS, None, False),
