@@ -167,3 +167,13 @@ def test_a_negative_ttl_is_refused_at_admission(stack: Stack, tenant: Tenant) ->
         stack.api.create(f"/api/v1/namespaces/{tenant.namespace}/pods", _pod("bad", "-20s"))
     assert "gpupool.io/lease-ttl must be a positive duration such as 2h" in str(caught.value)
     assert json.dumps("-20s") in str(caught.value) or "'-20s'" in str(caught.value)
+
+
+def test_a_quota_with_a_negative_default_ttl_is_refused(stack: Stack) -> None:
+    quota = {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota",
+             "metadata": {"name": f"neg-{secrets.token_hex(3)}"},
+             "spec": {"nominal": "24Gi", "leaseTTLSeconds": -5}}  # fmt: skip
+    with pytest.raises(ApiError) as caught:
+        stack.api.create(f"{GROUP}/gpuquotas", quota)
+    assert caught.value.status == 422, caught.value
+    assert "spec.leaseTTLSeconds" in str(caught.value), caught.value
