@@ -69,3 +69,10 @@ def test_ttl_expiry_and_renewal() -> None:
 def test_time_before_reservation_is_illegal() -> None:
     with pytest.raises(IllegalLeaseTransition, match="before its reservation"):
         make().bind(50.0)
+
+
+def test_an_expiry_noticed_late_is_metered_to_when_the_capacity_was_given_back() -> None:
+    lease = make(ttl_s=60.0).bind(100.0).activate(100.0)
+    late = lease.expire(200.0, held_until=190.0)  # the pod held its card through its grace
+    assert late.phase is LeasePhase.EXPIRED and late.ended_at == 190.0
+    assert lease.expire(200.0, held_until=150.0).ended_at == 160.0  # never before the expiry

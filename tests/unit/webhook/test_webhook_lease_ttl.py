@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gpupool.adapters.webhook import policy
 from gpupool.adapters.webhook.mutate import ClusterFacts, mutate_pod
 from gpupool.adapters.webhook.review import parse_review, review_pod
 from gpupool.adapters.wire.lease_terms import InvalidLeaseTtl, parse_ttl
@@ -54,3 +55,13 @@ def test_the_review_denies_a_negative_ttl_in_our_words_and_passes_a_good_one() -
     assert denied["allowed"] is False
     assert "gpupool.io/lease-ttl must be a positive duration" in denied["status"]["message"]
     assert answer("20s")["allowed"] is True
+
+
+def test_the_policy_lets_only_the_pods_tenant_change_the_renewal() -> None:
+    rules = policy.policy()["spec"]["validations"]
+    (renewal,) = [r for r in rules if "gpupool.io/renew" in r["expression"]]
+    expression = renewal["expression"]
+    assert expression.startswith("request.operation != 'UPDATE' || ")
+    assert "'-developers') in request.userInfo.groups" in expression
+    assert "startsWith('system:serviceaccount:' + request.namespace + ':')" in expression
+    assert renewal["reason"] == "Forbidden"
