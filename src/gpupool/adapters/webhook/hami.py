@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.pods import whole_number
 from gpupool.domain.errors import InvalidQuantity, InvalidRequest, UnknownGpuModel
 from gpupool.domain.models import CATALOGUE, GpuModel
 from gpupool.domain.quantity import format_quantity, parse_quantity
@@ -136,20 +137,6 @@ def _value(container: Mapping[str, Any], name: str, where: str) -> object | None
             f"limits {limit!r} (set only limits)"
         )
     return limit if limit is not None else request
-
-
-def _whole(value: object, name: str, low: int, high: int, example: str, where: str) -> int:
-    problem = (
-        f'{where}: {name} must be a whole number from {low} to {high} such as {example}; got "'
-        f'{value}"'
-    )
-    try:
-        amount = parse_quantity(value, what=name)
-    except InvalidQuantity:
-        raise InvalidRequest(problem) from None
-    if amount.denominator != 1 or not low <= amount <= high:
-        raise InvalidRequest(problem)
-    return int(amount)
 
 
 def _mebibytes(value: object, where: str) -> int:
@@ -266,7 +253,9 @@ def _translate_container(
     raw_mem = _value(container, GPUMEM, where)
     raw_pct = _value(container, GPUMEM_PERCENTAGE, where)
     raw_cores = _value(container, GPUCORES, where)
-    count = 1 if raw_count is None else _whole(raw_count, GPU, 1, _MAX_GPUS, "1", where)
+    count = (
+        1 if raw_count is None else whole_number(raw_count, GPU, 1, _MAX_GPUS, "1", f"{where}: ")
+    )
     if raw_mem is not None and raw_pct is not None:
         raise InvalidRequest(
             f"{where}: give either {GPUMEM} (MiB) or {GPUMEM_PERCENTAGE}, not both"
@@ -279,7 +268,7 @@ def _translate_container(
         out[names.RES_GPU_MEMORY] = format_quantity(mib * MiB)
         said.append(f"{GPUMEM}: {mib} → {names.RES_GPU_MEMORY}: {out[names.RES_GPU_MEMORY]}")
     if raw_pct is not None:
-        pct = _whole(raw_pct, GPUMEM_PERCENTAGE, 1, 100, "50", where)
+        pct = whole_number(raw_pct, GPUMEM_PERCENTAGE, 1, 100, "50", f"{where}: ")
         if pct == 100 or count > 1:
             said.append(f"{GPUMEM_PERCENTAGE}: {pct} → whole cards")
         else:
@@ -290,7 +279,7 @@ def _translate_container(
                 f"{out[names.RES_GPU_MEMORY]} ({pct}% of the card)"
             )
     if raw_cores is not None:
-        cores = _whole(raw_cores, GPUCORES, 0, 100, "30", where)
+        cores = whole_number(raw_cores, GPUCORES, 0, 100, "30", f"{where}: ")
         if cores:
             out[names.RES_GPU_COMPUTE] = str(cores)
             said.append(f"{GPUCORES}: {cores} → {names.RES_GPU_COMPUTE}: {cores}")

@@ -89,7 +89,9 @@ def _memory(value: object, where: str) -> int:
     return int(amount)
 
 
-def _whole(value: object, name: str, low: int, high: int, example: str, where: str) -> int:
+def whole_number(value: object, name: str, low: int, high: int, example: str, where: str) -> int:
+    """A whole-number quantity in [low, high], else InvalidRequest; `where` prefixes the message
+    (with its own separator, e.g. "container 'x': ")."""
     problem = (
         f"{where}{name} must be a whole number from {low} to {high} such as {example}; "
         f'got "{value}"'
@@ -229,9 +231,11 @@ def read_pod_gpu(
     compute = (
         None
         if raw_compute is None
-        else _whole(raw_compute, names.RES_GPU_COMPUTE, 1, 100, "30", where)
+        else whole_number(raw_compute, names.RES_GPU_COMPUTE, 1, 100, "30", where)
     )
-    count = 1 if raw_count is None else _whole(raw_count, names.RES_GPU, 1, _MAX_GPUS, "1", where)
+    count = (
+        1 if raw_count is None else whole_number(raw_count, names.RES_GPU, 1, _MAX_GPUS, "1", where)
+    )
 
     models = _models(annotations, names.ANN_GPU_MODEL)
     preferred = _models(annotations, names.ANN_PREFER_GPU_MODEL)
