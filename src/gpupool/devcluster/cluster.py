@@ -651,6 +651,9 @@ class DevCluster:
             "--kubelet-preferred-address-types=InternalIP,Hostname",
             # One apiserver on loopback: no endpoint reconciling for the kubernetes Service.
             "--endpoint-reconciler-type=none",
+            # No kube-proxy routes Service addresses: the apiserver dials a webhook Service's
+            # endpoints (the chart's webhook pod on the real node's host network) directly.
+            "--enable-aggregator-routing=true",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
