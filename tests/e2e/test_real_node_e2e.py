@@ -21,6 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from real_node_probe import (
+    assert_probe_saw_its_limit,
+    create_namespace,
+    finished_output,
+    probe_deployment,
+    running_pod,
+)
 
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.apiclient import KubeApi
@@ -30,7 +37,7 @@ from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.realnode import host, snapshot
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS, driver_uuid
-from gpupool.devcluster.realnode.layout import NODE_IP, NODE_NAME, PROBE_IMAGE
+from gpupool.devcluster.realnode.layout import NODE_IP, NODE_NAME
 from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.domain.units import GiB
 
@@ -40,8 +47,6 @@ pytestmark = [
     pytest.mark.skipif(_UNSUPPORTED is not None, reason=f"no real node here: {_UNSUPPORTED}"),
 ]
 GPUPOOL_API = "/apis/gpupool.io/v1alpha1"
-# The fake driver's card (what the agent's inventory says it is): 80 GiB.
-CARD_BYTES = 80 * GiB
 
 
 @dataclass(frozen=True)
@@ -97,53 +102,8 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
         cluster.down()
 
 
-def _namespace(api: KubeApi, name: str) -> str:
-    api.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    )
-    return name
-
-
-def _deployment(name: str, memory: str) -> dict[str, Any]:
-    """What a user writes: a Deployment whose container asks for gpupool.io/gpu-memory."""
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "nodeSelector": {"type": "real"},
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [
-                        {
-                            "name": "probe",
-                            "image": PROBE_IMAGE,
-                            "imagePullPolicy": "Never",
-                            "resources": {"limits": {"gpupool.io/gpu-memory": memory}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
-
-
-def _running_pod(api: KubeApi, ns: str, app: str) -> dict[str, Any] | None:
-    pods = api.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=app%3D{app}")["items"]
-    for pod in pods:
-        statuses = (pod.get("status") or {}).get("containerStatuses") or []
-        if any((s.get("state") or {}).get("running") for s in statuses):
-            return dict(pod)
-    return None
-
-
 def _probe_output(real: RealCluster, ns: str, pod: str) -> str | None:
-    out = real.kubectl("-n", ns, "logs", pod)
-    return out if "probe done" in out else None
+    return finished_output(real.kubectl("-n", ns, "logs", pod))
 
 
 def test_the_real_node_is_ready_and_shows_the_agents_vgpus(real: RealCluster) -> None:
@@ -182,9 +142,9 @@ def test_the_kubelet_api_refuses_anonymous_callers(real: RealCluster) -> None:
 
 def test_a_deployments_12gi_pod_runs_on_the_real_node_and_sees_12gi(real: RealCluster) -> None:
     api = real.api
-    ns = _namespace(api, "probe-12")
-    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", _deployment("probe", "12Gi"))
-    pod = poll_until(lambda: _running_pod(api, ns, "probe"), timeout_s=120, interval_s=0.5)
+    ns = create_namespace(api, "probe-12")
+    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", probe_deployment("probe", "12Gi"))
+    pod = poll_until(lambda: running_pod(api, ns, "probe"), timeout_s=120, interval_s=0.5)
     assert pod, f"the Deployment's pod never ran:\n{real.logs()}"
     assert pod["spec"]["nodeName"] == NODE_NAME
     # the extender placed it (its allocation), the agent's Allocate ran (the lease has devices)
@@ -192,23 +152,17 @@ def test_a_deployments_12gi_pod_runs_on_the_real_node_and_sees_12gi(real: RealCl
     name = pod["metadata"]["name"]
     out = poll_until(lambda: _probe_output(real, ns, name), timeout_s=60, interval_s=0.5)
     assert out, f"no probe output:\n{real.kubectl('-n', ns, 'logs', name)}"
-    limit = 12 * GiB
-    assert f"cuda: device 0 {driver_uuid(0)} total {limit} " in out, out
-    assert f"cuda: cuMemGetInfo free {limit} total {limit}" in out, out
-    assert f"nvml: device 0 {driver_uuid(0)} total {limit} used 0" in out, out
-    assert "(past the total): CUDA_ERROR_OUT_OF_MEMORY" in out, out
-    assert "(half the total): CUDA_SUCCESS" in out, out
-    assert str(CARD_BYTES) not in out  # the whole card never shows through
+    assert_probe_saw_its_limit(out, 12 * GiB)
 
 
 def test_two_pods_on_the_one_card_each_see_their_own_limit(real: RealCluster) -> None:
     api = real.api
-    ns = _namespace(api, "probe-two")
+    ns = create_namespace(api, "probe-two")
     sizes = {"small": 8, "large": 20}
     for app, gib in sizes.items():
-        api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", _deployment(app, f"{gib}Gi"))
+        api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", probe_deployment(app, f"{gib}Gi"))
     for app, gib in sizes.items():
-        pod = poll_until(lambda a=app: _running_pod(api, ns, a), timeout_s=120, interval_s=0.5)
+        pod = poll_until(lambda a=app: running_pod(api, ns, a), timeout_s=120, interval_s=0.5)
         assert pod, f"{app} never ran:\n{real.logs()}"
         name = pod["metadata"]["name"]
         out = poll_until(lambda n=name: _probe_output(real, ns, n), timeout_s=60, interval_s=0.5)
@@ -230,11 +184,11 @@ def test_a_pod_whose_lease_is_gone_is_refused_by_allocate_and_placed_again(
     gets to the pod (the kubelet is paused for that moment); Allocate must refuse with a message
     that reaches the pod's events, and the Deployment's next pod must run."""
     api = real.api
-    ns = _namespace(api, "probe-gone")
+    ns = create_namespace(api, "probe-gone")
     [kubelet] = [p for p in real.cluster.running_state().processes if p.name == "kubelet"]
     os.kill(kubelet.pid, signal.SIGSTOP)
     try:
-        api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", _deployment("gone", "4Gi"))
+        api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", probe_deployment("gone", "4Gi"))
 
         def bound() -> dict[str, Any] | None:
             pods = api.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dgone")["items"]
@@ -262,7 +216,7 @@ def test_a_pod_whose_lease_is_gone_is_refused_by_allocate_and_placed_again(
     assert f"no gpupool lease on node {NODE_NAME}" in message, message
 
     def replaced() -> dict[str, Any] | None:
-        pod = _running_pod(api, ns, "gone")
+        pod = running_pod(api, ns, "gone")
         return pod if pod is not None and pod["metadata"]["name"] != name else None
 
     again = poll_until(replaced, timeout_s=120, interval_s=0.5)
