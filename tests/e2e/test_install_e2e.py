@@ -15,8 +15,9 @@ by the chart) into the cluster for real: every object it renders is created by t
 trust, and `helm uninstall` removes it all again (the webhook configurations it registers would
 otherwise hold every later pod of the session).
 
-Not tested here: running the Deployments, the DaemonSet and the webhook on real kubelets with
-GPUs (this cluster has no kubelet, only kwok's fake nodes); tests/image builds the image.
+This file's cluster has only kwok's fake nodes, so nothing it installs runs: the Deployments,
+the DaemonSet and the webhook run as pods on a real kubelet in test_helm_real_node_e2e.py;
+tests/image builds the image. No GPU runs anywhere in the suite.
 """
 
 from __future__ import annotations
