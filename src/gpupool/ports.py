@@ -78,6 +78,10 @@ class ClusterApi(Protocol):
 
     async def delete_lease(self, namespace: str, name: str) -> bool: ...
 
+    async def create_lease(self, lease: Json) -> bool:
+        """Create a GpuLease; False when one of that name exists already (409)."""
+        ...
+
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
 
 

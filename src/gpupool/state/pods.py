@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpupool.domain.allocations import Slice
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
 from gpupool.state.nodes import NodeObject, Taint
@@ -105,6 +106,10 @@ class PodView:
     admitted: Admitted | None
     queue_note: str | None  # the current gpupool.io/queue annotation
     allocation_models: tuple[str, ...] = ()
+    # `gpupool.io/allocation` as the extender's bind wrote it: the slices the pod holds on its
+    # node (() without one); `allocation_problem` says why it could not be read
+    allocation: tuple[Slice, ...] = ()
+    allocation_problem: str | None = None
     reclaim_notice: ReclaimNotice | None = None
     # kube-scheduler found no node for it: condition PodScheduled=False, reason Unschedulable
     unschedulable: bool = False
