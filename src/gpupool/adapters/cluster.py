@@ -257,7 +257,7 @@ class KubeClusterApi:
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         self._writing(f"creation of GpuLease {namespace}/{name}")
         try:
-            await self.client.create(GpuLease(**lease), namespace=namespace)
+            await self.client.create(GpuLease(**lease))  # the namespace is in its metadata
         except ApiError as err:
             if err.status.code == 409:
                 return False

@@ -27,7 +27,9 @@ class Gpu:
         if self.index < 0:
             raise InvalidNode(f"GPU index must be 0 or more; got {self.index}")
         if self.shares < 1:
-            raise InvalidNode(f"GPU {self.index}: its share count must be 1 or more; got {self.shares}")
+            raise InvalidNode(
+                f"GPU {self.index}: its share count must be 1 or more; got {self.shares}"
+            )
         canonical = get_model(self.model)
         object.__setattr__(self, "model", canonical.name)
         if self.memory_bytes is not None and self.memory_bytes <= 0:

@@ -9,7 +9,7 @@ import asyncio
 import json
 from typing import Any
 
-from fake_cluster import GiB, FakeCluster, lease_json, pod_json
+from fake_cluster import FakeCluster, GiB, lease_json, pod_json
 
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod

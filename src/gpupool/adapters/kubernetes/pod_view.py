@@ -87,8 +87,8 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         submitted = parse_time(meta.get("creationTimestamp")) or 0.0
     models: tuple[str, ...] = ()
     try:
-        allocation = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
-        models = tuple(str(s.get("model")) for s in allocation if isinstance(s, dict))
+        items = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
+        models = tuple(str(s.get("model")) for s in items if isinstance(s, dict))
     except (ValueError, TypeError):
         models = ()
     allocation: tuple[Slice, ...] = ()
