@@ -1,0 +1,185 @@
+"""Cluster integrity on a real API server and kube-scheduler (issue 17, cluster half): whole-GPU
+pods of the default tenant run; a card takes no more pods than its share count; a deleted GpuLease
+of a running pod is made again before another pod can land on its bytes.
+
+One cluster for this module, `gpupool dev-cluster up` with gpupool on top (extender, webhook,
+controller, GpuNode heartbeats), on three kwok nodes with ONE A100-80GB each (72Gi allocatable,
+10 `gpupool.io/vgpu` per card), so that every test owns a card: gpu-node-0 the share count,
+gpu-node-1 the lease restore, gpu-node-2 the whole-GPU pods. Namespaces carry no tenant label:
+their pods are the default tenant's.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from support.builders import pod_json
+from support.waiting import wait_until
+
+from gpupool.adapters.kubernetes.audit import Audit, read_cluster
+from gpupool.devcluster import ClusterSpec, DevCluster
+from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.cluster import ClusterState, GpupoolSpec
+from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "/apis/gpupool.io/v1alpha1"
+SPEC = GpupoolSpec(policy="binpack", heartbeat_s=1.0, controller_resync_s=1.0)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cluster: DevCluster
+    state: ClusterState
+    api: KubeApi
+
+    def namespace(self, tag: str) -> str:
+        name = f"{tag}-{secrets.token_hex(3)}"
+        self.api.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+        return name
+
+    def pod(self, ns: str, name: str) -> dict[str, Any]:
+        got: dict[str, Any] = self.api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+        return got
+
+    def create(self, ns: str, body: dict[str, Any]) -> None:
+        self.api.create(f"/api/v1/namespaces/{ns}/pods", body)
+
+    def delete_all(self, ns: str) -> None:
+        for pod in self.api.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+            name = pod["metadata"]["name"]
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+            self.api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body)
+
+    def events(self, ns: str, pod: str) -> list[dict[str, Any]]:
+        path = f"/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name%3D{pod}"
+        items: list[dict[str, Any]] = self.api.get(path)["items"]
+        return items
+
+    def audit(self, ns: str) -> Audit:
+        return read_cluster(self.api.get, ns)
+
+
+@pytest.fixture(scope="module")
+def one_card_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    cluster = DevCluster(tmp_path_factory.mktemp("integrity-cluster") / "cluster")
+    spec = ClusterSpec(nodes=tuple(node_specs(3, parse_gpu_spec("1xA100-80GB"))), gpupool=SPEC)
+    state = cluster.up(spec, die_with_parent=True)
+    try:
+        yield Cluster(cluster, state, cluster.api())
+    finally:
+        cluster.down()
+
+
+def _running(c: Cluster, ns: str, name: str) -> bool:
+    pod = c.pod(ns, name)
+    return bool(pod["spec"].get("nodeName")) and pod["status"].get("phase") == "Running"
+
+
+def _log_tail(c: Cluster) -> str:
+    logs = [p for p in c.cluster.logs() if p.name.startswith(("gpupool-extender", "gpupool-con"))]
+    return "\n".join(f"--- {p.name}\n" + "\n".join(p.read_text().splitlines()[-30:]) for p in logs)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"gpupool.io/gpu": "1"}, {"gpupool.io/gpu-compute": "30"}],
+    ids=["gpu-1", "gpu-compute-30"],
+)
+def test_whole_gpu_pods_of_the_default_tenant_run(
+    one_card_nodes: Cluster, limits: dict[str, str]
+) -> None:
+    c = one_card_nodes
+    ns = c.namespace("whole")
+    c.create(ns, pod_json("whole", limits=limits, hostname="gpu-node-2", grace_s=0))
+    wait_until(
+        lambda: _running(c, ns, "whole"),
+        90,
+        lambda: f"pod whole running: {[e['message'] for e in c.events(ns, 'whole')][-4:]}",
+    )
+    admitted = [e["message"] for e in c.events(ns, "whole") if e["reason"] == "Admitted"]
+    assert admitted == ["tenant 'default' has no GpuQuota, so it is not limited"]
+    audit = c.audit(ns)
+    assert audit.ok, str(audit)
+    assert [(node, size) for (node, _), size in audit.leased.items()] == [
+        ("gpu-node-2", 72 * 2**30)  # the whole card: what slices may take of it
+    ], str(audit)
+    c.delete_all(ns)
+    wait_until(lambda: not c.audit(ns).live_leases, 60, "the whole-GPU pod's lease released")
+
+
+def test_eleven_1gi_pods_on_a_one_card_node_leave_one_pending_for_the_share_count(
+    one_card_nodes: Cluster,
+) -> None:
+    c = one_card_nodes
+    ns = c.namespace("shares")
+    names = [f"s{i:02d}" for i in range(11)]
+    for name in names:
+        c.create(ns, pod_json(name, gpu_memory="1Gi", hostname="gpu-node-0", grace_s=0))
+
+    def settled() -> tuple[list[str], list[str]] | None:
+        running = [n for n in names if _running(c, ns, n)]
+        refused = [
+            n
+            for n in names
+            if n not in running and any(e["reason"] == "FailedScheduling" for e in c.events(ns, n))
+        ]
+        return (running, refused) if len(running) == 10 and refused else None
+
+    running, refused = wait_until(settled, 120, lambda: f"10 running, 1 refused\n{_log_tail(c)}")
+    [pending] = [n for n in names if n not in running]
+    assert refused == [pending]
+    messages = [e["message"] for e in c.events(ns, pending) if e["reason"] == "FailedScheduling"]
+    assert any("share count" in m for m in messages), messages
+    audit = c.audit(ns)
+    assert audit.ok, str(audit)
+    c.delete_all(ns)
+    wait_until(lambda: not c.audit(ns).live_leases, 60, "the 1Gi pods' leases released")
+
+
+def _lease_path(ns: str, name: str = "") -> str:
+    return f"{GROUP}/namespaces/{ns}/gpuleases" + (f"/{name}" if name else "")
+
+
+def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
+    one_card_nodes: Cluster,
+) -> None:
+    c = one_card_nodes
+    ns = c.namespace("restore")
+    c.create(ns, pod_json("small", gpu_memory="24Gi", hostname="gpu-node-1", grace_s=0))
+    wait_until(lambda: _running(c, ns, "small"), 90, "the 24Gi pod running")
+    uid = c.pod(ns, "small")["metadata"]["uid"]
+    wait_until(lambda: c.audit(ns).ok, 30, lambda: f"a clean start: {c.audit(ns)}")
+    c.api.request("DELETE", _lease_path(ns, uid), None)  # an operator's `kubectl delete gl`
+    # At once, before the controller's next round: 24 + 56 > 72Gi, so it must not land there.
+    c.create(ns, pod_json("big", gpu_memory="56Gi", hostname="gpu-node-1", grace_s=0))
+
+    def restored() -> dict[str, Any] | None:
+        found: dict[str, Any] | None = c.api.find(_lease_path(ns, uid))
+        return found
+
+    lease = wait_until(restored, 60, lambda: f"the lease of small made again\n{_log_tail(c)}")
+    assert lease["spec"]["podRef"]["uid"] == uid
+    assert [d["sizeBytes"] for d in lease["spec"]["devices"]] == [24 * 2**30]
+    events = [e["reason"] for e in c.events(ns, "small")]
+    assert "LeaseRestored" in events and "Fenced" not in events, events
+
+    def big_refused() -> list[str] | None:
+        said = [e["message"] for e in c.events(ns, "big") if e["reason"] == "FailedScheduling"]
+        return said or None
+
+    wait_until(big_refused, 60, "kube-scheduler's refusal of the 56Gi pod")
+    assert not c.pod(ns, "big")["spec"].get("nodeName"), "the 56Gi pod landed on the 24Gi pod"
+    audit = c.audit(ns)
+    assert not audit.of_kind("overcommit", "offset-overlap", "two-leases"), str(audit)
+    assert _running(c, ns, "small")
+    c.delete_all(ns)
+    wait_until(lambda: not c.audit(ns).live_leases, 60, "the pods' leases released")
