@@ -152,15 +152,22 @@ def _lease_path(ns: str, name: str = "") -> str:
 def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     one_card_nodes: Cluster,
 ) -> None:
+    """The 56Gi pod is admitted and waits, refused for memory (24 + 56 > 72Gi), when the 24Gi
+    pod's lease is deleted: the extender must go on counting the running pod's bytes until the
+    controller has made its lease again, else the waiting pod lands on them."""
     c = one_card_nodes
     ns = c.namespace("restore")
     c.create(ns, pod_json("small", gpu_memory="24Gi", hostname="gpu-node-1", grace_s=0))
     wait_until(lambda: _running(c, ns, "small"), 90, "the 24Gi pod running")
     uid = c.pod(ns, "small")["metadata"]["uid"]
-    wait_until(lambda: c.audit(ns).ok, 30, lambda: f"a clean start: {c.audit(ns)}")
-    c.api.request("DELETE", _lease_path(ns, uid), None)  # an operator's `kubectl delete gl`
-    # At once, before the controller's next round: 24 + 56 > 72Gi, so it must not land there.
     c.create(ns, pod_json("big", gpu_memory="56Gi", hostname="gpu-node-1", grace_s=0))
+
+    def refusals() -> int:
+        return sum(e.get("count", 1) for e in c.events(ns, "big")
+                   if e["reason"] == "FailedScheduling")  # fmt: skip
+
+    wait_until(refusals, 60, "kube-scheduler's first refusal of the 56Gi pod")
+    c.api.request("DELETE", _lease_path(ns, uid), None)  # an operator's `kubectl delete gl`
 
     def restored() -> dict[str, Any] | None:
         found: dict[str, Any] | None = c.api.find(_lease_path(ns, uid))
@@ -171,12 +178,6 @@ def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     assert [d["sizeBytes"] for d in lease["spec"]["devices"]] == [24 * 2**30]
     events = [e["reason"] for e in c.events(ns, "small")]
     assert "LeaseRestored" in events and "Fenced" not in events, events
-
-    def big_refused() -> list[str] | None:
-        said = [e["message"] for e in c.events(ns, "big") if e["reason"] == "FailedScheduling"]
-        return said or None
-
-    wait_until(big_refused, 60, "kube-scheduler's refusal of the 56Gi pod")
     assert not c.pod(ns, "big")["spec"].get("nodeName"), "the 56Gi pod landed on the 24Gi pod"
     audit = c.audit(ns)
     assert not audit.of_kind("overcommit", "offset-overlap", "two-leases"), str(audit)

@@ -29,7 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpupool.domain.allocations import Slice
-from gpupool.state.lease import LeaseRecord, PodRef
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.pod_hold import held_by
 from gpupool.state.pods import PodView
 
 Card = tuple[str, str]  # (node, card uuid)
@@ -90,30 +91,6 @@ def _overlap(taken: dict[Card, list[Range]], wanted: dict[Card, list[Range]]) ->
     return None
 
 
-def lease_of(pod: PodView) -> LeaseRecord:
-    """The lease the bind made for this pod, as its annotations describe it (named after its uid,
-    amounts from its admitted record, else its bytes)."""
-    assert pod.request is not None and pod.node is not None
-    mark = pod.admitted
-    resource, amount = "gpu-memory", sum(s.size_bytes for s in pod.allocation)
-    if mark is not None and mark.resource is not None and mark.amount is not None:
-        resource, amount = mark.resource, mark.amount
-    return LeaseRecord(
-        name=pod.uid,
-        namespace=pod.namespace,
-        tenant=pod.tenant,
-        pod=PodRef(pod.namespace, pod.name, pod.uid),
-        node=pod.node,
-        slices=pod.allocation,
-        amount=amount,
-        resource=resource,
-        borrowed=min(mark.borrowed, amount) if mark is not None else 0,
-        priority=pod.priority,
-        preemptible=bool(mark and mark.preemptible),
-        exclusive=pod.request.exclusive,
-    )
-
-
 def _holds_cards(pod: PodView) -> bool:
     return pod.node is not None and pod.request is not None and not pod.terminal
 
@@ -150,7 +127,9 @@ def plan_restores(leases: Sequence[LeaseRecord], pods: Iterable[PodView]) -> Res
                 Fence(pod, f"its allocation overlaps a live lease on card {clash[1]} of {clash[0]}")
             )
             continue
+        lease = held_by(pod)
+        assert lease is not None  # bound, a GPU pod, not finished, with an allocation
         for card, ranges in wanted.items():
             taken.setdefault(card, []).extend(ranges)
-        restore.append(Restore(pod, lease_of(pod)))
+        restore.append(Restore(pod, lease))
     return RestorePlan(tuple(restore), tuple(fence), tuple(unadmitted))
