@@ -21,10 +21,11 @@ from support.builders import pod_json
 from support.waiting import wait_until
 
 from gpupool.adapters.kubernetes.audit import Audit, read_cluster
-from gpupool.devcluster import ClusterSpec, DevCluster
+from gpupool.devcluster import ClusterSpec, DevCluster, processes
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.cluster import ClusterState, GpupoolSpec
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+from gpupool.devcluster.processes import ProcessRecord
 
 pytestmark = pytest.mark.e2e
 
@@ -149,12 +150,20 @@ def _lease_path(ns: str, name: str = "") -> str:
     return f"{GROUP}/namespaces/{ns}/gpuleases" + (f"/{name}" if name else "")
 
 
+def _controller(c: Cluster) -> ProcessRecord:
+    state = c.cluster.load_state()
+    assert state is not None
+    [record] = [p for p in state.processes if p.name == "gpupool-controller"]
+    return record
+
+
 def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     one_card_nodes: Cluster,
 ) -> None:
     """The 56Gi pod is admitted and waits, refused for memory (24 + 56 > 72Gi), when the 24Gi
-    pod's lease is deleted: the extender must go on counting the running pod's bytes until the
-    controller has made its lease again, else the waiting pod lands on them."""
+    pod's lease is deleted, with the controller that makes it again stopped, and kube-scheduler
+    tries the 56Gi pod again (a node update wakes its queue): the extender must go on counting
+    the running pod's bytes until its lease is back, else the waiting pod lands on them."""
     c = one_card_nodes
     ns = c.namespace("restore")
     c.create(ns, pod_json("small", gpu_memory="24Gi", hostname="gpu-node-1", grace_s=0))
@@ -163,11 +172,22 @@ def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     c.create(ns, pod_json("big", gpu_memory="56Gi", hostname="gpu-node-1", grace_s=0))
 
     def refusals() -> int:
-        return sum(e.get("count", 1) for e in c.events(ns, "big")
+        return sum(e.get("count") or 1 for e in c.events(ns, "big")
                    if e["reason"] == "FailedScheduling")  # fmt: skip
 
-    wait_until(refusals, 60, "kube-scheduler's first refusal of the 56Gi pod")
-    c.api.request("DELETE", _lease_path(ns, uid), None)  # an operator's `kubectl delete gl`
+    first = wait_until(refusals, 60, "kube-scheduler's first refusal of the 56Gi pod")
+    processes.stop(_controller(c))
+    try:
+        c.api.request("DELETE", _lease_path(ns, uid), None)  # an operator's `kubectl delete gl`
+        c.api.patch("/api/v1/nodes/gpu-node-1", {"metadata": {"labels": {"e2e-poke": uid[:8]}}})
+        wait_until(
+            lambda: c.pod(ns, "big")["spec"].get("nodeName") or refusals() > first,
+            60,
+            "kube-scheduler's next try of the 56Gi pod",
+        )
+        assert not c.pod(ns, "big")["spec"].get("nodeName"), "the 56Gi pod landed on small's bytes"
+    finally:
+        c.cluster.restart("gpupool-controller")
 
     def restored() -> dict[str, Any] | None:
         found: dict[str, Any] | None = c.api.find(_lease_path(ns, uid))
@@ -178,7 +198,7 @@ def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     assert [d["sizeBytes"] for d in lease["spec"]["devices"]] == [24 * 2**30]
     events = [e["reason"] for e in c.events(ns, "small")]
     assert "LeaseRestored" in events and "Fenced" not in events, events
-    assert not c.pod(ns, "big")["spec"].get("nodeName"), "the 56Gi pod landed on the 24Gi pod"
+    assert not c.pod(ns, "big")["spec"].get("nodeName"), "the 56Gi pod landed on small's bytes"
     audit = c.audit(ns)
     assert not audit.of_kind("overcommit", "offset-overlap", "two-leases"), str(audit)
     assert _running(c, ns, "small")
