@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 import sys
 import urllib.parse
 from collections.abc import Callable
@@ -114,6 +115,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=run)
 
 
+def client_context(args: argparse.Namespace) -> ssl.SSLContext:
+    """How a standby forwards binds to the leader: the leader's serving certificate checked
+    against --client-ca, this replica's --tls-cert as its client certificate (it needs the
+    clientAuth usage and a CN in --allowed-client)."""
+    context = ssl.create_default_context(cafile=str(args.client_ca))
+    context.load_cert_chain(str(args.tls_cert), str(args.tls_key))
+    context.check_hostname = False  # the leader is reached at its pod IP, not a name
+    return context
+
+
 def tls_problem(args: argparse.Namespace) -> str | None:
     if (args.tls_cert is None) != (args.tls_key is None):
         return "--tls-cert and --tls-key go together"
@@ -159,6 +170,10 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         leader_url=elector.leader_url if elector else (lambda: None),
         own_url=args.advertise_url,
         forward_timeout_s=args.bind_forward_timeout_seconds,
+        callers=None
+        if args.client_ca is None
+        else frozenset(args.allowed_client or [SCHEDULER_NAME]),
+        forward_ssl=None if args.client_ca is None else client_context(args),
     )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -32,7 +32,7 @@ from gpupool.adapters.extender_http.service import Extender
 PYTHON = re.compile(
     r"Traceback|\b\w+(Error|Exception)\b:|object has no attribute|NoneType|not subscriptable|"
     r"unhashable type|object is not|takes \d+ positional|unexpected keyword|<class '|"
-    r"invalid literal for int\(\)|could not convert string"
+    r"invalid literal for int\(\)|could not convert string|\bgot (None|True|False)\b"
 )
 VERBS = ("filter", "prioritize", "bind")
 KEYS = (

@@ -127,9 +127,9 @@ def plan_restores(leases: Sequence[LeaseRecord], pods: Iterable[PodView]) -> Res
                 Fence(pod, f"its allocation overlaps a live lease on card {clash[1]} of {clash[0]}")
             )
             continue
-        lease = held_by(pod)
-        assert lease is not None  # bound, a GPU pod, not finished, with an allocation
+        made = held_by(pod)
+        assert made is not None  # bound, a GPU pod, not finished, with an allocation
         for card, ranges in wanted.items():
             taken.setdefault(card, []).extend(ranges)
-        restore.append(Restore(pod, lease))
+        restore.append(Restore(pod, made))
     return RestorePlan(tuple(restore), tuple(fence), tuple(unadmitted))
