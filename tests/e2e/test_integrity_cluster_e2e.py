@@ -5,13 +5,19 @@ of a running pod is made again before another pod can land on its bytes.
 One cluster for this module, `gpupool dev-cluster up` with gpupool on top (extender, webhook,
 controller, GpuNode heartbeats), on three kwok nodes with ONE A100-80GB each (72Gi allocatable,
 10 `gpupool.io/vgpu` per card), so that every test owns a card: gpu-node-0 the share count,
-gpu-node-1 the lease restore, gpu-node-2 the whole-GPU pods. Namespaces carry no tenant label:
-their pods are the default tenant's.
+gpu-node-1 the lease restore, gpu-node-2 the whole-GPU pods. Namespaces carry no tenant label
+(their pods are the default tenant's) unless a test makes a tenant. Also: the extender, served
+over HTTPS, binds only for kube-scheduler's client certificate, re-checks the node against the
+pod's selector, and refuses a pod the admission queue never admitted.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -204,3 +210,109 @@ def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     assert _running(c, ns, "small")
     c.delete_all(ns)
     wait_until(lambda: not c.audit(ns).live_leases, 60, "the pods' leases released")
+
+
+def _post_bind(c: Cluster, body: dict[str, Any], who: str | None) -> tuple[int, dict[str, Any]]:
+    """POST /bind to the dev cluster's extender over HTTPS, as `who` (a client certificate in the
+    cluster's PKI: "scheduler", "admin") or with none."""
+    pki = c.cluster.pki_dir
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if who is not None:
+        context.load_cert_chain(str(pki / f"{who}.crt"), str(pki / f"{who}.key"))
+    assert c.state.extender_url is not None
+    request = urllib.request.Request(
+        f"{c.state.extender_url}/bind", data=json.dumps(body).encode(), method="POST"
+    )
+    request.add_header("Content-Type", "application/json")
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    try:
+        with opener.open(request, timeout=30) as resp:
+            return int(resp.status), json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return int(err.code), json.loads(err.read())
+
+
+def test_an_unauthenticated_bind_is_refused_and_so_is_a_node_the_selector_excludes(
+    one_card_nodes: Cluster,
+) -> None:
+    c = one_card_nodes
+    ns = c.namespace("bind")
+    # Admitted, but held out of kube-scheduler's hands by a gate of the test's own.
+    body = pod_json("held", gpu_memory="8Gi", hostname="gpu-node-0", gates=["e2e.gpupool.io/hold"])
+    c.create(ns, body)
+    pod = wait_until(
+        lambda: (lambda p: p if "gpupool.io/admitted" in _annotations(p) else None)(
+            c.pod(ns, "held")
+        ),
+        60,
+        "the pod admitted",
+    )
+    uid = pod["metadata"]["uid"]
+    args = {"PodName": "held", "PodNamespace": ns, "PodUID": uid, "Node": "gpu-node-1"}
+    status, reply = _post_bind(c, args, None)
+    assert status == 403, reply
+    assert "answer only system:kube-scheduler" in reply["error"], reply
+    assert "no verified client certificate" in reply["error"], reply
+    status, reply = _post_bind(c, args, "admin")  # a cluster admin is not kube-scheduler either
+    assert status == 403 and "'gpupool-admin'" in reply["error"], reply
+    status, reply = _post_bind(c, args, "scheduler")  # kube-scheduler, but a node it excludes
+    assert status == 200
+    assert reply["Error"] == (
+        f"pod {ns}/held may not run on gpu-node-1: the pod's nodeSelector asks for "
+        f"kubernetes.io/hostname=gpu-node-0; node gpu-node-1 has kubernetes.io/hostname=gpu-node-1"
+    ), reply
+    assert not c.pod(ns, "held")["spec"].get("nodeName")
+    assert not c.audit(ns).live_leases
+    c.delete_all(ns)
+
+
+def _annotations(pod: dict[str, Any]) -> dict[str, str]:
+    return dict(pod["metadata"].get("annotations") or {})
+
+
+def test_a_pod_without_an_admission_record_is_not_bound_by_the_extender(
+    one_card_nodes: Cluster,
+) -> None:
+    """A tenant whose 1Gi quota never admits its 12Gi pod; the gate removed by someone the
+    pod-integrity policy lets through (a cluster admin here): the pod reaches kube-scheduler
+    without an admission record, and the extender refuses it on every node."""
+    c = one_card_nodes
+    tenant = f"team-{secrets.token_hex(3)}"
+    c.api.create(
+        f"{GROUP}/gpuquotas",
+        {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota",
+         "metadata": {"name": tenant}, "spec": {"nominal": "1Gi"}},
+    )  # fmt: skip
+    ns = f"{tenant}-ns"
+    c.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": ns, "labels": {"gpupool.io/tenant": tenant}}},
+    )  # fmt: skip
+    c.create(ns, pod_json("sneak", gpu_memory="12Gi", hostname="gpu-node-0", grace_s=0))
+
+    def queued() -> dict[str, Any] | None:
+        pod = c.pod(ns, "sneak")
+        return pod if "gpupool.io/queue" in _annotations(pod) else None
+
+    pod = wait_until(queued, 60, "the pod queued over its tenant's quota")
+    gates = pod["spec"].get("schedulingGates") or []
+    index = [g["name"] for g in gates].index("gpupool.io/quota")
+    c.api.request(
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/sneak",
+        [{"op": "remove", "path": f"/spec/schedulingGates/{index}"}],
+        content_type="application/json-patch+json",
+    )
+
+    def refused() -> list[str] | None:
+        said = [e["message"] for e in c.events(ns, "sneak") if e["reason"] == "FailedScheduling"]
+        return said or None
+
+    said = wait_until(refused, 60, lambda: f"kube-scheduler's refusal\n{_log_tail(c)}")
+    assert any("has no valid gpupool.io/admitted record" in m for m in said), said
+    assert not c.pod(ns, "sneak")["spec"].get("nodeName")
+    assert not c.audit(ns).live_leases
+    c.delete_all(ns)
