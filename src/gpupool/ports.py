@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpupool.domain.allocations import Slice
-from gpupool.domain.devices import Gpu
+from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 
 
 class Clock(Protocol):
@@ -77,6 +77,10 @@ class ClusterApi(Protocol):
         ...
 
     async def delete_lease(self, namespace: str, name: str) -> bool: ...
+
+    async def create_lease(self, lease: Json) -> bool:
+        """Create a GpuLease; False when one of that name exists already (409)."""
+        ...
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
 
@@ -186,6 +190,7 @@ class NodeReport:
     facts: InventoryFacts
     reserve_pct: float
     allocatable_bytes: tuple[tuple[str, int], ...]  # (card uuid, bytes slices may take)
+    shares_per_card: int = SHARES_PER_CARD  # the vgpu devices offered per card
 
 
 class GpuNodeReporter(Protocol):

@@ -1,5 +1,7 @@
-"""Chaos: SIGKILL and restart the extender, the controller and the webhook at random moments while
-200 GPU pods churn through the real kube-scheduler; afterwards the allocation invariants hold.
+"""Chaos: SIGKILL and restart the extender, the controller and the webhook at random moments, delete
+random GpuLeases of running pods (an operator's `kubectl delete gl`) and restart the API server
+once, while 200 GPU pods churn through the real kube-scheduler; afterwards the allocation
+invariants hold.
 
 One cluster for this module (2 kwok nodes × 8 A100-80GB, GpuNodes with 72Gi allocatable per card,
 kube-scheduler configured with the extender). The three gpupool components run as processes, as a
@@ -15,7 +17,9 @@ What is checked, with `gpupool.adapters.kubernetes.audit`:
 - after the churn, with every component running again: every pod left is bound and running, no
   violation (each bound pod's allocation annotation equals its lease, per card the annotations'
   bytes equal the leases' bytes, no lease without its pod, no reservation unbound, no card over,
-  no overlapping extents);
+  no overlapping extents, every running pod with exactly one live lease);
+- the deleted leases were made again by the controller (`LeaseRestored` events) and no pod had to
+  be fenced (`Fenced`: its bytes were given to another pod before its lease came back);
 - after deleting every pod: no live lease is left.
 """
 
@@ -100,6 +104,7 @@ class Component:
 
 @dataclass
 class Chaos:
+    cluster: DevCluster
     api: KubeApi
     namespace: str
     extender: Component
@@ -213,7 +218,7 @@ def chaos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chaos]:
             {"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": ns, "labels": {label[0]: label[1]}}},
         )  # fmt: skip
-        yield Chaos(api, ns, extender, controller, webhook, health, root)
+        yield Chaos(cluster, api, ns, extender, controller, webhook, health, root)
     finally:
         for c in (webhook, controller, extender):
             c.stop()
@@ -241,10 +246,43 @@ def _pods(chaos: Chaos) -> list[dict[str, Any]]:
     return items
 
 
+def _api_ready(api: KubeApi) -> bool:
+    try:
+        return api.get("/readyz") == "ok"
+    except (ApiError, OSError):
+        return False
+
+
+def _delete_a_lease(chaos: Chaos, rng: random.Random) -> str | None:
+    """Delete the GpuLease of a random running pod, as an operator's `kubectl delete gl` would."""
+    leases_path = f"{GROUP}/namespaces/{chaos.namespace}/gpuleases"
+    running = {
+        p["metadata"]["uid"]
+        for p in _pods(chaos)
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+    names = sorted(le["metadata"]["name"] for le in chaos.api.get(leases_path)["items"])
+    held = [n for n in names if n in running]
+    if not held:
+        return None
+    name = rng.choice(held)
+    try:
+        chaos.api.request("DELETE", f"{leases_path}/{name}", None)
+    except ApiError:
+        return None
+    return name
+
+
+def _events(chaos: Chaos, reason: str) -> list[str]:
+    path = f"/api/v1/namespaces/{chaos.namespace}/events?fieldSelector=reason%3D{reason}"
+    return [str(e.get("message")) for e in chaos.api.get(path)["items"]]
+
+
 def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
     rng = random.Random(SEED)
     api, ns = chaos.api, chaos.namespace
     pods_path = f"/api/v1/namespaces/{ns}/pods"
+    restart_apiserver_after = PODS // 2  # pods created before the one API server restart
     live: list[str] = []
     stats: Counter[str] = Counter()
     seen: list[str] = []  # violations of the NEVER kinds, as found during the churn
@@ -264,6 +302,14 @@ def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
         seen.extend(str(v) for v in result.of_kind(*NEVER))
 
     while created < PODS and time.monotonic() < deadline:
+        if created >= restart_apiserver_after and not stats["apiserver restarts"]:
+            chaos.cluster.restart("kube-apiserver")
+            stats["apiserver restarts"] += 1
+            assert poll_until(lambda: _api_ready(api), timeout_s=60, interval_s=0.2)
+        if rng.random() < 0.04:  # about one lease deleted for every 25 steps of the churn
+            with contextlib.suppress(ApiError, OSError):
+                if _delete_a_lease(chaos, rng) is not None:
+                    stats["leases deleted"] += 1
         t = time.monotonic()
         for name, at in list(restart_at.items()):
             if t >= at:
@@ -312,6 +358,7 @@ def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
     print(json.dumps(summary))
     assert created == PODS, f"only {created} pods created in the churn: {summary}"
     assert all(c.kills > 0 for c in chaos.components.values()), summary
+    assert stats["leases deleted"] > 0 and stats["apiserver restarts"] == 1, summary
     assert not seen, "double booking or overlapping extents during the churn:\n" + "\n".join(
         dict.fromkeys(seen)
     )
@@ -354,6 +401,12 @@ def test_kill_and_restart_components_while_200_pods_churn(chaos: Chaos) -> None:
     assert final.bound_pods == final.live_leases > 0, str(final)
     print(f"converged: {final.live_leases} leases")
     assert sum(final.leased.values()) == sum(final.annotated.values())
+    restored, fenced = _events(chaos, "LeaseRestored"), _events(chaos, "Fenced")
+    print(json.dumps({"leases restored": len(restored), "pods fenced": len(fenced)}))
+    assert restored, f"{stats['leases deleted']} leases deleted, none made again"
+    assert not fenced, "pods fenced, their bytes given away before their lease came back:\n" + (
+        "\n".join(fenced)
+    )
 
     # Every pod goes: every lease is released, none is left holding a card.
     for pod in _pods(chaos):

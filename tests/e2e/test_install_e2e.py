@@ -229,7 +229,7 @@ def _path(doc: dict[str, Any]) -> str:
         "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
         "Service": "services", "Deployment": "deployments", "DaemonSet": "daemonsets",
         "PodDisruptionBudget": "poddisruptionbudgets", "Secret": "secrets",
-        "ConfigMap": "configmaps",
+        "ConfigMap": "configmaps", "NetworkPolicy": "networkpolicies",
         "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
         "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
         "ValidatingAdmissionPolicy": "validatingadmissionpolicies",

@@ -189,7 +189,8 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-controller", "patch", "gpuleases", "gpupool.io", NS, None, True),
     ("gpupool-controller", "patch", "gpuquotas", "gpupool.io", None, "any", False),
     ("gpupool-controller", "create", "gpuquotas", "gpupool.io", None, None, False),
-    ("gpupool-controller", "create", "gpuleases", "gpupool.io", NS, None, False),
+    # a running pod's deleted lease, made again from its allocation (controllers/leases/restore)
+    ("gpupool-controller", "create", "gpuleases", "gpupool.io", NS, None, True),
     ("gpupool-controller", "create", "pods/binding", "", NS, None, False),
     ("gpupool-controller", "list", "secrets", "", None, None, False),
     # The node agent (the heartbeat process): its GpuNode, lease status; no lease, no quota.

@@ -252,6 +252,18 @@ class KubeClusterApi:
             raise
         return True
 
+    async def create_lease(self, lease: Json) -> bool:
+        meta = lease.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        self._writing(f"creation of GpuLease {namespace}/{name}")
+        try:
+            await self.client.create(GpuLease(**lease))  # the namespace is in its metadata
+        except ApiError as err:
+            if err.status.code == 409:
+                return False
+            raise
+        return True
+
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
         self._writing(f"status of GpuNode {name}")
         try:

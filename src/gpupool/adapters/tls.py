@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import ssl
 from pathlib import Path
 
 from cryptography import x509
@@ -139,3 +140,28 @@ class Authority:
             alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
             builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         return builder.sign(self.key, hashes.SHA256()), key
+
+
+def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """A TLS server context serving `cert`; with `client_ca`, a client certificate signed by it is
+    asked for and verified when one is offered (CERT_OPTIONAL: whether a path needs one, and
+    whose, is the server's decision per request, so that health probes need none)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(str(cert), str(key))
+    if client_ca is not None:
+        context.load_verify_locations(cafile=str(client_ca))
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
+def peer_common_name(peercert: object) -> str | None:
+    """The CN of a verified peer certificate as `ssl.SSLSocket.getpeercert()` gives it; None
+    without one (no certificate offered, or it did not verify)."""
+    if not isinstance(peercert, dict):
+        return None
+    for rdn in peercert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None

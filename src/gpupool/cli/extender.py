@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 import sys
 import urllib.parse
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.kubeclient import async_client, kube_config
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import bind_poster
+from gpupool.adapters.tls import server_context
 from gpupool.cli.daemon import (
     add_leader_args,
     configure_logging,
@@ -36,6 +38,8 @@ from gpupool.placement.policies import POLICIES
 from gpupool.state.cluster import ClusterCache
 
 log = logging.getLogger("gpupool.extender")
+
+SCHEDULER_NAME = "system:kube-scheduler"  # the CN of kube-scheduler's client certificate
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -88,8 +92,45 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="a bind that cannot start within this is refused (keep it under kube-scheduler's "
         "extender httpTimeout)",
     )
+    parser.add_argument(
+        "--tls-cert", type=Path, default=None, help="serve HTTPS with this certificate (PEM)"
+    )
+    parser.add_argument("--tls-key", type=Path, default=None, help="the --tls-cert's key (PEM)")
+    parser.add_argument(
+        "--client-ca",
+        type=Path,
+        default=None,
+        help="with --tls-cert: take filter, prioritize and bind only from callers with a client "
+        "certificate this CA signed, for a name in --allowed-client (kube-scheduler's "
+        "extender tlsConfig certFile/keyFile). Without it anyone who reaches the port may call",
+    )
+    parser.add_argument(
+        "--allowed-client",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"a client certificate's CN that may call (repeatable; default {SCHEDULER_NAME})",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
+
+
+def client_context(args: argparse.Namespace) -> ssl.SSLContext:
+    """How a standby forwards binds to the leader: the leader's serving certificate checked
+    against --client-ca, this replica's --tls-cert as its client certificate (it needs the
+    clientAuth usage and a CN in --allowed-client)."""
+    context = ssl.create_default_context(cafile=str(args.client_ca))
+    context.load_cert_chain(str(args.tls_cert), str(args.tls_key))
+    context.check_hostname = False  # the leader is reached at its pod IP, not a name
+    return context
+
+
+def tls_problem(args: argparse.Namespace) -> str | None:
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return "--tls-cert and --tls-key go together"
+    if args.client_ca is not None and args.tls_cert is None:
+        return "--client-ca needs --tls-cert and --tls-key (client certificates need TLS)"
+    return None
 
 
 def _http_url(text: str) -> str:
@@ -129,12 +170,26 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         leader_url=elector.leader_url if elector else (lambda: None),
         own_url=args.advertise_url,
         forward_timeout_s=args.bind_forward_timeout_seconds,
+        callers=None
+        if args.client_ca is None
+        else frozenset(args.allowed_client or [SCHEDULER_NAME]),
+        forward_ssl=None if args.client_ca is None else client_context(args),
     )
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, args.host, args.port)
+    context = None
+    if args.tls_cert is not None:
+        context = server_context(args.tls_cert, args.tls_key, args.client_ca)
+    site = web.TCPSite(runner, args.host, args.port, ssl_context=context)
     await site.start()
-    log.info("extender listening on http://%s:%d (policy %s)", args.host, args.port, args.policy)
+    scheme = "https" if context is not None else "http"
+    log.info(
+        "extender listening on %s://%s:%d (policy %s)", scheme, args.host, args.port, args.policy
+    )
+    if args.client_ca is None:
+        log.warning(
+            "no --client-ca: filter, prioritize and bind answer any caller that reaches the port"
+        )
     tasks = [
         asyncio.ensure_future(informer.run(stop)),
         asyncio.ensure_future(
@@ -156,7 +211,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    problem = leader_args_problem(args)
+    problem = leader_args_problem(args) or tls_problem(args)
     if problem is not None:
         print(f"gpupool extender: error: {problem}", file=sys.stderr)
         return 2

@@ -45,6 +45,7 @@ class Pki:
     admin: KeyPair
     scheduler: KeyPair
     controller_manager: KeyPair
+    extender: KeyPair  # the extender's serving certificate (kube-scheduler checks it)
     kubelet_client: KeyPair
     service_account_key: Path
     service_account_pub: Path
@@ -80,6 +81,11 @@ def generate_pki(folder: Path, *, now: dt.datetime | None = None) -> Pki:
     # The apiserver's identity towards kubelets (logs, exec): a kubelet's webhook authorizer
     # asks the apiserver whether it may, and RBAC answers from KUBELET_CLIENT_ROLE's binding.
     kubelet_client = pair("kubelet-client", *ca.issue(name(KUBELET_CLIENT_USER), server=False))
+    extender = pair(
+        "extender",
+        *ca.issue(name("gpupool-extender"), server=True, dns_names=("localhost",),
+                  ips=("127.0.0.1",)),
+    )  # fmt: skip
 
     sa_key = new_key()
     sa_key_path = folder / "service-account.key"
@@ -97,6 +103,7 @@ def generate_pki(folder: Path, *, now: dt.datetime | None = None) -> Pki:
         scheduler,
         controller_manager,
         kubelet_client,
+        extender,
         sa_key_path,
         sa_pub_path,
     )

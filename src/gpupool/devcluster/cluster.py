@@ -354,8 +354,13 @@ class DevCluster:
             ports["gpupool-controller-metrics"] = claim("gpupool-controller", None, taken)
             if gpupool.run_extender and extender is None:
                 ports["gpupool-extender"] = claim("gpupool-extender", None, taken)
+                # HTTPS with kube-scheduler's own client certificate: the extender takes filter,
+                # prioritize and bind from its holder only (generate_pki writes these files).
                 extender = ExtenderConfig(
-                    url_prefix=f"http://{LOOPBACK}:{ports['gpupool-extender']}/gpupool"
+                    url_prefix=f"https://{LOOPBACK}:{ports['gpupool-extender']}/gpupool",
+                    ca_file=self.pki_dir / "ca.crt",
+                    cert_file=self.pki_dir / "scheduler.crt",
+                    key_file=self.pki_dir / "scheduler.key",
                 )
         server = f"https://{LOOPBACK}:{ports['kube-apiserver']}"
         state = ClusterState(
@@ -542,6 +547,9 @@ class DevCluster:
                 *gpupool, "extender", *kubeconfig("gpupool-extender"),
                 "--host", LOOPBACK, "--port", str(ports["gpupool-extender"]),
                 "--policy", spec.policy, "--log-level", spec.log_level,
+                "--tls-cert", str(self.pki_dir / "extender.crt"),
+                "--tls-key", str(self.pki_dir / "extender.key"),
+                "--client-ca", str(self.pki_dir / "ca.crt"),
             ]  # fmt: skip
         argvs["gpupool-webhook"] = [
             *gpupool, "webhook", "serve", *kubeconfig("gpupool-webhook"),
@@ -577,8 +585,9 @@ class DevCluster:
         /healthz (then `up` registers it), every fake GPU node has a GpuNode with a heartbeat,
         and the controller still runs."""
         if "gpupool-extender" in started:
-            url = f"http://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
-            self._wait(started["gpupool-extender"], timeout_s, lambda: _http_ok(url))
+            url = f"https://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
+            ca = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
+            self._wait(started["gpupool-extender"], timeout_s, lambda: _http_ok(url, ca))
         if "gpupool-webhook" in started:
             url = f"https://{LOOPBACK}:{ports['gpupool-webhook']}"
             context = ssl.create_default_context(cafile=str(self.webhook_cert_dir / "ca.crt"))

@@ -31,9 +31,21 @@ class ExtenderConfig:
     bind_verb: str = "bind"
     managed_resource: str = VGPU_RESOURCE
     also_managed: tuple[str, ...] = GPU_RESOURCES
+    # TLS towards an https extender: the CA its serving certificate is checked against, and the
+    # client certificate kube-scheduler presents (the extender binds only for its holder)
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        tls = {
+            key: str(path)
+            for key, path in (
+                ("caFile", self.ca_file), ("certFile", self.cert_file), ("keyFile", self.key_file)
+            )
+            if path is not None
+        }  # fmt: skip
+        entry: dict[str, Any] = {
             "urlPrefix": self.url_prefix,
             "filterVerb": self.filter_verb,
             "prioritizeVerb": self.prioritize_verb,
@@ -47,6 +59,9 @@ class ExtenderConfig:
                 for name in (self.managed_resource, *self.also_managed)
             ],
         }
+        if tls:
+            entry["tlsConfig"] = tls
+        return entry
 
 
 def scheduler_configuration(

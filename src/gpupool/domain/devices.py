@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from gpupool.domain.errors import InvalidNode
 from gpupool.domain.models import GpuModel, get_model
 
+# How many pods may share one card: the node agent's device plugin offers this many
+# `gpupool.io/vgpu` devices per card (its --vgpu-per-card) and reports the figure on the GpuNode.
+SHARES_PER_CARD = 10
+
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
@@ -17,10 +21,15 @@ class Gpu:
     numa_node: int = 0
     nvlink_domain: int | None = None  # cards sharing a domain id are NVLink peers
     healthy: bool = True
+    shares: int = SHARES_PER_CARD  # the most pods placed on this card at once
 
     def __post_init__(self) -> None:
         if self.index < 0:
             raise InvalidNode(f"GPU index must be 0 or more; got {self.index}")
+        if self.shares < 1:
+            raise InvalidNode(
+                f"GPU {self.index}: its share count must be 1 or more; got {self.shares}"
+            )
         canonical = get_model(self.model)
         object.__setattr__(self, "model", canonical.name)
         if self.memory_bytes is not None and self.memory_bytes <= 0:

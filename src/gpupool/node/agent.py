@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 
-from gpupool.domain.devices import Gpu
+from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.reserve import allocatable_bytes
 from gpupool.node.device_plugin.server import DevicePluginServer
 from gpupool.ports import GpuNodeReporter, InventoryFacts, NodeReport
@@ -17,7 +17,11 @@ DEFAULT_HEARTBEAT_S = 30.0  # DESIGN section 2: 90 s without one makes a node su
 
 
 def node_report(
-    node: str, gpus: tuple[Gpu, ...], facts: InventoryFacts, reserve_pct: float
+    node: str,
+    gpus: tuple[Gpu, ...],
+    facts: InventoryFacts,
+    reserve_pct: float,
+    shares_per_card: int = SHARES_PER_CARD,
 ) -> NodeReport:
     """The report for a node: its cards and what each can give to slices after the reserve."""
     return NodeReport(
@@ -30,6 +34,7 @@ def node_report(
             for g in gpus
             if g.total_memory is not None
         ),
+        shares_per_card=shares_per_card,
     )
 
 
@@ -59,7 +64,11 @@ class NodeAgent:
 
     def report(self) -> NodeReport:
         return node_report(
-            self.node, self.inventory.devices(), self.inventory.facts(), self.reserve_pct
+            self.node,
+            self.inventory.devices(),
+            self.inventory.facts(),
+            self.reserve_pct,
+            self.plugin.config.per_card,  # the planner's share count: what the plugin offers
         )
 
     async def _follow_health(self) -> None:

@@ -30,6 +30,7 @@ class Reason(IntEnum):
     GPU_MEMORY = 10
     GPU_COMPUTE = 11
     WHOLE_CARDS = 12
+    SHARES = 13  # every card with room already holds as many pods as its share count
 
 
 # Rejections that no amount of preemption on the node can cure.
@@ -116,9 +117,11 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
         mark(card_fit.sum(axis=1) < req.gpu_count, Reason.WHOLE_CARDS)
     else:
         mem_ok = usable & (snap.gmem_free >= demand.mem)
-        card_fit = mem_ok & (snap.comp_free >= demand.compute)
+        room = mem_ok & (snap.comp_free >= demand.compute)
+        card_fit = room & (snap.shares_free > 0)
         mark(np.asarray(~mem_ok.any(axis=1), dtype=bool), Reason.GPU_MEMORY)
-        mark(np.asarray(~card_fit.any(axis=1), dtype=bool), Reason.GPU_COMPUTE)
+        mark(np.asarray(~room.any(axis=1), dtype=bool), Reason.GPU_COMPUTE)
+        mark(np.asarray(~card_fit.any(axis=1), dtype=bool), Reason.SHARES)
     return Feasibility(reason, card_fit, demand)
 
 
@@ -157,6 +160,14 @@ def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> s
         free = int((snap.fully_free()[i] & models_ok).sum())
         return f"needs {req.gpu_count} whole free GPUs; {free} free"
     usable = models_ok & snap.healthy[i]
+    if why is Reason.SHARES:
+        full = usable & (snap.shares_free[i] <= 0)
+        counts = sorted({int(c) for c in snap.shares_total[i][full]})
+        held = "/".join(str(c) for c in counts) or "0"
+        return (
+            f"every card with room already holds its share count of pods ({held} per card, "
+            f"the gpupool.io/vgpu devices the node offers)"
+        )
     if why is Reason.GPU_MEMORY:
         free = snap.gmem_free[i][usable]
         need = feas.demand.mem[i][usable]

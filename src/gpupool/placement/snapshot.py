@@ -4,7 +4,9 @@ Cards live in an (N nodes x G slots) grid so that filters and scorers are array 
 the whole cluster. Each card tracks free memory (bytes) and free compute (milli of its SMs); its
 *free share* is the smaller of the two as a fraction of the card, in milli. Cards of models whose
 memory size is unknown (the trace's G2/G3) carry 1000 abstract memory units, so share requests
-work on them and byte requests are refused with a reason.
+work on them and byte requests are refused with a reason. Each card also has a share count (the
+most pods it holds at once, the `gpupool.io/vgpu` devices the node's device plugin offers for it):
+every placement on a card takes one of its shares, whatever its size.
 
 Every change bumps the node's version, which lets scorers cache per-node results.
 """
@@ -114,6 +116,7 @@ class ClusterSnapshot:
         self.gmem_total: IntArray = np.zeros((n, g), dtype=np.int64)
         self.numa: IntArray = np.zeros((n, g), dtype=np.int64)
         self.nvlink: IntArray = np.full((n, g), -1, dtype=np.int64)
+        self.shares_total: IntArray = np.zeros((n, g), dtype=np.int64)
         for i, node in enumerate(nodes):
             for s, gpu in enumerate(node.gpus):
                 model = get_model(gpu.model)
@@ -128,10 +131,12 @@ class ClusterSnapshot:
                 self.gmem_total[i, s] = total if total is not None else UNKNOWN_MEMORY_UNITS
                 self.numa[i, s] = gpu.numa_node
                 self.nvlink[i, s] = -1 if gpu.nvlink_domain is None else gpu.nvlink_domain
+                self.shares_total[i, s] = gpu.shares
         self.model_ids = model_ids
         self.gmem_free: IntArray = self.gmem_total.copy()
         self.comp_free: IntArray = np.where(self.present, MILLI, 0).astype(np.int64)
         self.share_free: IntArray = self.comp_free.copy()
+        self.shares_free: IntArray = self.shares_total.copy()  # pods a card may still take
         self.version: IntArray = np.zeros(n, dtype=np.int64)
         # How many placed requests of each kind a node holds (see `request_kind`).
         self.kind_count: IntArray = np.zeros((n, KINDS), dtype=np.int64)
@@ -178,6 +183,11 @@ class ClusterSnapshot:
                 raise InvalidNode(
                     f"assume {req.name!r}: card {card} of {self.names[i]} lacks memory or compute"
                 )
+            if self.shares_free[i, card] < 1:
+                raise InvalidNode(
+                    f"assume {req.name!r}: card {card} of {self.names[i]} already holds its "
+                    f"{int(self.shares_total[i, card])} pods (its share count)"
+                )
         self.cpu_free[i] -= req.cpu_milli
         self.mem_free[i] -= req.memory_mib
         for card, mem, comp in zip(
@@ -185,6 +195,7 @@ class ClusterSnapshot:
         ):
             self.gmem_free[i, card] -= mem
             self.comp_free[i, card] -= comp
+            self.shares_free[i, card] -= 1
         self.kind_count[i, request_kind(req)] += 1
         self._touch(i)
 
@@ -199,9 +210,11 @@ class ClusterSnapshot:
         ):
             self.gmem_free[i, card] += mem
             self.comp_free[i, card] += comp
+            self.shares_free[i, card] += 1
             if (
                 self.gmem_free[i, card] > self.gmem_total[i, card]
                 or self.comp_free[i, card] > MILLI
+                or self.shares_free[i, card] > self.shares_total[i, card]
             ):
                 raise InvalidNode(
                     f"forget {req.name!r}: card {card} of {self.names[i]} would exceed its capacity"
@@ -231,5 +244,6 @@ class ClusterSnapshot:
             self.gmem_free.tobytes(),
             self.comp_free.tobytes(),
             self.share_free.tobytes(),
+            self.shares_free.tobytes(),
             self.kind_count.tobytes(),
         )

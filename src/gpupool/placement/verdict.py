@@ -19,6 +19,7 @@ REASON_LABEL = {
     "GPU_MEMORY": "insufficient GPU memory on every card",
     "GPU_COMPUTE": "insufficient GPU compute on every card",
     "WHOLE_CARDS": "too few whole free GPUs",
+    "SHARES": "every card with room at its share count (pods per card)",
 }
 
 

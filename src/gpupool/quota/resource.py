@@ -78,6 +78,12 @@ def demand_of(request: Request, resource: Resource, card_memory_bytes: int | Non
     if request.gpu_memory_bytes is not None:
         return request.gpu_memory_bytes * count
     assert request.gpu_milli is not None
+    if card_memory_bytes is None and request.whole_cards:
+        raise InvalidRequest(
+            f"request {request.name!r} asks for {count} whole GPU(s), which its tenant's quota "
+            f"counts as the card's memory, but no card it may use is known yet (no node reports "
+            f"one): it is admitted once such a node joins; or ask for gpupool.io/gpu-memory"
+        )
     if card_memory_bytes is None:
         raise InvalidRequest(
             f"request {request.name!r} asks for a {request.gpu_milli} milli-GPU share but its "

@@ -10,6 +10,14 @@ A lease that does not fit where it says it is (a card shrank, two leases overlap
 node is fenced off with a condition that says so, never silently dropped. The snapshot is rebuilt
 (lazily, on the next read) only when the node set or a node's cards change; a node whose readiness,
 cordon or health changes gets a condition instead.
+
+A lease deleted while its pod is bound (Bound or Active: an operator's `kubectl delete gl`, not
+gpupool's own release, which ends a lease before collecting it) is an orphan: its bytes stay held
+(`lose_lease`), since the pod still uses them, until the controller makes the lease again (the
+same key arrives: `set_lease`) or a rebuild no longer finds the pod bound. A rebuild also takes
+the holds of bound pods that have no lease (`held`: `state.pod_hold.held_by`, from their
+allocation annotations), so an extender that starts while a lease is missing counts them too:
+the cache's view of a card is the union of its leases and its bound pods' allocations.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
+from gpupool.quota.lease import LeasePhase
 from gpupool.state.lease import LeaseRecord, RoomHold
 from gpupool.state.nodes import GpuNodeObject, NodeObject, condition_of, node_of
 
@@ -92,6 +101,9 @@ class ClusterCache:
     _unfit: dict[str, str] = field(default_factory=dict)  # lease key → why it does not fit
     _bad_nodes: dict[str, str] = field(default_factory=dict)  # node → why it cannot be read
     room_holds: dict[str, RoomHold] = field(default_factory=dict)  # lease key → its room hold
+    # lease key → a hold with no GpuLease behind it (deleted while its pod was bound, or a bound
+    # pod's allocation without a lease); also in `leases`, so it holds its bytes like one
+    orphans: dict[str, LeaseRecord] = field(default_factory=dict)
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -129,6 +141,11 @@ class ClusterCache:
 
     def leases_on(self, node: str) -> list[LeaseRecord]:
         return [x for x in self.leases.values() if x.node == node and x.holds_capacity]
+
+    def orphans_on(self, node: str) -> list[LeaseRecord]:
+        """Holds on `node` that no GpuLease stands for (yet): a fresh list of the node's leases
+        lacks them, so whoever decides from one must add these."""
+        return [x for x in self.orphans.values() if x.node == node]
 
     # ---- nodes -------------------------------------------------------------------------------
     def _refresh_node(self, name: str) -> None:
@@ -214,6 +231,7 @@ class ClusterCache:
 
     def set_lease(self, lease: LeaseRecord) -> None:
         old = self.leases.get(lease.key)
+        self.orphans.pop(lease.key, None)  # the lease itself is back
         self.generation += 1
         self._index_hold(lease)
         if old is not None and (old.slices, old.node, old.holds_capacity) == (
@@ -228,7 +246,25 @@ class ClusterCache:
         self.leases[lease.key] = lease
         self._apply(lease)
 
+    def lose_lease(self, key: str) -> bool:
+        """The GpuLease `key` was deleted (a watch event). Its bytes stay held, as an orphan,
+        when its pod was bound (Bound or Active); True then. Else it is deleted."""
+        lease = self.leases.get(key)
+        if lease is not None and lease.phase in (LeasePhase.BOUND, LeasePhase.ACTIVE):
+            if key not in self.orphans:
+                self.orphans[key] = lease
+                self.generation += 1
+                log.warning(
+                    "GpuLease %s was deleted while pod %s is bound to %s: its slices stay held "
+                    "until the lease is made again or the pod is gone", key, lease.pod.key,
+                    lease.node,
+                )  # fmt: skip
+            return True
+        self.delete_lease(key)
+        return False
+
     def delete_lease(self, key: str) -> None:
+        self.orphans.pop(key, None)
         if key in self.leases:
             self.generation += 1
             self._unapply(key)
@@ -253,11 +289,20 @@ class ClusterCache:
         nodes: Iterable[NodeObject],
         gpunodes: Iterable[GpuNodeObject],
         leases: Iterable[LeaseRecord],
+        held: Iterable[LeaseRecord] = (),
     ) -> Drift:
-        """Replace the whole state from fresh lists; return how far the cache had drifted."""
+        """Replace the whole state from fresh lists; return how far the cache had drifted.
+        `held`: what bound pods hold by their allocations (`state.pod_hold.held_by`); those
+        without a lease of their key are kept as orphans."""
         new_nodes = {n.name: n for n in nodes}
         new_gpunodes = {n.name: n for n in gpunodes}
         new_leases = {x.key: x for x in leases}
+        orphans = {x.key: x for x in held if x.key not in new_leases}
+        if orphans:
+            log.warning(
+                "bound pods without a GpuLease, their allocations held: %s", ", ".join(orphans)
+            )
+        new_leases.update(orphans)
         drift = Drift()
         if self.synced:
             drift.nodes = len(set(new_nodes) ^ set(self.nodes))
@@ -277,6 +322,7 @@ class ClusterCache:
                 )
             )
         self.nodes, self.gpunodes, self.leases = new_nodes, new_gpunodes, new_leases
+        self.orphans = orphans
         self.room_holds = {k: x.room_hold for k, x in new_leases.items() if x.room_hold}
         self._domain.clear()
         self._conditions.clear()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpupool.domain.allocations import Slice
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
 from gpupool.state.nodes import NodeObject, Taint
@@ -68,9 +69,16 @@ class NodeConstraints:
 
     def allows(self, node: NodeObject) -> bool:
         """Whether a pod with these constraints may be placed on `node`."""
+        return self.refusal(node) is None
+
+    def refusal(self, node: NodeObject) -> str | None:
+        """Why a pod with these constraints may not be placed on `node` (the first constraint
+        it breaks, in words), or None when it may."""
         labels = node.labels
-        if any(labels.get(k) != v for k, v in self.selector):
-            return False
+        for key, value in self.selector:
+            if labels.get(key) != value:
+                have = f"has {key}={labels[key]}" if key in labels else f"has no label {key}"
+                return f"the pod's nodeSelector asks for {key}={value}; node {node.name} {have}"
         fields = {"metadata.name": node.name}
         if self.terms and not any(
             (exprs or fieldexprs)
@@ -78,13 +86,17 @@ class NodeConstraints:
             and all(_matches(e, fields) for e in fieldexprs)
             for exprs, fieldexprs in self.terms
         ):
-            return False
+            return f"node {node.name} matches none of the pod's required node affinity terms"
         for taint in node.taints:
             if taint.effect not in _EXCLUDING:
                 continue
             if not any(_tolerates(t, taint) for t in self.tolerations):
-                return False
-        return True
+                value = f"={taint.value}" if taint.value else ""
+                return (
+                    f"node {node.name} has the taint {taint.key}{value}:{taint.effect}, which "
+                    f"the pod does not tolerate"
+                )
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +117,10 @@ class PodView:
     admitted: Admitted | None
     queue_note: str | None  # the current gpupool.io/queue annotation
     allocation_models: tuple[str, ...] = ()
+    # `gpupool.io/allocation` as the extender's bind wrote it: the slices the pod holds on its
+    # node (() without one); `allocation_problem` says why it could not be read
+    allocation: tuple[Slice, ...] = ()
+    allocation_problem: str | None = None
     reclaim_notice: ReclaimNotice | None = None
     # kube-scheduler found no node for it: condition PodScheduled=False, reason Unschedulable
     unschedulable: bool = False

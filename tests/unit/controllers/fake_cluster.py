@@ -204,6 +204,14 @@ class FakeCluster:
         self._write("delete_lease", key)
         return self.lease_objects.pop(key, None) is not None
 
+    async def create_lease(self, lease: Json) -> bool:
+        key = _key(lease)
+        self._write("create_lease", key, copy.deepcopy(lease))
+        if key in self.lease_objects:
+            return False  # 409 AlreadyExists
+        self.lease_objects[key] = copy.deepcopy(lease)
+        return True
+
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
         return await self._patch_status(
             self.gpu_node_objects, "patch_gpu_node_status", name, status

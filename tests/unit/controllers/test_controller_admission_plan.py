@@ -210,3 +210,48 @@ def test_admitted_record_without_or_with_a_bad_resource_means_bytes() -> None:
     odd = '{"borrowed": 5, "resource": "cpu", "amount": 7}'
     mark = read_admitted({"gpupool.io/admitted": odd})
     assert (mark.borrowed, mark.resource, mark.amount) == (5, None, None)
+
+
+def gpu_pod(name: str, limits: dict[str, str], *, tenant: str = "default") -> PodView:
+    obj = pod_json(name, tenant=tenant)
+    obj["spec"]["containers"][0]["resources"]["limits"] = limits
+    return read_pod(obj)
+
+
+A100_CARDS = {"A100-80GB": 72 * GiB}  # what the cluster's cards offer slices
+
+
+def test_whole_gpu_and_compute_only_pods_of_the_default_tenant_are_admitted() -> None:
+    pods = [
+        gpu_pod("one", {"gpupool.io/gpu": "1"}),
+        gpu_pod("nine", {"gpupool.io/gpu": "9"}),
+        gpu_pod("compute", {"gpupool.io/gpu-compute": "30"}),
+    ]
+    for sizes in (A100_CARDS, {}):  # known cards, or none reported yet: unlimited either way
+        plan = decide(pods, [], now=1.0, card_sizes=sizes)
+        assert sorted(names(plan.admit)) == ["compute", "nine", "one"], plan.queued
+        for admit in plan.admit:
+            assert admit.reason == "tenant 'default' has no GpuQuota, so it is not limited"
+            assert "nominal" not in admit.reason
+
+
+def test_a_memory_quota_counts_a_whole_gpu_as_the_largest_card_it_may_take() -> None:
+    quota = TenantQuota("alpha", nominal=100 * GiB)
+    pods = [
+        gpu_pod("one", {"gpupool.io/gpu": "1"}, tenant="alpha"),
+        gpu_pod("two", {"gpupool.io/gpu": "1"}, tenant="alpha"),
+    ]
+    plan = decide(pods, [quota], now=1.0, card_sizes={**A100_CARDS, "T4": 14 * GiB})
+    assert names(plan.admit) == ["one"]
+    assert plan.admit[0].amount == 72 * GiB
+    assert plan.admit[0].reason == "within nominal quota (72Gi of 100Gi)"
+    assert names(plan.queued) == ["two"]
+    assert "100Gi" in plan.queued[0].detail  # the tenant's real quota, in bytes
+
+
+def test_a_whole_gpu_of_a_limited_tenant_waits_while_no_card_is_known_and_says_why() -> None:
+    quota = TenantQuota("alpha", nominal=100 * GiB)
+    plan = decide([gpu_pod("one", {"gpupool.io/gpu": "1"}, tenant="alpha")], [quota], now=1.0)
+    assert plan.admit == ()
+    assert "1 whole GPU(s)" in plan.queued[0].detail
+    assert "no card it may use is known yet" in plan.queued[0].detail

@@ -84,3 +84,23 @@ def test_untolerated_no_schedule_taints_exclude_a_node() -> None:
         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
     }
     assert not read_constraints(other_effect).allows(node("n1", taints=taint))
+
+
+def test_the_refusal_names_the_constraint_the_node_breaks() -> None:
+    selector = read_constraints({"nodeSelector": {"kubernetes.io/hostname": "gpu-node-1"}})
+    assert selector.refusal(node("gpu-node-1")) is None
+    assert selector.refusal(node("gpu-node-0")) == (
+        "the pod's nodeSelector asks for kubernetes.io/hostname=gpu-node-1; node gpu-node-0 has "
+        "kubernetes.io/hostname=gpu-node-0"
+    )
+    assert "has no label pool" in str(read_constraints({"nodeSelector": {"pool": "a"}}).refusal(
+        node("n1")
+    ))  # fmt: skip
+    terms = affinity({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]})
+    assert read_constraints(terms).refusal(node("n1", {"zone": "b"})) == (
+        "node n1 matches none of the pod's required node affinity terms"
+    )
+    taint = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+    assert read_constraints({}).refusal(node("n1", taints=taint)) == (
+        "node n1 has the taint dedicated=infer:NoSchedule, which the pod does not tolerate"
+    )

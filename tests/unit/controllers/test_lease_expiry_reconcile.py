@@ -22,7 +22,8 @@ def _round(cluster: FakeCluster, now: float) -> None:
 
 
 def _cluster(**notes: str) -> FakeCluster:
-    pod = pod_json("p", "alpha", node="n1", phase="Running", annotations=notes)
+    # admitted, as a bound pod is (else the lease reconciler reports it NotAdmitted)
+    pod = pod_json("p", "alpha", node="n1", phase="Running", annotations=notes, admitted_at=NOW)
     return FakeCluster(
         pods=[pod],
         quotas=[quota_json("alpha", 24, reclaimGracePeriodSeconds=5)],

@@ -352,3 +352,55 @@ def test_a_bind_that_finds_no_slot_is_refused_and_writes_nothing() -> None:
     assert first == ""
     assert "busy: 1 binds in flight" in second and "t/q not bound" in second
     assert set(api.leases) == {"t/uid-p"}
+
+
+# ---- the bind's own checks: admission record, the pod's node constraints, orphans --------------
+def _bind(api: MemoryApi, ctx: BindContext, name: str, node: str = NODE) -> str:
+    return asyncio.run(bind_pod(ctx, _pod(api, name), node)).error
+
+
+def test_a_tenant_pod_without_an_admission_record_is_not_bound() -> None:
+    tenant = {"gpupool.io/tenant": "team-a"}
+    api = MemoryApi([_pod_json("p", 12, labels=tenant)], [])
+    ctx = _ctx(api)
+    error = _bind(api, ctx, "p")
+    assert "has no valid gpupool.io/admitted record" in error, error
+    assert api.calls == [] and api.leases == {}  # nothing reserved, nothing written
+    record = '{"at":"2026-01-01T00:00:00Z","borrowed":0,"preemptible":false}'
+    admitted = _pod_json("q", 12, labels=tenant, annotations={"gpupool.io/admitted": record})
+    api.pods["q"] = admitted
+    assert _bind(api, ctx, "q") == ""
+
+
+def test_bind_refuses_a_node_the_pods_selector_excludes() -> None:
+    api = MemoryApi([_pod_json("p", 12, hostname="m")], [])
+    cache = ClusterCache()
+    host = "kubernetes.io/hostname"
+    cache.rebuild([read_node(node_json(n, cards=1, labels={host: n})) for n in (NODE, "m")], [], [])
+    ctx = BindContext(cache, api, Planners("binpack"), monotonic=lambda: NOW)
+    error = _bind(api, ctx, "p", NODE)
+    assert error == (
+        "pod t/p may not run on n: the pod's nodeSelector asks for kubernetes.io/hostname=m; "
+        "node n has kubernetes.io/hostname=n"
+    ), error
+    assert "create_lease" not in api.calls and "bind_pod" not in api.calls
+    assert _bind(api, ctx, "p", "m") == ""
+
+
+def test_reserve_lays_a_slice_around_an_orphan_no_list_shows() -> None:
+    """A running pod's lease was deleted (kept in the cache as an orphan): a fresh list of the
+    node lacks it, and the next slice must still go beside its bytes."""
+    running = _lease("run", 60, phase=LeasePhase.ACTIVE)
+    api = MemoryApi([_pod_json("p", 12)], [running])
+    ctx = _ctx(api)
+    del api.leases[running.key]  # `kubectl delete gl`; the watch tells the cache
+    assert ctx.cache.lose_lease(running.key)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))  # lists the node afresh
+    assert isinstance(got, Reservation), got
+    assert got.lease.slices[0].offset_bytes == 60 * GiB
+    assert running.key in ctx.cache.orphans  # the list did not drop it
+    big = MemoryApi([_pod_json("b", 24)], [])
+    big.leases = dict(api.leases)
+    ctx2 = BindContext(ctx.cache, big, Planners("binpack"), monotonic=lambda: NOW)
+    refused = asyncio.run(reserve(ctx2, _pod(big, "b"), NODE))  # 60 + 12 + 24 > 72Gi
+    assert isinstance(refused, Refusal), refused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from fractions import Fraction
 
 import numpy as np
@@ -15,12 +16,16 @@ from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import node_condition, node_from_json, read_node
 from gpupool.adapters.kubernetes.pod import allocation_annotation, slices_from_annotation
+from gpupool.adapters.kubernetes.reporter import gpunode_status
 from gpupool.adapters.wire.json_pointer import escape, pointer
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.domain.allocations import Allocation, Slice
+from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import InvalidQuantity, InvalidQuota, InvalidRequest
 from gpupool.domain.quantity import parse_quantity, quantity_int
 from gpupool.domain.units import GiB
+from gpupool.node.agent import node_report
+from gpupool.ports import InventoryFacts
 from gpupool.quota.lease import LeasePhase
 from gpupool.quota.resource import Resource
 from gpupool.state.cluster import ClusterCache
@@ -303,3 +308,23 @@ def test_json_pointer_escapes_tilde_before_slash() -> None:
     )
     assert escape("a~1/b") == "a~01~1b"  # read back: "a~1/b", not "a//b"
     assert pointer("spec", "containers", 0) == "/spec/containers/0"
+
+
+def test_a_gpunode_reports_each_cards_share_count_and_an_older_one_means_ten() -> None:
+    def gpunode(**device: object) -> dict[str, object]:
+        card = {"index": 0, "model": "H100", "uuid": "G0", "memoryBytes": 80 * GiB, **device}
+        return {"metadata": {"name": "n1"}, "status": {"devices": [card]}}
+
+    assert [g.shares for g in node_from_json(node_json("n1"), gpunode(shares=4)).gpus] == [4]
+    assert [g.shares for g in node_from_json(node_json("n1"), gpunode()).gpus] == [10]
+    with pytest.raises(InvalidObject, match="share count must be 1 or more"):
+        node_from_json(node_json("n1"), gpunode(shares=0))
+
+
+def test_the_agent_reports_the_device_plugins_share_count_on_every_card() -> None:
+    gpus = (Gpu(index=0, model="H100", uuid="G0"), Gpu(index=1, model="H100", uuid="G1"))
+    report = node_report("n1", gpus, InventoryFacts("550", "12.4", ()), 10.0, shares_per_card=7)
+    status = gpunode_status(report, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert [d["shares"] for d in status["devices"]] == [7, 7]
+    decoded = node_from_json(node_json("n1"), {"metadata": {"name": "n1"}, "status": status})
+    assert [g.shares for g in decoded.gpus] == [7, 7]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from placement_builders import cpu_only, mixed_node, node, occupy, place, share, slice_gib, whole
 
-from gpupool.domain import GiB, Request
+from gpupool.domain import GiB, Gpu, Node, Request
+from gpupool.domain.errors import InvalidNode
 from gpupool.placement import ClusterSnapshot, Planner, Reason, Unschedulable, explain, feasibility
 
 
@@ -145,3 +146,39 @@ def test_failed_nodes_map_names_every_rejected_node() -> None:
         "t4": "gpu model T4 not in A100-80GB",
         "cpu": "node has no GPUs",
     }
+
+
+def test_a_card_takes_no_more_pods_than_its_share_count_and_the_reason_names_it() -> None:
+    snap = ClusterSnapshot([node("one", gpus=1)])  # 10 shares per card by default
+    placed = [place(snap, slice_gib(f"p{i}", 1)) for i in range(10)]
+    assert {d.cards for d in placed} == {(0,)}
+    why, text = reason_of(snap, slice_gib("p10", 1), "one")
+    assert why is Reason.SHARES
+    assert "share count" in text and "10 per card" in text
+    result = Planner("binpack").plan(snap, slice_gib("p10", 1))
+    assert isinstance(result, Unschedulable)
+    assert "share count" in result.message
+    snap.forget(placed[0])  # one pod ends: its share is free again
+    assert reason_of(snap, slice_gib("p10", 1), "one")[0] is Reason.FITS
+
+
+def test_the_share_count_comes_from_the_card_and_binpack_spills_to_the_next_card() -> None:
+    gpus = tuple(Gpu(index=i, model="A100-80GB", uuid=f"c{i}", shares=2) for i in range(2))
+    snap = ClusterSnapshot([Node(name="two", cpu_milli=64_000, memory_mib=1 << 19, gpus=gpus)])
+    cards = [place(snap, share(f"s{i}", 100)).cards for i in range(4)]
+    assert cards == [(0,), (0,), (1,), (1,)]
+    why, text = reason_of(snap, share("s4", 100), "two")
+    assert why is Reason.SHARES and "2 per card" in text
+
+
+def test_assume_refuses_a_card_at_its_share_count() -> None:
+    gpus = (Gpu(index=0, model="A100-80GB", uuid="c0", shares=1),)
+    snap = ClusterSnapshot([Node(name="n", cpu_milli=64_000, memory_mib=1 << 19, gpus=gpus)])
+    occupy(snap, "n", 0, 1)
+    with pytest.raises(InvalidNode, match="share count"):
+        occupy(snap, "n", 0, 1)
+
+
+def test_a_share_count_below_one_is_refused() -> None:
+    with pytest.raises(InvalidNode, match="share count must be 1 or more"):
+        Gpu(index=0, model="A100-80GB", shares=0)

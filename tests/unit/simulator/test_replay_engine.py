@@ -218,3 +218,13 @@ def test_config_defaults_are_documented_values() -> None:
         NODES, [pod("a", 500, 0, 10)], None, ReplayConfig(cluster_fraction=1.0, policy="best-fit")
     )
     assert set(result.runs) == {"whole-card", "pooled", "pooled-borrowing"}
+
+
+def test_the_simulator_puts_no_more_pods_on_a_card_than_its_share_count() -> None:
+    # 45 tiny pods on 4 cards of 10 shares each: 40 run at once, 5 wait for the first to end,
+    # although memory and compute would take them all
+    pods = [pod(f"p{i}", 10, 0.0, 100.0) for i in range(45)]
+    pods.append(pod("tail", 10, 150.0, 1.0))
+    out = run("pooled", pods, tenancy())
+    assert out["admitted"] == 46
+    assert out["queue_delay_s_p95"] == pytest.approx(100.0)

@@ -6,8 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.quota.lease import LeasePhase
 from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord, PodRef
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -50,3 +53,54 @@ def test_a_resync_counts_a_gpunode_that_changed_unseen_as_drift() -> None:
     assert cache.rebuild(nodes, [read_gpu_node(_gpunode("n1", [CARD]))], []).total == 0
     sick = read_gpu_node(_gpunode("n1", [{**CARD, "healthy": False}]))
     assert cache.rebuild(nodes, [sick], []).gpunodes == 1
+
+
+# -- leases deleted while their pod is bound: the union of leases and pods' allocations --------
+def _lease(name: str, gib: int, offset_gib: int = 0, phase: LeasePhase = LeasePhase.ACTIVE) -> Any:
+    return LeaseRecord(
+        name=name,
+        namespace="ns",
+        tenant="t",
+        pod=PodRef("ns", f"pod-{name}", name),
+        node="n1",
+        slices=(Slice(0, "GPU-a", "A100-80GB", offset_gib * GiB, gib * GiB, 0),),
+        phase=phase,
+    )
+
+
+def _free(cache: ClusterCache) -> int:
+    snap = cache.snapshot()
+    return int(snap.gmem_free[snap.index["n1"], 0])
+
+
+def _cache(*leases: Any) -> ClusterCache:
+    cache = ClusterCache()
+    cache.rebuild([read_node(_node("n1"))], [read_gpu_node(_gpunode("n1", [CARD]))], leases)
+    return cache
+
+
+def test_a_lease_deleted_while_its_pod_runs_keeps_its_bytes_until_it_is_made_again() -> None:
+    cache = _cache(_lease("u1", 24))
+    assert cache.lose_lease("ns/u1")
+    assert _free(cache) == 48 * GiB  # of 72Gi allocatable: still held, the pod uses them
+    assert [x.key for x in cache.orphans_on("n1")] == ["ns/u1"]
+    cache.set_lease(_lease("u1", 24, phase=LeasePhase.RESERVED))  # the controller made it again
+    assert cache.orphans == {} and _free(cache) == 48 * GiB
+
+
+def test_a_reserved_or_ended_lease_that_is_deleted_frees_its_bytes() -> None:
+    for phase in (LeasePhase.RESERVED, LeasePhase.RELEASED):
+        cache = _cache(_lease("u1", 24, phase=phase))
+        assert not cache.lose_lease("ns/u1")  # gpupool's own undo or collection
+        assert _free(cache) == 72 * GiB and cache.orphans == {}
+
+
+def test_a_rebuild_holds_bound_pods_allocations_without_a_lease_and_drops_them_once_gone() -> None:
+    cache = _cache(_lease("u1", 24))
+    cache.lose_lease("ns/u1")
+    held = _lease("u1", 24, phase=LeasePhase.RESERVED)  # what the bound pod's annotation says
+    nodes, gpunodes = [read_node(_node("n1"))], [read_gpu_node(_gpunode("n1", [CARD]))]
+    cache.rebuild(nodes, gpunodes, [], held=[held])
+    assert list(cache.orphans) == ["ns/u1"] and _free(cache) == 48 * GiB
+    cache.rebuild(nodes, gpunodes, [_lease("u2", 8, 24)], held=[_lease("u2", 8, 24)])
+    assert cache.orphans == {} and _free(cache) == 64 * GiB  # the pod went; u2 has its lease

@@ -72,6 +72,14 @@ async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBi
     refused = pod.refusal()
     if refused is not None:
         return ExtenderBindingResult(refused.message)
+    node_object = ctx.cache.nodes.get(node)
+    if node_object is None:
+        return ExtenderBindingResult(
+            Refusal(Why.UNKNOWN_NODE, f"node {node} is not in the extender's cache").message
+        )
+    excluded = pod.excluded_from(node_object)  # kube-scheduler asked, but /bind trusts no one
+    if excluded is not None:
+        return ExtenderBindingResult(excluded.message)
     reserved = await reserve(ctx, pod, node)
     if isinstance(reserved, Refusal):
         return ExtenderBindingResult(reserved.message)

@@ -14,15 +14,18 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Node
+from lightkube import AsyncClient, operators
+from lightkube.resources.core_v1 import Node, Pod
 
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, to_dict
+from gpupool.adapters.wire.names import LABEL_TENANT
 from gpupool.state.cluster import ClusterCache, Drift
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.pod_hold import held_by
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +69,18 @@ class Informer:
         nodes, rv_nodes = await self._list(Node)
         gpunodes, rv_gpunodes = await self._list(GpuNode)
         leases, rv_leases = await self._list(GpuLease, namespace="*")
+        pods, _ = await self._list(
+            Pod,
+            namespace="*",
+            labels={LABEL_TENANT: operators.exists()},
+            fields={"spec.nodeName": operators.not_equal("")},
+        )
+        held = [h for h in (held_by(read_pod(p)) for p in pods) if h is not None]
         drift = self.cache.rebuild(
             [read_node(n) for n in nodes],
             [read_gpu_node(n) for n in gpunodes],
             self._leases(leases),
+            held=held,
         )
         self.cache.snapshot()
         # The cache is large and long-lived: keep the cyclic GC from walking it on every full
@@ -104,7 +115,7 @@ class Informer:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         if kind == "DELETED":
-            self.cache.delete_lease(key)
+            self.cache.lose_lease(key)  # held on while its pod is bound, until made again
             return
         try:
             self.cache.set_lease(lease_from_json(obj))

@@ -18,6 +18,8 @@ class Why(StrEnum):
     NO_LONGER_FITS = "NoLongerFits"  # the node's filter verdict changed since filter
     CHANGED = "NodeChanged"  # the leases just listed leave no room for the planned slices
     RETRIES = "Retries"  # every reservation round lost a race
+    NOT_ADMITTED = "NotAdmitted"  # a tenant's pod without gpupool's admission record
+    NODE_EXCLUDED = "NodeExcluded"  # the pod's own spec excludes the node (selector, taints)
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,7 +76,7 @@ def fold(ctx: BindContext, node: str, fresh: Sequence[LeaseRecord]) -> None:
     """Make the cache agree with a consistent list of the node's leases."""
     keys = {x.key for x in fresh}
     for stale in [x.key for x in ctx.cache.leases.values() if x.node == node]:
-        if stale not in keys:
+        if stale not in keys and stale not in ctx.cache.orphans:  # orphans are never listed
             ctx.cache.delete_lease(stale)
     for lease in fresh:
         ctx.cache.set_lease(lease)
@@ -100,7 +100,11 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
             if listed:
                 await relist(ctx, node)
                 t = ctx.timer.done("list_leases", t)
-            known = ledger.leases()
+            listed_keys = {x.key for x in ledger.leases()}
+            # what bound pods hold without a lease (a lease deleted under a running pod): no
+            # list shows it, and no slice may be laid over it
+            known = [*ledger.leases(), *(o for o in ctx.cache.orphans_on(node)
+                                         if o.key not in listed_keys)]  # fmt: skip
             mine = [x for x in known if x.pod.uid == pod.uid and x.holds_capacity]
             if mine:
                 return Reservation(mine[0], created=False)

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.adapters.extender_http.refusal import Refusal, Why
-from gpupool.adapters.wire.admitted import Admitted, read_admitted
-from gpupool.adapters.wire.names import DEFAULT_TENANT, LABEL_TENANT
+from gpupool.adapters.kubernetes.pod_view import read_constraints
+from gpupool.adapters.wire.admitted import Admitted, parse_admitted, read_admitted
+from gpupool.adapters.wire.names import ANN_ADMITTED, DEFAULT_TENANT, LABEL_TENANT
 from gpupool.adapters.wire.pods import pod_name, read_pod_gpu
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
+from gpupool.state.nodes import NodeObject
+from gpupool.state.pods import NodeConstraints
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,11 @@ class ScheduledPod:
     admitted: Admitted = field(default_factory=lambda: Admitted(0.0))
     node_name: str | None = None  # spec.nodeName: the node it is bound to already
     problem: str | None = None  # why its GPU request cannot be read
+    # A tenant's pod (the webhook stamped gpupool.io/tenant, which the pod-integrity policy
+    # keeps) whose gpupool.io/admitted record is missing or unreadable: the admission queue
+    # never admitted it, so no node may take it (defence in depth behind that policy).
+    unadmitted: bool = False
+    constraints: NodeConstraints = field(default_factory=NodeConstraints)
 
     @property
     def key(self) -> str:
@@ -47,14 +55,30 @@ class ScheduledPod:
             return Refusal(Why.BAD_REQUEST, self.problem)
         if not self.request.wants_gpu:
             return Refusal(Why.NO_GPU, f"pod {self.request.name} asks for no gpupool GPU")
+        if self.unadmitted:
+            return Refusal(
+                Why.NOT_ADMITTED,
+                f"pod {self.ref} has no valid gpupool.io/admitted record: gpupool's admission "
+                f"queue never admitted it for its tenant (its gpupool.io/quota gate was removed "
+                f"by someone else), so gpupool does not bind it",
+            )
         return None
+
+    def excluded_from(self, node: NodeObject) -> Refusal | None:
+        """Why the pod's own spec (nodeSelector, required node affinity, taints it does not
+        tolerate) excludes `node`, or None."""
+        why = self.constraints.refusal(node)
+        if why is None:
+            return None
+        return Refusal(Why.NODE_EXCLUDED, f"pod {self.ref} may not run on {node.name}: {why}")
 
     @classmethod
     def from_json(cls, pod: Mapping[str, Any]) -> ScheduledPod:
         meta: Mapping[str, Any] = pod.get("metadata") or {}
         annotations: Mapping[str, str] = meta.get("annotations") or {}
         labels: Mapping[str, str] = meta.get("labels") or {}
-        node_name = (pod.get("spec") or {}).get("nodeName")
+        spec: Mapping[str, Any] = pod.get("spec") or {}
+        node_name = spec.get("nodeName")
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         uid, bound = str(meta.get("uid") or ""), str(node_name) if node_name else None
         try:
@@ -64,6 +88,7 @@ class ScheduledPod:
             return cls(namespace, name, uid, bare, node_name=bound, problem=str(err))
         if gpu is None:
             return cls(namespace, name, uid, Request(name=pod_name(pod)), node_name=bound)
+        tenant_pod = LABEL_TENANT in labels
         return cls(
             namespace,
             name,
@@ -72,4 +97,6 @@ class ScheduledPod:
             policy=gpu.placement_policy,
             admitted=read_admitted(annotations),
             node_name=bound,
+            unadmitted=tenant_pod and parse_admitted(annotations.get(ANN_ADMITTED)) is None,
+            constraints=read_constraints(spec),
         )

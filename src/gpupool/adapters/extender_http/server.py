@@ -15,11 +15,19 @@ object, the standby answers an extender Error naming the leader URL and the caus
 Bodies are read and written with msgspec's JSON codec: with 5,000 node names each way it is several
 times faster than the standard library's (bench/extender_bench.py's `before` mode keeps the
 standard library's server in bench/ to measure both in one run).
+
+Callers: given `callers` (the CNs of client certificates that may call, over TLS with a client
+CA: `gpupool extender --client-ca`), filter, prioritize and bind answer only a caller whose
+verified client certificate names one of them; anyone else gets 403 with a message that says
+what is needed. kube-scheduler presents its certificate through its extender `tlsConfig`
+(certFile, keyFile). /healthz and /metrics stay open (probes carry no certificate). A standby
+forwards binds with `forward_ssl`, its own client certificate, whose CN must be in `callers` too.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +53,7 @@ from gpupool.adapters.extender_http.wire import (
     ExtenderFilterResult,
     MalformedExtenderRequest,
 )
+from gpupool.adapters.tls import peer_common_name
 from gpupool.state.cluster import Drift
 
 log = logging.getLogger(__name__)
@@ -130,6 +139,8 @@ def make_app(
     leader_url: Callable[[], str | None] = lambda: None,
     own_url: str | None = None,
     forward_timeout_s: float = BIND_FORWARD_TIMEOUT_S,
+    callers: frozenset[str] | None = None,
+    forward_ssl: ssl.SSLContext | None = None,
 ) -> web.Application:
     """`leader_url` is the leader's advertised URL as this replica knows it (None: unknown or
     stale), `own_url` the URL this replica advertises (never forwarded to)."""
@@ -138,12 +149,34 @@ def make_app(
     def _json(data: Any, status: int = 200) -> web.Response:
         return web.Response(body=_encode(data), status=status, content_type="application/json")
 
-    app = web.Application(client_max_size=MAX_BODY)
+    @web.middleware
+    async def authenticate(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if callers is None or request.method != "POST":
+            return await handler(request)
+        transport = request.transport
+        name = peer_common_name(transport.get_extra_info("peercert") if transport else None)
+        if name in callers:
+            return await handler(request)
+        m.requests.labels(request.path.rsplit("/", 1)[-1][:16], "unauthenticated").inc()
+        came = f"a client certificate for {name!r}" if name else "no verified client certificate"
+        return _json(
+            {
+                "error": f"gpupool extender: filter, prioritize and bind answer only "
+                f"{', '.join(sorted(callers))}, with a client certificate the extender's "
+                f"--client-ca signed; this call came with {came}"
+            },
+            403,
+        )
+
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[authenticate])
     app[METRICS] = m
 
     async def forward_session(app: web.Application) -> AsyncIterator[None]:
         # One session for every forward (its connections kept alive); no proxy from the env.
-        app[FORWARD_SESSION] = aiohttp.ClientSession()
+        connector = aiohttp.TCPConnector(ssl=forward_ssl) if forward_ssl is not None else None
+        app[FORWARD_SESSION] = aiohttp.ClientSession(connector=connector)
         yield
         await app[FORWARD_SESSION].close()
 
@@ -169,10 +202,13 @@ def make_app(
                 status = 200
             except MalformedExtenderRequest as err:
                 reply, outcome, status = {"error": str(err)}, "bad_request", 400
-            except Exception as err:  # never a 500: kube-scheduler reads Error
+            except Exception:  # never a 500, never a Python message: kube-scheduler reads Error
                 log.exception("%s failed", verb)
                 reply, outcome, status = (
-                    on_error(f"{verb}: {type(err).__name__}: {err}"),
+                    on_error(
+                        f"gpupool extender: {verb} failed on an internal error (its log has the "
+                        f"details); kube-scheduler tries the pod again"
+                    ),
                     "error",
                     200,
                 )

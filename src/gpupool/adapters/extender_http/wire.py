@@ -23,16 +23,32 @@ class MalformedExtenderRequest(GpupoolError):
     """The body of an extender call is not what kube-scheduler's extender/v1 sends."""
 
 
+def json_type(value: object) -> str:
+    """The JSON name of a decoded value's type (the caller wrote JSON, not Python)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
 def _obj(body: object, what: str) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
-        raise MalformedExtenderRequest(f"{what} must be a JSON object; got {type(body).__name__}")
+        raise MalformedExtenderRequest(f"{what} must be a JSON object; got {json_type(body)}")
     return body
 
 
 def _str(body: Mapping[str, Any], key: str, what: str) -> str:
     value = body.get(key)
     if not isinstance(value, str) or not value:
-        raise MalformedExtenderRequest(f"{what}: {key} must be a non-empty string; got {value!r}")
+        got = f'"{value}"' if isinstance(value, str) else json_type(value)  # only "" is a str here
+        raise MalformedExtenderRequest(f"{what}: {key} must be a non-empty string; got {got}")
     return value
 
 

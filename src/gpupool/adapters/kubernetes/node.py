@@ -1,7 +1,9 @@
 """Node and GpuNode JSON → the typed `state.nodes` values (decoded once, as they arrive).
 
 The GpuNode (written by the node agent) is the truth about a node's cards: uuid, index, model,
-memory (slices take `allocatableBytes`, the card less the node's reserve), NUMA, NVLink, health.
+memory (slices take `allocatableBytes`, the card less the node's reserve), NUMA, NVLink, health,
+and `shares`, the most pods on the card at once (the vgpu devices the agent's device plugin offers
+for it; 10 when an older agent does not say).
 A node without a GpuNode falls back on the labels the dev cluster's fake nodes carry
 (`gpupool.io/gpu-model`, `gpu-count`, `gpu-memory-bytes`) and the default reserve. A value that
 cannot be read is still returned, with `problem` saying why (the extender reports it per node).
@@ -15,7 +17,7 @@ from typing import Any
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.wire.names import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.adapters.wire.times import parse_time
-from gpupool.domain.devices import Gpu, Node
+from gpupool.domain.devices import SHARES_PER_CARD, Gpu, Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT, allocatable_bytes
 from gpupool.state.nodes import GpuNodeObject, NodeObject, Taint, condition_of
@@ -45,6 +47,7 @@ def gpus_from_gpunode(gpunode: Mapping[str, Any]) -> tuple[Gpu, ...]:
                     numa_node=int(d.get("numaNode", 0)),
                     nvlink_domain=None if d.get("nvlinkDomain") is None else int(d["nvlinkDomain"]),
                     healthy=bool(d.get("healthy", True)),
+                    shares=int(d.get("shares", SHARES_PER_CARD)),
                 )
             )
     except (KeyError, TypeError, ValueError) as err:

@@ -11,12 +11,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpupool.adapters.kubernetes.pod import slices_from_annotation
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import parse_admitted
 from gpupool.adapters.wire.lease_terms import InvalidLeaseTtl, pod_ttl
 from gpupool.adapters.wire.pods import read_pod_gpu
 from gpupool.adapters.wire.reclaim_notice import parse_notice
 from gpupool.adapters.wire.times import parse_time
+from gpupool.domain.allocations import Slice
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 from gpupool.state.pods import Expression, NodeConstraints, PodView
@@ -85,10 +87,18 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         submitted = parse_time(meta.get("creationTimestamp")) or 0.0
     models: tuple[str, ...] = ()
     try:
-        allocation = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
-        models = tuple(str(s.get("model")) for s in allocation if isinstance(s, dict))
+        items = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
+        models = tuple(str(s.get("model")) for s in items if isinstance(s, dict))
     except (ValueError, TypeError):
         models = ()
+    allocation: tuple[Slice, ...] = ()
+    allocation_problem: str | None = None
+    text = annotations.get(names.ANN_ALLOCATION)
+    if text:
+        try:
+            allocation = slices_from_annotation(str(text), who=f"pod {meta.get('name')}")
+        except GpupoolError as err:
+            allocation_problem = str(err)
     return PodView(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
@@ -106,6 +116,8 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         admitted=parse_admitted(annotations.get(names.ANN_ADMITTED)),
         queue_note=annotations.get(names.ANN_QUEUE),
         allocation_models=models,
+        allocation=allocation,
+        allocation_problem=allocation_problem,
         reclaim_notice=parse_notice(annotations.get(names.ANN_RECLAIM_NOTICE)),
         unschedulable=_unschedulable(status),
         constraints=read_constraints(spec),

@@ -30,6 +30,7 @@ def gpunode_status(report: NodeReport, now: dt.datetime) -> dict[str, Any]:
             "memoryBytes": gpu.total_memory or 0,
             "numaNode": gpu.numa_node,
             "healthy": gpu.healthy,
+            "shares": report.shares_per_card,
         }
         if gpu.uuid in allocatable:
             device["allocatableBytes"] = allocatable[gpu.uuid]

@@ -11,6 +11,12 @@ A pod's borrowed mark is its live GpuLease's `spec.borrowed` / `spec.preemptible
 from `gpupool.io/admitted`), or the annotation itself while it has no live lease yet
 (`mark_borrowed`). The plan is the round's one decision on quota: the reclaim round consumes it
 (its ledger, its reclaim asks) instead of deciding again.
+
+A quota in GPU memory counts a whole GPU (`gpupool.io/gpu: 1`, or a compute-only request, which
+takes a whole card) as its card's memory: the card it holds once bound, and before that the
+largest card of the cluster it may land on (`card_sizes`, what the nodes' cards offer slices, so a
+pod is never charged less than it may take). The implicit default tenant is not limited: its
+pods are admitted whatever they ask, and the reason says so rather than citing a made-up quota.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError, InvalidQuota
 from gpupool.domain.models import get_model
 from gpupool.domain.requests import MILLI, Request
@@ -117,11 +124,25 @@ def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> lis
     return out
 
 
-def _card_memory(pod: PodView) -> int | None:
-    """The card size a share needs to be counted in bytes (or bytes in milli-GPU), if known."""
+def card_sizes_of(gpus: Iterable[Gpu]) -> dict[str, int]:
+    """GPU model -> the largest card of that model in the cluster (bytes slices may take)."""
+    sizes: dict[str, int] = {}
+    for gpu in gpus:
+        total = gpu.total_memory
+        if total is not None:
+            sizes[gpu.model] = max(total, sizes.get(gpu.model, 0))
+    return sizes
+
+
+def _card_memory(pod: PodView, card_sizes: Mapping[str, int]) -> int | None:
+    """The card size a share needs to be counted in bytes (or bytes in milli-GPU), if known:
+    the card it holds, else the largest card it may land on (the cluster's, else the
+    catalogue's for the models it names)."""
     models = pod.allocation_models or (pod.request.models if pod.request else ())
-    sizes = {get_model(m).memory_bytes for m in models if _known(m)}
-    return sizes.pop() if len(sizes) == 1 else None
+    if not models:
+        return max(card_sizes.values(), default=None)
+    sizes = {card_sizes.get(m) or get_model(m).memory_bytes for m in models if _known(m)}
+    return max((s for s in sizes if s is not None), default=None)
 
 
 def _known(model: str) -> bool:
@@ -132,26 +153,26 @@ def _known(model: str) -> bool:
     return True
 
 
-def _amount(request: Request, resource: Resource, pod: PodView) -> int:
-    return demand_of(request, resource, _card_memory(pod))
-
-
-def _held_amount(request: Request, resource: Resource, pod: PodView) -> int:
+def _held_amount(
+    request: Request, resource: Resource, pod: PodView, card_sizes: Mapping[str, int]
+) -> int:
     """What an admitted pod holds; if it cannot be converted any more, its whole cards."""
     try:
-        return _amount(request, resource, pod)
+        return demand_of(request, resource, _card_memory(pod, card_sizes))
     except GpupoolError:
         if resource is Resource.GPU:
             return MILLI * request.gpu_count
         return (request.gpu_memory_bytes or 0) * request.gpu_count
 
 
-def _lease(pod: PodView, request: Request, quota: TenantQuota) -> Lease:
+def _lease(
+    pod: PodView, request: Request, quota: TenantQuota, card_sizes: Mapping[str, int]
+) -> Lease:
     admitted = pod.admitted
     return Lease(
         id=pod.uid or pod.key,
         tenant=quota.name,
-        amount=_held_amount(request, quota.resource, pod),
+        amount=_held_amount(request, quota.resource, pod, card_sizes),
         reserved_at=admitted.at if admitted else pod.submitted_at,
         priority=pod.priority,
         compute_milli=request.compute_milli * request.gpu_count,
@@ -171,11 +192,15 @@ def plan_admission(
     mode: FifoMode = FifoMode.BEST_EFFORT,
     meter: Meter | None = None,
     quota_problems: Mapping[str, str] | None = None,
+    card_sizes: Mapping[str, int] | None = None,
 ) -> AdmissionPlan:
     """Decide this round. `default_tenant`: the tenant of pods without a tenant label (unlimited
-    unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why."""
+    unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why;
+    `card_sizes`: the cluster's cards (`card_sizes_of`), to count whole GPUs in bytes."""
     problems = dict(quota_problems or {})
+    sizes = dict(card_sizes or {})
     quotas = list(quotas)
+    unlimited = None if any(q.name == default_tenant for q in quotas) else default_tenant
     try:
         book = build_book(quotas, default_tenant)
     except InvalidQuota as err:
@@ -187,7 +212,7 @@ def plan_admission(
         if pod.holds_quota and pod.request is not None:
             quota = book.get(pod.tenant)
             if quota is not None:
-                ledger.add(_lease(pod, pod.request, quota))
+                ledger.add(_lease(pod, pod.request, quota, sizes))
 
     queue = AdmissionQueue(mode, {q.name: q.priority for q in book})
     by_id: dict[str, PodView] = {}
@@ -218,15 +243,25 @@ def plan_admission(
             stuck[entry.id] = ("NO_QUOTA", why)
             return Outcome(False, None, why)
         try:
-            ask = Ask.of(pod.request, quota.resource, _card_memory(pod))
+            ask = Ask.of(pod.request, quota.resource, _card_memory(pod, sizes))
         except GpupoolError as err:
-            stuck[entry.id] = ("REJECTED", str(err))
-            return Outcome(False, None, str(err))
+            if pod.tenant != unlimited:
+                stuck[entry.id] = ("REJECTED", str(err))
+                return Outcome(False, None, str(err))
+            # Not limited: no card size needed to admit it; it is charged its whole cards.
+            req = pod.request
+            held = _held_amount(req, quota.resource, pod, sizes)
+            ask = Ask(req.tenant, held, req.compute_milli * req.gpu_count, req.exclusive,
+                      req.priority)  # fmt: skip
         verdict = decide(ledger, ask, now, meter)
+        if isinstance(verdict, Admit) and pod.tenant == unlimited:
+            verdict = replace(
+                verdict, reason=f"tenant {unlimited!r} has no GpuQuota, so it is not limited"
+            )
         if isinstance(verdict, Admit):
             ledger.add(
                 replace(
-                    _lease(pod, pod.request, quota),
+                    _lease(pod, pod.request, quota, sizes),
                     reserved_at=now,
                     borrowed=verdict.borrowed,
                     preemptible=verdict.preemptible,

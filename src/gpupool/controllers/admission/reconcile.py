@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
@@ -31,18 +32,21 @@ from gpupool.controllers.admission.plan import (
     AdmitPod,
     QueuedPod,
     TenantStatus,
+    card_sizes_of,
     mark_borrowed,
     plan_admission,
 )
 from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.controllers.budget.status import budget_status_json
 from gpupool.controllers.reads import read_leases
+from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi, Json
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.nodes import node_of
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.admission")
@@ -151,6 +155,7 @@ class AdmissionReconciler:
         views = mark_borrowed([read_pod(p) for p in pods], leases)
         raw = {v.key: p for v, p in zip(views, pods, strict=True)}
         budgets = plan_budgets(quotas, leases, now)
+        cards = await self._cards()
         plan = plan_admission(
             views,
             quotas,
@@ -159,6 +164,7 @@ class AdmissionReconciler:
             mode=self.mode,
             meter=budgets.meter,
             quota_problems=problems,
+            card_sizes=card_sizes_of(cards),
         )
         stamp = format_time(now)
         for admit in plan.admit:
@@ -182,6 +188,18 @@ class AdmissionReconciler:
             if not _same(current[tenant.tenant], status):
                 await self.api.patch_quota_status(tenant.tenant, status)
         return AdmissionRound(plan, tuple(views), raw, tuple(leases), tuple(quotas), now)
+
+    async def _cards(self) -> list[Gpu]:
+        """The cluster's cards (a node whose cards cannot be read adds none)."""
+        gpunodes = {g.name: g for g in map(read_gpu_node, await self.api.gpu_nodes())}
+        cards: list[Gpu] = []
+        for obj in await self.api.nodes():
+            try:
+                node = read_node(obj)
+                cards.extend(node_of(node, gpunodes.get(node.name)).gpus)
+            except GpupoolError:
+                continue
+        return cards
 
     async def _show(self, pod: Json, queued: QueuedPod, stamp: str) -> None:
         note = queued.note

@@ -2,16 +2,19 @@
 releases and meters them when their pod finishes or is gone, ends expired ones, collects ended
 ones after a retention period, and sweeps stale reservations (`leases.plan` decides; this applies
 it); it also gives leases their expiry, renews them, and notices and evicts the pods of expired
-ones (`leases.expiry`, applied by `leases.expiry_reconcile`). A write that fails (the API server
-answers an error) raises: the manager logs it and the next round plans the same move again from
-what the API server holds."""
+ones (`leases.expiry`, applied by `leases.expiry_reconcile`), and reconciles the leases against
+the pods (`leases.restore` decides): a bound GPU pod whose lease is gone gets it made again from
+its allocation annotation, or, when that cannot be trusted, is fenced (deleted); each repair is a
+Warning event on the pod and a log line, and so is a bound GPU pod that holds capacity without an
+admission record. A write that fails (the API server answers an error) raises: the manager logs
+it and the next round plans the same move again from what the API server holds."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 
-from gpupool.adapters.kubernetes.lease import phase_name
+from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.leases.expiry import plan_expiry
@@ -22,6 +25,7 @@ from gpupool.controllers.leases.plan import (
     Move,
     plan_leases,
 )
+from gpupool.controllers.leases.restore import RestorePlan, plan_restores
 from gpupool.controllers.reads import read_leases
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi, Json
@@ -86,6 +90,7 @@ class LeaseReconciler:
         self.clock = clock
         self.retention_s = retention_s
         self.reserved_timeout_s = reserved_timeout_s
+        self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
               gone: frozenset[str] = frozenset(),
@@ -126,6 +131,7 @@ class LeaseReconciler:
         pods = [read_pod(p) for p in raw_pods]
         quotas = await self.api.quotas()
         budgets = _budgets(quotas)
+        await self.restore(leases, pods, raw_pods)
         by_uid = {p.uid: p for p in pods}
         now = self.clock()
         plan = self._plan(leases, by_uid, now, budgets=budgets)
@@ -162,4 +168,44 @@ class LeaseReconciler:
                     "lease %s swept: Reserved since %s for pod %s, which is bound to no node",
                     lease.key, format_time(lease.start), lease.pod.key,
                 )  # fmt: skip
+        return plan
+
+    async def restore(
+        self, leases: list[LeaseRecord], pods: list[PodView], raw: list[Json]
+    ) -> RestorePlan:
+        """Make again the leases of bound pods that lost theirs; fence those it cannot trust."""
+        plan = plan_restores(leases, pods)
+        stamp = format_time(self.clock())
+        by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in raw}
+        for pod in plan.unadmitted:
+            if pod.uid in self._reported:
+                continue
+            self._reported.add(pod.uid)
+            message = (
+                f"pod {pod.key} on {pod.node} holds gpupool GPUs without a gpupool.io/admitted "
+                f"record: its tenant's quota never admitted it (its gate was removed, or it was "
+                f"bound, by something other than gpupool)"
+            )
+            log.warning("%s", message)
+            await self.api.event(by_uid[pod.uid], "NotAdmitted", message, warning=True,
+                                 now_rfc3339=stamp)  # fmt: skip
+        for item in plan.restore:
+            if await self.api.create_lease(lease_to_json(item.lease)):
+                log.warning("%s", item.message)
+                await self.api.event(by_uid[item.pod.uid], "LeaseRestored", item.message,
+                                     warning=True, now_rfc3339=stamp)  # fmt: skip
+        if plan.fence:
+            # Fence only what a fresh read still shows: the lists may predate a bind's lease.
+            again = plan_restores(
+                read_leases(await self.api.leases(), log),
+                [read_pod(p) for p in await self.api.tenant_pods()],
+            )
+            still = {f.pod.uid for f in again.fence}
+            for fence in plan.fence:
+                if fence.pod.uid not in still:
+                    continue
+                log.error("%s", fence.message)
+                await self.api.event(by_uid[fence.pod.uid], "Fenced", fence.message,
+                                     warning=True, now_rfc3339=stamp)  # fmt: skip
+                await self.api.delete_pod(fence.pod.namespace, fence.pod.name)
         return plan

@@ -1,0 +1,143 @@
+"""Leases reconciled against pods: a bound GPU pod whose GpuLease is gone gets it made again from
+its allocation annotation; one whose annotation cannot be trusted is fenced; one that holds
+capacity without an admission record is reported. The pure plan, then the reconciler's writes
+and events against the in-memory cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from fake_cluster import FakeCluster, GiB, lease_json, pod_json
+
+from gpupool.adapters.kubernetes.lease import lease_from_json
+from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.controllers.leases.reconcile import LeaseReconciler
+from gpupool.controllers.leases.restore import RestorePlan, plan_restores
+
+NOW = 1_767_225_600.0
+
+
+def allocation(offset_gib: int, gib: int, node: str = "n1") -> str:
+    return json.dumps(
+        [{"index": 0, "uuid": f"GPU-{node}-0", "model": "A100-80GB",
+          "offsetBytes": offset_gib * GiB, "sizeBytes": gib * GiB, "computePercent": 0}]
+    )  # fmt: skip
+
+
+def running(
+    name: str,
+    offset_gib: int = 0,
+    gib: int = 16,
+    *,
+    phase: str = "Running",
+    created: float = 0.0,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod bound to n1, admitted, holding `gib` GiB at `offset_gib` of its card 0."""
+    notes = {"gpupool.io/allocation": allocation(offset_gib, gib), **(annotations or {})}
+    return pod_json(name, "alpha", gib, node="n1", phase=phase, admitted_at=NOW - 60,
+                    annotations=notes, created=created)  # fmt: skip
+
+
+def plan(pods: list[dict[str, Any]], leases: list[dict[str, Any]]) -> RestorePlan:
+    return plan_restores([lease_from_json(le) for le in leases], [read_pod(p) for p in pods])
+
+
+def test_a_running_pod_without_a_lease_gets_it_back_from_its_allocation() -> None:
+    pod = running("a", 0, 16)
+    result = plan([pod], [])
+    [restore] = result.restore
+    lease = restore.lease
+    assert (lease.key, lease.node, lease.pod.uid) == ("ns/uid-a", "n1", "uid-a")
+    assert [(s.uuid, s.offset_bytes, s.size_bytes) for s in lease.slices] == [
+        ("GPU-n1-0", 0, 16 * GiB)
+    ]
+    assert result.fence == () and result.unadmitted == ()
+    assert "made again from its gpupool.io/allocation" in restore.message
+
+
+def test_a_pod_with_a_lease_in_any_phase_is_left_to_the_lifecycle() -> None:
+    pod = running("a")
+    for phase in (None, "Active", "Released"):
+        assert plan([pod], [lease_json(pod, phase=phase, gib=16)]).restore == ()
+
+
+def test_pods_that_hold_no_card_are_not_candidates() -> None:
+    pending = pod_json("p", "alpha", admitted_at=NOW)  # not bound
+    done = running("d", phase="Succeeded")
+    assert plan([pending, done], []) == plan([], [])
+
+
+def test_an_allocation_overlapping_another_pods_live_lease_is_fenced_not_restored() -> None:
+    other = running("b", 0, 56)
+    lost = running("a", 40, 16)  # bytes 40..56 Gi: inside b's lease
+    result = plan([lost, other], [lease_json(other, gib=56, phase="Active")])
+    assert result.restore == ()
+    [fence] = result.fence
+    assert fence.pod.name == "a" and "overlaps a live lease on card GPU-n1-0" in fence.why
+
+
+def test_two_lost_pods_claiming_the_same_bytes_restore_only_the_first() -> None:
+    first = running("a", 0, 16, created=1.0)
+    second = running("b", 8, 16, created=2.0)
+    result = plan([second, first], [])
+    assert [r.pod.name for r in result.restore] == ["a"]
+    assert [f.pod.name for f in result.fence] == ["b"]
+
+
+def test_a_missing_or_unreadable_allocation_is_fenced_with_why() -> None:
+    bare = pod_json("a", "alpha", node="n1", phase="Running", admitted_at=NOW)
+    bad = running("b", annotations={"gpupool.io/allocation": "[{"})
+    whys = {f.pod.name: f.why for f in plan([bare, bad], []).fence}
+    assert whys["a"] == "it has no gpupool.io/allocation annotation"
+    assert "malformed gpupool.io/allocation" in whys["b"]
+
+
+def test_a_bound_gpu_pod_without_an_admission_record_is_reported() -> None:
+    pod = pod_json("x", "alpha", node="n1", phase="Running",
+                   annotations={"gpupool.io/allocation": allocation(0, 12)})  # fmt: skip
+    result = plan([pod], [lease_json(pod)])
+    assert [p.name for p in result.unadmitted] == ["x"]
+    assert result.restore == () and result.fence == ()
+
+
+# -- the reconciler ---------------------------------------------------------------------------
+def _round(cluster: FakeCluster, reconciler: LeaseReconciler | None = None) -> LeaseReconciler:
+    reconciler = reconciler or LeaseReconciler(cluster, lambda: NOW)
+    asyncio.run(reconciler.reconcile())
+    return reconciler
+
+
+def test_the_reconciler_recreates_the_lease_with_an_event_and_the_next_round_activates_it() -> None:
+    pod = running("a", 0, 16)
+    cluster = FakeCluster(pods=[pod])
+    _round(cluster)
+    [(key, body)] = cluster.written("create_lease")
+    assert key == "ns/uid-a"
+    assert body["spec"]["devices"][0]["sizeBytes"] == 16 * GiB
+    assert [(k, r) for k, r, _ in cluster.events] == [("ns/a", "LeaseRestored")]
+    _round(cluster)  # the made-again lease moves on through the lifecycle, not made twice
+    assert len(cluster.written("create_lease")) == 1
+    [obj] = cluster.lease_objects.values()
+    assert lease_from_json(obj).phase.name == "ACTIVE"
+
+
+def test_the_reconciler_fences_an_untrusted_pod_and_keeps_the_other_ones_bytes() -> None:
+    other = running("b", 0, 56)
+    lost = running("a", 40, 16)
+    cluster = FakeCluster(pods=[other, lost], leases=[lease_json(other, gib=56, phase="Active")])
+    _round(cluster)
+    assert cluster.written("create_lease") == []
+    assert [k for k, _ in cluster.written("delete_pod")] == ["ns/a"]
+    assert ("ns/a", "Fenced") in [(k, r) for k, r, _ in cluster.events]
+
+
+def test_a_pod_reported_unadmitted_gets_one_event_not_one_per_round() -> None:
+    pod = pod_json("x", "alpha", node="n1", phase="Running",
+                   annotations={"gpupool.io/allocation": allocation(0, 12)})  # fmt: skip
+    cluster = FakeCluster(pods=[pod], leases=[lease_json(pod, phase="Active")])
+    reconciler = _round(cluster)
+    _round(cluster, reconciler)
+    assert [r for _, r, _ in cluster.events] == ["NotAdmitted"]
