@@ -96,16 +96,17 @@ def generate_pki(folder: Path, *, now: dt.datetime | None = None) -> Pki:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+    # by keyword: two KeyPair fields swapped by position type-check and fail only at a TLS handshake
     return Pki(
-        ca_pair,
-        apiserver,
-        admin,
-        scheduler,
-        controller_manager,
-        kubelet_client,
-        extender,
-        sa_key_path,
-        sa_pub_path,
+        ca=ca_pair,
+        apiserver=apiserver,
+        admin=admin,
+        scheduler=scheduler,
+        controller_manager=controller_manager,
+        extender=extender,
+        kubelet_client=kubelet_client,
+        service_account_key=sa_key_path,
+        service_account_pub=sa_pub_path,
     )
 
 
