@@ -133,10 +133,16 @@ def prometheus(gpupool_cluster: E2ECluster, agent: str, tmp_path: Path) -> Itera
         "gpupool-controller": f"{LOOPBACK}:{ports['gpupool-controller-metrics']}",
         "gpupool-extender": f"{LOOPBACK}:{ports['gpupool-extender']}",
     }
+    # The dev cluster's extender serves HTTPS (its /metrics needs no client certificate).
+    extender_tls = {
+        "scheme": "https",
+        "tls_config": {"ca_file": str(gpupool_cluster.cluster.pki_dir / "ca.crt")},
+    }
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [
             {"job_name": job, "static_configs": [{"targets": [target]}]}
+            | (extender_tls if job == "gpupool-extender" else {})
             for job, target in targets.items()
         ],
     }
