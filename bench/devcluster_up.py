@@ -24,10 +24,10 @@ from pathlib import Path
 
 from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import Binaries, version_tag
-from gpupool.devcluster.cluster import GpupoolSpec
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS
 from gpupool.devcluster.realnode.node import RealNodeSpec
+from gpupool.devcluster.spec import GpupoolSpec
 
 
 def main() -> None:

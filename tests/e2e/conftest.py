@@ -24,9 +24,9 @@ import pytest
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
-from gpupool.devcluster.cluster import ClusterState, GpupoolSpec
 from gpupool.devcluster.nodes import GpuSpec, node_specs, parse_gpu_spec
 from gpupool.devcluster.processes import is_running
+from gpupool.devcluster.spec import ClusterState, GpupoolSpec
 
 E2E_NODES = 4
 E2E_GPUS = "8xA100-80GB"

@@ -28,11 +28,12 @@ from typing import Any
 from gpupool.adapters.kubernetes.crds import load_crds
 from gpupool.devcluster import rbac
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.cluster import DevCluster
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.spec import ClusterSpec
 
 GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -46,13 +46,14 @@ from support.builders import pod_json
 from gpupool.adapters.kubernetes.audit import Audit, read_cluster
 from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.cluster import DevCluster
 from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.spec import ClusterSpec
 from gpupool.domain.units import GiB
 
 pytestmark = pytest.mark.e2e

@@ -17,11 +17,12 @@ import pytest
 
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import KUBERNETES_VERSION
-from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.cluster import DevCluster
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.processes import is_running
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.spec import ClusterSpec
 from gpupool.domain.models import get_model
 
 if TYPE_CHECKING:

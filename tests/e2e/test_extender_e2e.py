@@ -24,12 +24,13 @@ import pytest
 from support.builders import pod_json
 
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.cluster import DevCluster
 from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.nodes import FakeNodeSpec, build_node, node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.spec import ClusterSpec
 from gpupool.domain.units import GiB
 
 pytestmark = pytest.mark.e2e

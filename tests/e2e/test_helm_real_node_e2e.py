@@ -36,7 +36,6 @@ from real_node_probe import (
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
-from gpupool.devcluster.cluster import ClusterState
 from gpupool.devcluster.nodes import parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
@@ -46,6 +45,7 @@ from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS, driver_uuid
 from gpupool.devcluster.realnode.layout import CONTAINERD_NAMESPACE, NODE_NAME, Layout
 from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.spec import ClusterState
 from gpupool.domain.units import GiB
 
 _UNSUPPORTED = host.unsupported_reason()

@@ -29,9 +29,9 @@ from support.waiting import wait_until
 from gpupool.adapters.kubernetes.audit import Audit, read_cluster
 from gpupool.devcluster import ClusterSpec, DevCluster, processes
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.cluster import ClusterState, GpupoolSpec
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.processes import ProcessRecord
+from gpupool.devcluster.spec import ClusterState, GpupoolSpec
 
 pytestmark = pytest.mark.e2e
 

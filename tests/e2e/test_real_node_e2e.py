@@ -32,13 +32,13 @@ from real_node_probe import (
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import KUBERNETES_VERSION, Binaries
-from gpupool.devcluster.cluster import ClusterState, GpupoolSpec
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.realnode import host, snapshot
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS, driver_uuid
 from gpupool.devcluster.realnode.layout import NODE_IP, NODE_NAME
 from gpupool.devcluster.realnode.node import RealNodeSpec
+from gpupool.devcluster.spec import ClusterState, GpupoolSpec
 from gpupool.domain.units import GiB
 
 _UNSUPPORTED = host.unsupported_reason()

@@ -18,7 +18,7 @@ from typing import Any
 from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.binaries import default_bin_dir
-from gpupool.devcluster.cluster import ClusterState, GpupoolSpec, Ports, default_state_dir
+from gpupool.devcluster.cluster import default_state_dir
 from gpupool.devcluster.nodes import (
     VGPU_PER_GPU,
     fake_node_from_domain,
@@ -28,6 +28,7 @@ from gpupool.devcluster.nodes import (
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS
 from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.spec import ClusterState, GpupoolSpec, Ports
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.simulator.openb import load_nodes

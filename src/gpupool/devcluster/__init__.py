@@ -7,7 +7,7 @@ stops them; `gpupool dev-cluster` is the command line for it; `tests/e2e/conftes
 up per test session.
 """
 
-from gpupool.devcluster.cluster import ClusterSpec, DevCluster
+from gpupool.devcluster.cluster import DevCluster
 from gpupool.devcluster.errors import (
     BinaryMissing,
     ClusterAlreadyRunning,
@@ -17,6 +17,7 @@ from gpupool.devcluster.errors import (
     InvalidClusterSpec,
     PortTaken,
 )
+from gpupool.devcluster.spec import ClusterSpec
 
 __all__ = [
     "BinaryMissing",

@@ -30,15 +30,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from gpupool.adapters.webhook.certs import ensure_serving_cert
-from gpupool.devcluster import processes, rbac
+from gpupool.devcluster import control_plane, processes, rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
-from gpupool.devcluster.certs import SERVICE_CLUSTER_IP_RANGE, Pki, generate_pki, issue_client
+from gpupool.devcluster.certs import generate_pki, issue_client
 from gpupool.devcluster.errors import (
     ApiError,
     ClusterAlreadyRunning,
@@ -47,20 +45,23 @@ from gpupool.devcluster.errors import (
     UnknownComponent,
 )
 from gpupool.devcluster.kubeconfig import write_kubeconfig
-from gpupool.devcluster.nodes import FakeNodeSpec, build_node, ready_for_pods
+from gpupool.devcluster.nodes import build_node, ready_for_pods
 from gpupool.devcluster.ports import LOOPBACK, claim
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode import node as realnode
 from gpupool.devcluster.realnode import teardown
-from gpupool.devcluster.realnode.node import HostBefore, RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig, write_scheduler_configuration
+from gpupool.devcluster.spec import (
+    ClusterSpec,
+    ClusterState,
+    ComponentStatus,
+    GpupoolSpec,
+)
 
 # Start order; `down` stops in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 WEBHOOK_NAME = "gpupool"  # adapters.webhook.register.NAME
 WEBHOOK_CERT_HOSTS = ("127.0.0.1", "localhost")  # `gpupool webhook serve`'s default
-POD_CIDR = "10.244.0.1/16"
-KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
 STATE_FILE = "state.json"
 
 
@@ -71,102 +72,6 @@ def default_state_dir() -> Path:
         return Path(override)
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "gpupool" / "dev-cluster"
-
-
-@dataclass(frozen=True, slots=True)
-class Ports:
-    """Fixed ports; None means: pick a free one."""
-
-    etcd: int | None = None
-    etcd_peer: int | None = None
-    apiserver: int | None = None
-    controller_manager: int | None = None
-    scheduler: int | None = None
-    kwok: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GpupoolSpec:
-    """gpupool's own components on the dev cluster (`ClusterSpec.gpupool`; None: a bare cluster).
-
-    `run_extender=False` keeps the extender out (e.g. when `ClusterSpec.extender` points at one
-    the user runs). The times are the controller's node-health flags (None: its defaults).
-    """
-
-    policy: str = "gpupool"
-    run_extender: bool = True
-    heartbeat_s: float = 10.0
-    controller_resync_s: float = 5.0
-    suspect_after_s: float | None = None
-    lost_after_s: float | None = None
-    log_level: str = "INFO"
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterSpec:
-    nodes: tuple[FakeNodeSpec, ...] = ()
-    extender: ExtenderConfig | None = None
-    gpupool: GpupoolSpec | None = None
-    ports: Ports = Ports()
-    ready_timeout_s: float = 60.0
-    # One real node (kubelet, containerd, runc) beside the kwok nodes (realnode/).
-    real_node: RealNodeSpec | None = None
-
-
-@dataclass(slots=True)
-class ClusterState:
-    """What `state.json` holds."""
-
-    state_dir: str
-    server: str = ""
-    kubeconfig: str = ""
-    bin_dir: str = ""
-    ports: dict[str, int] = field(default_factory=dict)
-    processes: list[ProcessRecord] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)
-    extender_url: str | None = None
-    # The real node's name and what the host looked like before it (`down` restores that).
-    real_node: str | None = None
-    host_before: HostBefore | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "state_dir": self.state_dir,
-            "server": self.server,
-            "kubeconfig": self.kubeconfig,
-            "bin_dir": self.bin_dir,
-            "ports": self.ports,
-            "processes": [p.to_json() for p in self.processes],
-            "nodes": self.nodes,
-            "extender_url": self.extender_url,
-            "real_node": self.real_node,
-            "host_before": self.host_before.to_json() if self.host_before else None,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ClusterState:
-        return cls(
-            state_dir=str(data["state_dir"]),
-            server=str(data.get("server", "")),
-            kubeconfig=str(data.get("kubeconfig", "")),
-            bin_dir=str(data.get("bin_dir", "")),
-            ports={str(k): int(v) for k, v in dict(data.get("ports", {})).items()},
-            processes=[ProcessRecord.from_json(p) for p in data.get("processes", [])],
-            nodes=[str(n) for n in data.get("nodes", [])],
-            extender_url=data.get("extender_url"),
-            real_node=data.get("real_node"),
-            host_before=HostBefore.from_json(data["host_before"])
-            if data.get("host_before")
-            else None,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ComponentStatus:
-    name: str
-    pid: int
-    running: bool
-    log: str
 
 
 def _env() -> dict[str, str]:
@@ -413,15 +318,27 @@ class DevCluster:
             return record
 
         try:
-            etcd = launch("etcd", self._etcd_argv(binaries, ports))
-            apiserver = launch("kube-apiserver", self._apiserver_argv(binaries, ports, pki))
+            etcd = launch("etcd", control_plane.etcd_argv(binaries, ports, self.etcd_dir))
+            apiserver = launch(
+                "kube-apiserver",
+                control_plane.apiserver_argv(
+                    binaries, ports, pki, self.state_dir / "apiserver-certs"
+                ),
+            )
             self._wait(
                 etcd, deadline_s, lambda: _http_ok(f"http://{LOOPBACK}:{ports['etcd']}/health")
             )
             api = self._api(server)
             self._wait(apiserver, deadline_s, lambda: self._apiserver_ready(api))
             controller_manager = launch(
-                "kube-controller-manager", self._controller_manager_argv(binaries, ports, pki)
+                "kube-controller-manager",
+                control_plane.controller_manager_argv(
+                    binaries,
+                    ports,
+                    pki,
+                    self.controller_manager_kubeconfig_path,
+                    self.state_dir / "controller-manager-certs",
+                ),
             )
             if gpupool is not None:
                 crds = self._create_crds(api)
@@ -429,8 +346,18 @@ class DevCluster:
                 self._apply_policies(api)
                 self._write_identities(server)
                 ensure_serving_cert(self.webhook_cert_dir, WEBHOOK_CERT_HOSTS)
-            scheduler = launch("kube-scheduler", self._scheduler_argv(binaries, ports))
-            kwok = launch("kwok", self._kwok_argv(binaries, ports))
+            scheduler = launch(
+                "kube-scheduler",
+                control_plane.scheduler_argv(
+                    binaries, ports, self.scheduler_config_path, self.state_dir / "scheduler-certs"
+                ),
+            )
+            kwok_config = self.state_dir / "kwok.yaml"
+            kwok_config.write_text(control_plane.KWOK_CONFIG)
+            kwok = launch(
+                "kwok",
+                control_plane.kwok_argv(binaries, ports, kwok_config, self.kubeconfig_path),
+            )
             started: dict[str, ProcessRecord] = {}
             if gpupool is not None:
                 self._wait(apiserver, deadline_s, lambda: self._crds_established(api, crds))
@@ -614,110 +541,6 @@ class DevCluster:
         beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}
         wanted = {n["metadata"]["name"] for n in gpu_nodes} & set(nodes)
         return wanted <= beating
-
-    def _etcd_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
-        client = f"http://{LOOPBACK}:{ports['etcd']}"
-        peer = f"http://{LOOPBACK}:{ports['etcd-peer']}"
-        return [
-            str(binaries.etcd),
-            "--name=gpupool-dev",
-            f"--data-dir={self.etcd_dir}",
-            f"--listen-client-urls={client}",
-            f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=gpupool-dev={peer}",
-            "--initial-cluster-state=new",
-            "--unsafe-no-fsync=true",
-            "--quota-backend-bytes=8589934592",
-            "--log-level=warn",
-        ]
-
-    def _apiserver_argv(self, binaries: Binaries, ports: Mapping[str, int], pki: Pki) -> list[str]:
-        return [
-            str(binaries.kube_apiserver),
-            f"--etcd-servers=http://{LOOPBACK}:{ports['etcd']}",
-            f"--bind-address={LOOPBACK}",
-            f"--advertise-address={LOOPBACK}",
-            f"--secure-port={ports['kube-apiserver']}",
-            f"--cert-dir={self.state_dir / 'apiserver-certs'}",
-            f"--tls-cert-file={pki.apiserver.cert}",
-            f"--tls-private-key-file={pki.apiserver.key}",
-            f"--client-ca-file={pki.ca.cert}",
-            f"--service-account-key-file={pki.service_account_pub}",
-            f"--service-account-signing-key-file={pki.service_account_key}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            # The Node authorizer and NodeRestriction keep a kubelet (`up --real-node`) to its
-            # own Node and the pods bound to it.
-            "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
-            # The kubelets' serving certificates come from the cluster's CA; the apiserver
-            # proves itself to them (logs, exec) with its own client certificate.
-            f"--kubelet-certificate-authority={pki.ca.cert}",
-            f"--kubelet-client-certificate={pki.kubelet_client.cert}",
-            f"--kubelet-client-key={pki.kubelet_client.key}",
-            "--kubelet-preferred-address-types=InternalIP,Hostname",
-            # One apiserver on loopback: no endpoint reconciling for the kubernetes Service.
-            "--endpoint-reconciler-type=none",
-            # No kube-proxy routes Service addresses: the apiserver dials a webhook Service's
-            # endpoints (the chart's webhook pod on the real node's host network) directly.
-            "--enable-aggregator-routing=true",
-            "--allow-privileged=true",
-            "--enable-priority-and-fairness=false",
-            "--profiling=false",
-        ]
-
-    def _controller_manager_argv(
-        self, binaries: Binaries, ports: Mapping[str, int], pki: Pki
-    ) -> list[str]:
-        """kube-controller-manager: Deployments, ReplicaSets, DaemonSets, garbage collection,
-        namespaces, ServiceAccounts and their tokens, node lifecycle (which lifts the not-ready
-        taint TaintNodesByCondition puts on new nodes), CSR signing with the cluster's CA."""
-        return [
-            str(binaries.kube_controller_manager),
-            f"--kubeconfig={self.controller_manager_kubeconfig_path}",
-            f"--bind-address={LOOPBACK}",
-            f"--secure-port={ports['kube-controller-manager']}",
-            f"--cert-dir={self.state_dir / 'controller-manager-certs'}",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            "--leader-elect=false",
-            # Each controller under its own ServiceAccount, as in a real cluster.
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki.service_account_key}",
-            f"--root-ca-file={pki.ca.cert}",
-            f"--cluster-signing-cert-file={pki.ca.cert}",
-            f"--cluster-signing-key-file={pki.ca.cert.with_suffix('.key')}",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-        ]
-
-    def _scheduler_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
-        return [
-            str(binaries.kube_scheduler),
-            f"--config={self.scheduler_config_path}",
-            f"--bind-address={LOOPBACK}",
-            f"--secure-port={ports['kube-scheduler']}",
-            f"--cert-dir={self.state_dir / 'scheduler-certs'}",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-        ]
-
-    def _kwok_argv(self, binaries: Binaries, ports: Mapping[str, int]) -> list[str]:
-        # An explicit configuration without stages: kwok v0.7 then uses its default node and
-        # pod stages, and never reads the user's ~/.kwok/kwok.yaml.
-        config = self.state_dir / "kwok.yaml"
-        config.write_text(
-            "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
-        )
-        return [
-            str(binaries.kwok),
-            f"--config={config}",
-            f"--kubeconfig={self.kubeconfig_path}",
-            # Only the fake nodes: a real node (`up --real-node`) has its own kubelet.
-            f"--manage-nodes-with-label-selector={KWOK_SELECTOR}",
-            f"--node-ip={LOOPBACK}",
-            f"--cidr={POD_CIDR}",
-            f"--server-address={LOOPBACK}:{ports['kwok']}",
-        ]
 
     @staticmethod
     def _apiserver_ready(api: KubeApi) -> bool:

@@ -18,8 +18,8 @@ from gpupool.devcluster import (
     PortTaken,
 )
 from gpupool.devcluster.binaries import COMPONENTS
-from gpupool.devcluster.cluster import Ports
 from gpupool.devcluster.processes import is_running
+from gpupool.devcluster.spec import Ports
 
 
 def _fake_bin(folder: Path, scripts: dict[str, str]) -> Path:

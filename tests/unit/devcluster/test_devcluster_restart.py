@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from gpupool.devcluster import DevCluster
-from gpupool.devcluster.cluster import ClusterState
 from gpupool.devcluster.errors import ClusterNotRunning, UnknownComponent
 from gpupool.devcluster.processes import is_running, start, stop
+from gpupool.devcluster.spec import ClusterState
 
 
 def _cluster_with(tmp_path: Path, names: list[str]) -> DevCluster:

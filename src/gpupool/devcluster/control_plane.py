@@ -1,0 +1,129 @@
+"""The control plane's command lines (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok): pure, from the binaries, the ports `up` claimed, the PKI and the paths
+under the state folder. `cluster.DevCluster.up` launches them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpupool.devcluster.binaries import Binaries
+from gpupool.devcluster.certs import SERVICE_CLUSTER_IP_RANGE, Pki
+from gpupool.devcluster.ports import LOOPBACK
+
+POD_CIDR = "10.244.0.1/16"
+KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
+
+
+def etcd_argv(binaries: Binaries, ports: Mapping[str, int], data_dir: Path) -> list[str]:
+    client = f"http://{LOOPBACK}:{ports['etcd']}"
+    peer = f"http://{LOOPBACK}:{ports['etcd-peer']}"
+    return [
+        str(binaries.etcd),
+        "--name=gpupool-dev",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=gpupool-dev={peer}",
+        "--initial-cluster-state=new",
+        "--unsafe-no-fsync=true",
+        "--quota-backend-bytes=8589934592",
+        "--log-level=warn",
+    ]
+
+
+def apiserver_argv(
+    binaries: Binaries, ports: Mapping[str, int], pki: Pki, cert_dir: Path
+) -> list[str]:
+    return [
+        str(binaries.kube_apiserver),
+        f"--etcd-servers=http://{LOOPBACK}:{ports['etcd']}",
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={ports['kube-apiserver']}",
+        f"--cert-dir={cert_dir}",
+        f"--tls-cert-file={pki.apiserver.cert}",
+        f"--tls-private-key-file={pki.apiserver.key}",
+        f"--client-ca-file={pki.ca.cert}",
+        f"--service-account-key-file={pki.service_account_pub}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        # The Node authorizer and NodeRestriction keep a kubelet (`up --real-node`) to its
+        # own Node and the pods bound to it.
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        # The kubelets' serving certificates come from the cluster's CA; the apiserver
+        # proves itself to them (logs, exec) with its own client certificate.
+        f"--kubelet-certificate-authority={pki.ca.cert}",
+        f"--kubelet-client-certificate={pki.kubelet_client.cert}",
+        f"--kubelet-client-key={pki.kubelet_client.key}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        # One apiserver on loopback: no endpoint reconciling for the kubernetes Service.
+        "--endpoint-reconciler-type=none",
+        # No kube-proxy routes Service addresses: the apiserver dials a webhook Service's
+        # endpoints (the chart's webhook pod on the real node's host network) directly.
+        "--enable-aggregator-routing=true",
+        "--allow-privileged=true",
+        "--enable-priority-and-fairness=false",
+        "--profiling=false",
+    ]
+
+
+def controller_manager_argv(
+    binaries: Binaries, ports: Mapping[str, int], pki: Pki, kubeconfig: Path, cert_dir: Path
+) -> list[str]:
+    """kube-controller-manager: Deployments, ReplicaSets, DaemonSets, garbage collection,
+    namespaces, ServiceAccounts and their tokens, node lifecycle (which lifts the not-ready
+    taint TaintNodesByCondition puts on new nodes), CSR signing with the cluster's CA."""
+    return [
+        str(binaries.kube_controller_manager),
+        f"--kubeconfig={kubeconfig}",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={ports['kube-controller-manager']}",
+        f"--cert-dir={cert_dir}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        "--leader-elect=false",
+        # Each controller under its own ServiceAccount, as in a real cluster.
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki.service_account_key}",
+        f"--root-ca-file={pki.ca.cert}",
+        f"--cluster-signing-cert-file={pki.ca.cert}",
+        f"--cluster-signing-key-file={pki.ca.cert.with_suffix('.key')}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+    ]
+
+
+def scheduler_argv(
+    binaries: Binaries, ports: Mapping[str, int], config: Path, cert_dir: Path
+) -> list[str]:
+    return [
+        str(binaries.kube_scheduler),
+        f"--config={config}",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={ports['kube-scheduler']}",
+        f"--cert-dir={cert_dir}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
+
+
+def kwok_argv(
+    binaries: Binaries, ports: Mapping[str, int], config: Path, kubeconfig: Path
+) -> list[str]:
+    return [
+        str(binaries.kwok),
+        f"--config={config}",
+        f"--kubeconfig={kubeconfig}",
+        # Only the fake nodes: a real node (`up --real-node`) has its own kubelet.
+        f"--manage-nodes-with-label-selector={KWOK_SELECTOR}",
+        f"--node-ip={LOOPBACK}",
+        f"--cidr={POD_CIDR}",
+        f"--server-address={LOOPBACK}:{ports['kwok']}",
+    ]
+
+
+# An explicit configuration without stages: kwok v0.7 then uses its default node and pod
+# stages, and never reads the user's ~/.kwok/kwok.yaml.
+KWOK_CONFIG = "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
