@@ -434,15 +434,10 @@ class Engine:
         """The moved pod leaves and re-enters at once at its new place: its lease ends, a new
         one starts there with the same quota standing, and its run time starts over."""
         key = move.resident
-        run = self.running.pop(key)
+        run = self.running[key]
         live = self.ledger.lease(key) or run.lease
-        self.on_node[run.decision.node_index].discard(key)
-        self.ledger.remove(key)
-        self.snap.forget(run.decision)
-        freed.add(run.decision.node_index)
-        ended = live.release(self.now)
-        self.meter.close(ended)
-        self.stats.metered(ended, borrowed=run.lease.borrowed)
+        self._end(key, "release", freed)
+        self.requested_milli += run.job.share_milli  # still asked for: it re-enters at once
         started = live.active_at if live.active_at is not None else live.reserved_at
         self.stats.moved(run.job.share_milli * max(0.0, self.now - started))
         self._start(run.job, move.target, live.amount, live.borrowed, live.preemptible)
