@@ -19,6 +19,7 @@ from support.kubelet import FakeKubelet, fake_kubelet
 
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
+from gpupool.node.agent import NodeAgent
 from gpupool.node.device_plugin.decide import PluginPaths, limits_file_name
 from gpupool.node.device_plugin.proto import api_pb2, api_pb2_grpc
 from gpupool.node.device_plugin.server import DevicePluginServer, PluginConfig
@@ -90,7 +91,9 @@ def run_rig(
         async with fake_kubelet(plugin_dir) as kubelet:
             server = DevicePluginServer(config, inventory, chosen)
             stop = asyncio.Event()
-            running = asyncio.create_task(server.run(stop))
+            # the agent runs the plugin and follows the inventory's health events (as in production)
+            agent = NodeAgent(node="n1", plugin=server, reporter=None, reserve_pct=10)
+            running = asyncio.create_task(agent.run(stop))
             try:
                 async with grpc.aio.insecure_channel(f"unix://{config.socket_path}") as channel:
                     stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]

@@ -108,7 +108,7 @@ class NodeAgent:
         health = asyncio.create_task(self._follow_health())
         heartbeat = asyncio.create_task(self._heartbeat(stop))
         try:
-            await self.plugin.run(stop, follow_health=False)
+            await self.plugin.run(stop)
         finally:
             for task in (health, heartbeat):
                 task.cancel()

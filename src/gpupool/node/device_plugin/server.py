@@ -326,16 +326,6 @@ class DevicePluginServer:
         with contextlib.suppress(FileNotFoundError):
             self.config.socket_path.unlink()
 
-    async def _follow_health(self) -> None:
-        async for event in self.inventory.health_events():
-            log.warning(
-                "card %s is now %s: %s",
-                event.uuid,
-                "healthy" if event.healthy else "unhealthy",
-                event.reason,
-            )
-            await self.servicer.refresh()
-
     async def _keep_registered(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -371,16 +361,11 @@ class DevicePluginServer:
         """Re-read the inventory (after a health event someone else consumed)."""
         await self.servicer.refresh()
 
-    async def run(self, stop: asyncio.Event, *, follow_health: bool = True) -> None:
-        """Serve until `stop` is set; with `follow_health`, consume the inventory's health events
-        (otherwise the caller does and calls `refresh`)."""
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until `stop` is set. Health events are the agent's to consume (NodeAgent): it
+        calls `refresh` and republishes the GpuNode, so one loop reads the inventory's events."""
         await self._start_with_retry(stop)
-        health = asyncio.create_task(self._follow_health()) if follow_health else None
         try:
             await self._keep_registered(stop)
         finally:
-            if health is not None:
-                health.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await health
             await self.stop()
