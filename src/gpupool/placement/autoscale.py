@@ -131,7 +131,7 @@ def decide(
     if replicas < policy.min_replicas:
         return Step(
             Direction.UP,
-            min(policy.min_replicas, replicas * MAX_STEP_FACTOR),
+            policy.min_replicas,  # the owner's floor, at once (the x2 cap is for steps)
             f"{replicas} replicas is below the minimum {policy.min_replicas}",
         )
     if utilisation_pct is None:
