@@ -83,9 +83,10 @@ class UsableNodes:
         return usable
 
 
-def room_for(snap: ClusterSnapshot, req: Request, count: int, policy: str = "gpupool") -> int:
+def room_for(snap: ClusterSnapshot, req: Request, count: int, policy: str = "binpack") -> int:
     """How many of `count` more copies of `req` the cards can host now, placed one after the
-    other as the planner would (snapshot unchanged). The autoscaler asks it before a step up."""
+    other by the planner (packed tightly by default: the most that can fit, whatever the
+    extender's policy; snapshot unchanged). The autoscaler asks it before a step up."""
     planner = Planner(policy)
     placed: list[Decision] = []
     try:

@@ -36,9 +36,7 @@ class Leases:
 
 
 def _lease(pod: str, node: str, *cards: int) -> PodLease:
-    slices = tuple(
-        Slice(i, fake_uuid(node, i), "A100-80GB", 0, 12 * GiB, 0) for i in cards
-    )
+    slices = tuple(Slice(i, fake_uuid(node, i), "A100-80GB", 0, 12 * GiB, 0) for i in cards)
     return PodLease(f"ns/{pod}-lease", f"ns/{pod}", f"uid-{pod}", node, slices)
 
 
