@@ -11,7 +11,7 @@ utilisation it set.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -19,14 +19,15 @@ from prometheus_client import CollectorRegistry
 from gpupool.adapters.metrics.agent import AgentCollector
 from gpupool.adapters.metrics.http import metrics_app
 from gpupool.cli.agent import metrics_refresher
+from gpupool.domain.devices import Gpu
 from gpupool.node.nvml import FakeInventory
 from gpupool.ports import AllocationSource
 
 
 class FakeAgents:
-    def __init__(self, nodes: Mapping[str, str], leases: AllocationSource) -> None:
-        """`nodes`: node name -> fake GPU spec such as 8xA100-80GB."""
-        self.inventories = {n: FakeInventory.from_spec(spec, node=n) for n, spec in nodes.items()}
+    def __init__(self, nodes: Mapping[str, Sequence[Gpu]], leases: AllocationSource) -> None:
+        """`nodes`: node name -> its cards (their uuids as the node's GpuLeases name them)."""
+        self.inventories = {n: FakeInventory(gpus) for n, gpus in nodes.items()}
         self.leases = leases
         self.scrapes = 0
         self.utilisation_pct = 0.0

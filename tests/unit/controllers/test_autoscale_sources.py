@@ -18,7 +18,8 @@ from gpupool.adapters.metrics.utilisation import (
     pod_utilisation_from_query,
 )
 from gpupool.domain.allocations import Slice
-from gpupool.node.nvml.fake import fake_uuid
+from gpupool.domain.devices import Gpu
+from gpupool.node.nvml.fake import FakeInventory, fake_uuid
 from gpupool.ports import PodLease, PodPlace
 
 GiB = 2**30
@@ -35,6 +36,10 @@ class Leases:
         return None
 
 
+def _cards(node: str, count: int) -> tuple[Gpu, ...]:
+    return FakeInventory.from_spec(f"{count}xA100-80GB", node=node).devices()
+
+
 def _lease(pod: str, node: str, *cards: int) -> PodLease:
     slices = tuple(Slice(i, fake_uuid(node, i), "A100-80GB", 0, 12 * GiB, 0) for i in cards)
     return PodLease(f"ns/{pod}-lease", f"ns/{pod}", f"uid-{pod}", node, slices)
@@ -43,7 +48,7 @@ def _lease(pod: str, node: str, *cards: int) -> PodLease:
 def test_each_pod_gets_the_average_of_its_cards() -> None:
     async def run() -> dict[str, float]:
         leases = Leases((_lease("a", "n1", 0), _lease("b", "n1", 0, 1), _lease("c", "n2", 0)))
-        agents = FakeAgents({"n1": "2xA100-80GB", "n2": "1xA100-80GB"}, leases)
+        agents = FakeAgents({"n1": _cards("n1", 2), "n2": _cards("n2", 1)}, leases)
         agents.set_utilisation(95.0)
         n1 = agents.inventories["n1"]
         n1.set_telemetry(fake_uuid("n1", 1), utilization_pct=15.0)
@@ -62,7 +67,7 @@ def test_each_pod_gets_the_average_of_its_cards() -> None:
 
 def test_a_node_that_does_not_answer_leaves_its_pods_out() -> None:
     async def run() -> dict[str, float]:
-        agents = FakeAgents({"n1": "1xA100-80GB"}, Leases((_lease("a", "n1", 0),)))
+        agents = FakeAgents({"n1": _cards("n1", 1)}, Leases((_lease("a", "n1", 0),)))
         agents.set_utilisation(40.0)
         url = await agents.start()
         try:
