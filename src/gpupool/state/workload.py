@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpupool.placement.autoscale import LastStep, ScalePolicy
-from gpupool.state.pods import Expression, _matches
+from gpupool.state.pods import Expression, matches_expression
 
 KINDS = ("Deployment", "StatefulSet")
 
@@ -29,7 +29,7 @@ class LabelSelector:
         if not self.match_labels and not self.expressions:
             return False  # an empty selector selects nothing for a workload (the API refuses it)
         return all(labels.get(k) == v for k, v in self.match_labels) and all(
-            _matches(e, labels) for e in self.expressions
+            matches_expression(e, labels) for e in self.expressions
         )
 
 

@@ -153,3 +153,10 @@ def test_a_workload_without_the_annotation_is_left_alone() -> None:
     workloads = FakeWorkloads([("StatefulSet", plain)])
     source = SetUtilisation(95.0)
     assert _run(_cluster(2), workloads, source, NOW) == [] and source.asked == []
+
+
+def test_a_statefulset_is_scaled_the_same_way() -> None:
+    workloads = FakeWorkloads([("StatefulSet", _deployment(2))])
+    _run(_cluster(2), workloads, SetUtilisation(95.0), NOW)
+    assert workloads.get("StatefulSet", "ns", "web")["spec"]["replicas"] == 4
+    assert workloads.writes[1] == ("scale", "StatefulSet/ns/web", 4)

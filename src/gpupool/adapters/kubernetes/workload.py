@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpupool.adapters.kubernetes.pod_view import _expressions
+from gpupool.adapters.kubernetes.pod_view import read_expressions
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.autoscale import parse_record, read_policy
 from gpupool.domain.errors import GpupoolError
@@ -19,7 +19,7 @@ def read_selector(selector: Mapping[str, Any] | None) -> LabelSelector:
     labels = selector.get("matchLabels") or {}
     return LabelSelector(
         tuple(sorted((str(k), str(v)) for k, v in labels.items())),
-        _expressions(selector.get("matchExpressions")),
+        read_expressions(selector.get("matchExpressions")),
     )
 
 

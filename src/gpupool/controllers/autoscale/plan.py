@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpupool.placement.autoscale import Direction, LastStep, Step, decide, within_room
+from gpupool.rfc3339 import format_time
 from gpupool.state.workload import AutoscaleRecord, ScalableWorkload
 
 REASON_UP = "AutoscaledUp"
@@ -84,7 +85,7 @@ def plan_workload(
             event=Event(
                 REASON_UP if pending > w.replicas else REASON_DOWN,
                 f"scaled {w.replicas} → {pending}: finishing the step recorded at "
-                f"{record.last.at if record.last else now:.0f}",
+                f"{format_time(record.last.at if record.last else now)}",
             ),
         )
     step = within_room(step, w.replicas, room)

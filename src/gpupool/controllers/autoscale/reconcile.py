@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.kubernetes.pod_view import read_pod
@@ -163,7 +162,7 @@ class _Round:
     async def snapshot(self) -> ClusterSnapshot:
         if self._snap is None:
             cache = ClusterCache()
-            gpunodes: list[Any] = await self.api.gpu_nodes()
+            gpunodes = await self.api.gpu_nodes()
             cache.rebuild(
                 [read_node(n) for n in self.nodes],
                 [read_gpu_node(g) for g in gpunodes],
