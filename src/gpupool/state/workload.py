@@ -54,3 +54,7 @@ class ScalableWorkload:
     @property
     def key(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
+
+    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """A pod of this workload: in its namespace, matching its selector."""
+        return namespace == self.namespace and self.selector.matches(labels)

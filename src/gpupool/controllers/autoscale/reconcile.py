@@ -71,19 +71,16 @@ class AutoscaleReconciler:
         addresses = {
             str((n.get("metadata") or {}).get("name")): node_address(n) for n in node_objects
         }
-        rounds = _Round(self.api, node_objects, leases)
+        reads = _RoundReads(self.api, node_objects, leases)
         plans = []
         for kind, obj in found:
             w = read_workload(obj, kind)
             mine = [
                 v
                 for v, labels in pods
-                if v.namespace == w.namespace
-                and w.selector.matches(labels)
-                and not v.terminal
-                and not v.deleting
+                if w.selects(v.namespace, labels) and not v.terminal and not v.deleting
             ]
-            plan = await self._plan(w, mine, rounds, addresses, now)
+            plan = await self._plan(w, mine, reads, addresses, now)
             await self._apply(obj, plan, now)
             plans.append(plan)
         return plans
@@ -92,11 +89,11 @@ class AutoscaleReconciler:
         self,
         w: ScalableWorkload,
         mine: Sequence[PodView],
-        rounds: _Round,
+        reads: _RoundReads,
         addresses: Mapping[str, str | None],
         now: float,
     ) -> WorkloadPlan:
-        held = rounds.leased
+        held = reads.leased
         running = [
             PodPlace(v.namespace, v.name, v.node, addresses.get(v.node))
             for v in mine
@@ -111,7 +108,7 @@ class AutoscaleReconciler:
             request = next((v.request for v in mine if v.request is not None), None)
             if request is not None:
                 waiting = sum(1 for v in mine if v.key not in held)  # they need room first
-                snap = await rounds.snapshot()
+                snap = await reads.snapshot()
                 room = max(0, room_for(snap, request, room + waiting) - waiting)
         return plan_workload(w, step, figures, now, room)
 
@@ -148,7 +145,7 @@ class AutoscaleReconciler:
             )
 
 
-class _Round:
+class _RoundReads:
     """What one round reads once for every workload: the leased pods, and the placement
     snapshot (built only when a workload asks to scale up)."""
 
