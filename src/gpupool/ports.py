@@ -7,7 +7,7 @@ interfaces). Keep this module small: a Protocol, the values it returns, nothing 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -197,3 +197,56 @@ class GpuNodeReporter(Protocol):
     """Publishes a NodeReport; each call is also the node's heartbeat. Implemented with the CRDs."""
 
     async def publish(self, report: NodeReport) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlace:
+    """A running GPU pod and the node it runs on (`address`: the node's InternalIP, if known)."""
+
+    namespace: str
+    name: str
+    node: str
+    address: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class UtilisationSource(Protocol):
+    """Where the autoscaler reads its pods' GPU utilisation: the node agents' per-lease series
+    (`adapters.metrics.utilisation.AgentScrapeSource`) or a Prometheus query
+    (`PrometheusSource`)."""
+
+    async def pod_utilisation(self, pods: Sequence[PodPlace]) -> Mapping[str, float]:
+        """Percent (0-100) per pod key (`namespace/name`); a pod without a figure (its node
+        did not answer, no lease series yet) is left out, never reported as 0."""
+        ...
+
+
+class WorkloadApi(Protocol):
+    """What the autoscaler reads and writes beside `ClusterApi`: Deployments and StatefulSets
+    and their scale subresource (`adapters.cluster.KubeClusterApi`; a fake in the unit tests)."""
+
+    async def workloads(self) -> list[tuple[str, Json]]:
+        """(kind, object) of every Deployment and StatefulSet, in all namespaces."""
+        ...
+
+    async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:
+        """Set spec.replicas through the scale subresource; False when it is gone."""
+        ...
+
+    async def annotate(self, kind: str, namespace: str, name: str, key: str, value: str) -> bool:
+        """Set one annotation on the workload; False when it is gone."""
+        ...
+
+    async def workload_event(
+        self,
+        kind: str,
+        obj: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        now_rfc3339: str,
+    ) -> None: ...

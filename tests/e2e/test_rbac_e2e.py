@@ -193,6 +193,14 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-controller", "create", "gpuleases", "gpupool.io", NS, None, True),
     ("gpupool-controller", "create", "pods/binding", "", NS, None, False),
     ("gpupool-controller", "list", "secrets", "", None, None, False),
+    # the autoscaler: workloads through their scale subresource, its record annotation on them
+    ("gpupool-controller", "patch", "deployments/scale", "apps", NS, None, True),
+    ("gpupool-controller", "update", "statefulsets/scale", "apps", NS, None, True),
+    ("gpupool-controller", "patch", "deployments", "apps", NS, None, True),
+    ("gpupool-controller", "list", "statefulsets", "apps", None, None, True),
+    ("gpupool-controller", "delete", "deployments", "apps", NS, None, False),
+    ("gpupool-controller", "create", "deployments", "apps", NS, None, False),
+    ("gpupool-controller", "patch", "replicasets/scale", "apps", NS, None, False),
     # The node agent (the heartbeat process): its GpuNode, lease status; no lease, no quota.
     ("gpupool-heartbeat", "patch", "gpunodes/status", "gpupool.io", None, "n", True),
     ("gpupool-heartbeat", "create", "gpunodes", "gpupool.io", None, None, True),

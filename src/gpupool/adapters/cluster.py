@@ -18,6 +18,7 @@ from lightkube import AsyncClient, codecs, operators
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.types import PatchType
 
@@ -32,6 +33,7 @@ GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunode
 GpuLease = create_namespaced_resource(names.GROUP, names.VERSION, "GpuLease", "gpuleases")
 
 COMPONENT = "gpupool-controller"
+WORKLOAD_KINDS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
 
 
 def _dict(obj: Any) -> Json:
@@ -275,3 +277,89 @@ class KubeClusterApi:
                 return False
             raise
         return True
+
+    # -- the autoscaler's workloads (ports.WorkloadApi) ----------------------------------------
+    async def workloads(self) -> list[tuple[str, Json]]:
+        out: list[tuple[str, Json]] = []
+        for kind, resource in WORKLOAD_KINDS.items():
+            out += [(kind, _dict(o)) async for o in self.client.list(resource, namespace="*")]
+        return out
+
+    async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:
+        """Through the scale subresource (as HorizontalPodAutoscaler does)."""
+        self._writing(f"scale of {kind} {namespace}/{name}")
+        try:
+            await self.client.patch(
+                WORKLOAD_KINDS[kind].Scale,
+                name,
+                {"spec": {"replicas": replicas}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def annotate(self, kind: str, namespace: str, name: str, key: str, value: str) -> bool:
+        self._writing(f"annotation {key} of {kind} {namespace}/{name}")
+        try:
+            await self.client.patch(
+                WORKLOAD_KINDS[kind],
+                name,
+                {"metadata": {"annotations": {key: value}}},
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def workload_event(
+        self,
+        kind: str,
+        obj: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        now_rfc3339: str,
+    ) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        self._writing(f"event {reason} on {kind} {namespace}/{meta.get('name')}")
+        event: Any = codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {
+                    "generateName": f"{meta.get('name', 'workload')}.",
+                    "namespace": namespace,
+                },
+                "involvedObject": {
+                    "apiVersion": "apps/v1",
+                    "kind": kind,
+                    "name": meta.get("name"),
+                    "namespace": namespace,
+                    "uid": meta.get("uid"),
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": COMPONENT},
+                "reportingComponent": f"{names.GROUP}/controller",
+                "reportingInstance": self.instance,
+                "firstTimestamp": now_rfc3339,
+                "lastTimestamp": now_rfc3339,
+                "count": 1,
+            }
+        )
+        try:
+            await self.client.create(event)
+        except ApiError as err:  # best effort, as the pods' events
+            log.warning(
+                "could not record event %s on %s %s: %s", reason, kind, meta.get("name"), err
+            )

@@ -11,10 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.adapters.metrics.http import parse_address, start_metrics_server
+from gpupool.adapters.metrics.utilisation import (
+    DEFAULT_AGENT_URL,
+    AgentScrapeSource,
+    PrometheusSource,
+)
 from gpupool.cli.daemon import (
     add_leader_args,
     configure_logging,
@@ -24,6 +31,7 @@ from gpupool.cli.daemon import (
     stop_on_signals,
 )
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
+from gpupool.controllers.autoscale.reconcile import INTERVAL_S, AutoscaleReconciler
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
@@ -98,9 +106,43 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="serve Prometheus /metrics here (quota layer, cards, leases; docs/metrics.md); "
         f"'off' serves none (default: {DEFAULT_METRICS_ADDRESS})",
     )
+    parser.add_argument(
+        "--autoscale-agent-url",
+        default=DEFAULT_AGENT_URL,
+        metavar="TEMPLATE",
+        help="the node agents' /metrics, where the autoscaler reads its pods' GPU utilisation "
+        "({address}: the node's InternalIP, {node}: its name; docs/autoscaling.md) "
+        f"(default: {DEFAULT_AGENT_URL})",
+    )
+    parser.add_argument(
+        "--autoscale-prometheus",
+        metavar="URL",
+        help="read the autoscaler's GPU utilisation from this Prometheus (which scrapes the "
+        "agents) instead of the agents themselves",
+    )
+    parser.add_argument(
+        "--autoscale-interval",
+        type=float,
+        default=INTERVAL_S,
+        metavar="SECONDS",
+        help=f"how often the autoscaler reads utilisation and decides (default: {INTERVAL_S:g})",
+    )
     add_leader_args(parser, name="gpupool-controller", does="reconciles")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
+
+
+def _autoscale_problem(args: argparse.Namespace) -> str | None:
+    if not args.autoscale_interval > 0:
+        return "--autoscale-interval must be positive"
+    try:
+        args.autoscale_agent_url.format(node="node", address="10.0.0.1")
+    except (KeyError, IndexError, ValueError):
+        return (
+            "--autoscale-agent-url may name only {node} and {address}, such as "
+            f"{DEFAULT_AGENT_URL}; got {args.autoscale_agent_url!r}"
+        )
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    problem = leader_args_problem(args)
+    problem = leader_args_problem(args) or _autoscale_problem(args)
     metrics_at: tuple[str, int] | None = None
     if args.metrics_address != "off":
         try:
@@ -145,6 +187,15 @@ def run(args: argparse.Namespace) -> int:
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
         )
         reclaim = ReclaimReconciler(api)
+        session = aiohttp.ClientSession()
+        source = (
+            PrometheusSource(session, args.autoscale_prometheus)
+            if args.autoscale_prometheus
+            else AgentScrapeSource(session, args.autoscale_agent_url)
+        )
+        autoscale = AutoscaleReconciler(
+            api, api, source, time.time, interval_s=args.autoscale_interval
+        )
         metrics = ControllerMetrics()
         observer = MetricsObserver(api, metrics)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
@@ -167,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
                     Loop("node-health", nodes.reconcile),
                     Loop("leases", leases.reconcile),
                     Loop("admission+reclaim", admission_then_reclaim),
+                    Loop("autoscale", autoscale.reconcile),
                 ],
                 stop,
                 resync_s=args.resync,
@@ -182,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
                 await elector.release()
             if runner is not None:
                 await runner.cleanup()
+            await session.close()
             await client.close()
 
     run_loop(main())

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpupool.cli.replay import add_replay_parser
+from gpupool.cli.simulate_autoscale import add_autoscale_parser
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
@@ -106,6 +107,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     fill.add_argument("--inflation", type=float, default=1.3, help="load to reach (default 1.3)")
     fill.set_defaults(func=run_fill_command)
     add_replay_parser(modes)
+    add_autoscale_parser(modes)
 
 
 def _inputs(args: argparse.Namespace) -> tuple[str, list[Node], list[Request]]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.filters import UNRESOLVABLE, Reason, feasibility
+from gpupool.placement.planner import Planner
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, Decision
 
 _UNRESOLVABLE = np.array(sorted(int(r) for r in UNRESOLVABLE), dtype=np.int64)
@@ -80,3 +81,22 @@ class UsableNodes:
             usable = ~np.isin(feasibility(snap, req).reason, _UNRESOLVABLE)
             self._cache[key] = usable
         return usable
+
+
+def room_for(snap: ClusterSnapshot, req: Request, count: int, policy: str = "binpack") -> int:
+    """How many of `count` more copies of `req` the cards can host now, placed one after the
+    other by the planner (packed tightly by default: the most that can fit, whatever the
+    extender's policy; snapshot unchanged). The autoscaler asks it before a step up."""
+    planner = Planner(policy)
+    placed: list[Decision] = []
+    try:
+        for _ in range(count):
+            decision = planner.plan(snap, req)
+            if not isinstance(decision, Decision):
+                break
+            snap.assume(decision)
+            placed.append(decision)
+        return len(placed)
+    finally:
+        for decision in reversed(placed):
+            snap.forget(decision)

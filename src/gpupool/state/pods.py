@@ -31,7 +31,8 @@ Toleration = tuple[str, str, str, str]  # key, operator, value, effect ("" = any
 _EXCLUDING = ("NoSchedule", "NoExecute")
 
 
-def _matches(expression: Expression, labels: Mapping[str, str]) -> bool:
+def matches_expression(expression: Expression, labels: Mapping[str, str]) -> bool:
+    """One selector requirement (In, NotIn, Exists, DoesNotExist, Gt, Lt) over `labels`."""
     key, op, values = expression
     present = key in labels
     value = labels.get(key)
@@ -82,8 +83,8 @@ class NodeConstraints:
         fields = {"metadata.name": node.name}
         if self.terms and not any(
             (exprs or fieldexprs)
-            and all(_matches(e, labels) for e in exprs)
-            and all(_matches(e, fields) for e in fieldexprs)
+            and all(matches_expression(e, labels) for e in exprs)
+            and all(matches_expression(e, fields) for e in fieldexprs)
             for exprs, fieldexprs in self.terms
         ):
             return f"node {node.name} matches none of the pod's required node affinity terms"

@@ -24,7 +24,7 @@ from gpupool.domain.requests import Request
 from gpupool.state.pods import Expression, NodeConstraints, PodView
 
 
-def _expressions(items: object) -> tuple[Expression, ...]:
+def read_expressions(items: object) -> tuple[Expression, ...]:
     out: list[Expression] = []
     for item in items if isinstance(items, Sequence) else ():
         if isinstance(item, Mapping):
@@ -46,7 +46,7 @@ def read_constraints(spec: Mapping[str, Any]) -> NodeConstraints:
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
     terms = tuple(
-        (_expressions(t.get("matchExpressions")), _expressions(t.get("matchFields")))
+        (read_expressions(t.get("matchExpressions")), read_expressions(t.get("matchFields")))
         for t in affinity.get("nodeSelectorTerms") or ()
         if isinstance(t, Mapping)
     )

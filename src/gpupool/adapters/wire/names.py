@@ -68,3 +68,21 @@ QUOTA_GATE = "gpupool.io/quota"  # the scheduling gate the admission queue remov
 LABEL_GPU_MODEL = "gpupool.io/gpu-model"
 LABEL_GPU_COUNT = "gpupool.io/gpu-count"
 LABEL_GPU_MEMORY = "gpupool.io/gpu-memory-bytes"
+
+# The autoscaler (docs/autoscaling.md): annotations people set on a Deployment or StatefulSet
+ANN_AUTOSCALE = "gpupool.io/autoscale"  # "true" to autoscale it on its pods' GPU utilisation
+ANN_AUTOSCALE_MIN = "gpupool.io/autoscale-min-replicas"  # default 1
+ANN_AUTOSCALE_MAX = "gpupool.io/autoscale-max-replicas"  # required
+ANN_AUTOSCALE_UP = "gpupool.io/autoscale-up-percent"  # scale up above it (default 80)
+ANN_AUTOSCALE_DOWN = "gpupool.io/autoscale-down-percent"  # scale down below it (default 30)
+ANN_AUTOSCALE_COOLDOWN = "gpupool.io/autoscale-cooldown"  # a duration such as 5m (default)
+AUTOSCALE_ANNOTATIONS = (
+    ANN_AUTOSCALE,
+    ANN_AUTOSCALE_MIN,
+    ANN_AUTOSCALE_MAX,
+    ANN_AUTOSCALE_UP,
+    ANN_AUTOSCALE_DOWN,
+    ANN_AUTOSCALE_COOLDOWN,
+)
+# ... and the one the controller writes there: JSON {last: {at, from, to}, reported}
+ANN_AUTOSCALE_STATUS = "gpupool.io/autoscale-status"

@@ -1,0 +1,1 @@
+"""The utilisation-driven autoscaler of Deployments and StatefulSets (docs/autoscaling.md)."""

@@ -1,0 +1,169 @@
+"""The autoscaler's reconciler: reads the annotated Deployments and StatefulSets, their pods and
+GpuLeases, asks the utilisation source for the pods' figures, plans each workload
+(`autoscale.plan`) and applies the plan: the record on the object first (so a step is never
+taken twice, even if the controller stops between the two writes), then the scale subresource,
+then the event.
+
+It runs at most every `interval_s` (the controller's rounds follow every pod change; scraping
+the agents that often would gain nothing). The interval is only a throttle: every decision is
+made again from the API server's objects, and the cooldown is read from the workload's record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.kubernetes.workload import node_address, pod_labels, read_workload
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.autoscale import autoscaled, record_annotation
+from gpupool.controllers.autoscale.plan import WorkloadPlan, plan_workload, wanted
+from gpupool.controllers.reads import read_leases
+from gpupool.placement.autoscale import Direction
+from gpupool.placement.snapshot import ClusterSnapshot
+from gpupool.placement.whatif import room_for
+from gpupool.ports import Clock, ClusterApi, Json, PodPlace, UtilisationSource, WorkloadApi
+from gpupool.rfc3339 import format_time
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.pods import PodView
+from gpupool.state.workload import ScalableWorkload
+
+log = logging.getLogger("gpupool.controller.autoscale")
+
+INTERVAL_S = 15.0
+
+
+class AutoscaleReconciler:
+    def __init__(
+        self,
+        api: ClusterApi,
+        workloads: WorkloadApi,
+        source: UtilisationSource,
+        clock: Clock,
+        *,
+        interval_s: float = INTERVAL_S,
+    ) -> None:
+        self.api = api
+        self.workloads = workloads
+        self.source = source
+        self.clock = clock
+        self.interval_s = interval_s
+        self._last_round: float | None = None
+
+    async def reconcile(self) -> list[WorkloadPlan]:
+        now = self.clock()
+        if self._last_round is not None and now - self._last_round < self.interval_s:
+            return []
+        self._last_round = now
+        found = [
+            (kind, obj)
+            for kind, obj in await self.workloads.workloads()
+            if autoscaled((obj.get("metadata") or {}).get("annotations") or {})
+        ]
+        if not found:
+            return []
+        pods = [(read_pod(p), pod_labels(p)) for p in await self.api.tenant_pods()]
+        leases = read_leases(await self.api.leases(), log)
+        node_objects = await self.api.nodes()
+        addresses = {
+            str((n.get("metadata") or {}).get("name")): node_address(n) for n in node_objects
+        }
+        reads = _RoundReads(self.api, node_objects, leases)
+        plans = []
+        for kind, obj in found:
+            w = read_workload(obj, kind)
+            mine = [
+                v
+                for v, labels in pods
+                if w.selects(v.namespace, labels) and not v.terminal and not v.deleting
+            ]
+            plan = await self._plan(w, mine, reads, addresses, now)
+            await self._apply(obj, plan, now)
+            plans.append(plan)
+        return plans
+
+    async def _plan(
+        self,
+        w: ScalableWorkload,
+        mine: Sequence[PodView],
+        reads: _RoundReads,
+        addresses: Mapping[str, str | None],
+        now: float,
+    ) -> WorkloadPlan:
+        held = reads.leased
+        running = [
+            PodPlace(v.namespace, v.name, v.node, addresses.get(v.node))
+            for v in mine
+            if v.node is not None and v.phase == "Running" and v.key in held
+        ]
+        figures_by_pod = await self.source.pod_utilisation(running) if running and w.policy else {}
+        figures = [figures_by_pod[p.key] for p in running if p.key in figures_by_pod]
+        step = wanted(w, figures, now)
+        room = 0
+        if step is not None and step.direction is Direction.UP:
+            room = step.replicas - w.replicas  # a workload without GPU pods needs no card
+            request = next((v.request for v in mine if v.request is not None), None)
+            if request is not None:
+                waiting = sum(1 for v in mine if v.key not in held)  # they need room first
+                snap = await reads.snapshot()
+                room = max(0, room_for(snap, request, room + waiting) - waiting)
+        return plan_workload(w, step, figures, now, room)
+
+    async def _apply(self, obj: Json, plan: WorkloadPlan, now: float) -> None:
+        w = plan.workload
+        if plan.record is not None:
+            written = await self.workloads.annotate(
+                w.kind,
+                w.namespace,
+                w.name,
+                names.ANN_AUTOSCALE_STATUS,
+                record_annotation(plan.record),
+            )
+            if not written:
+                return  # gone under us
+        if plan.scale_to is not None:
+            log.info(
+                "%s %s/%s: %d → %d replicas (%s)",
+                w.kind, w.namespace, w.name, w.replicas, plan.scale_to,
+                plan.step.reason if plan.step else "",
+            )  # fmt: skip
+            if not await self.workloads.scale(w.kind, w.namespace, w.name, plan.scale_to):
+                return
+        if plan.event is not None:
+            if plan.event.warning:
+                log.warning("%s: %s", w.key, plan.event.message)
+            await self.workloads.workload_event(
+                w.kind,
+                obj,
+                plan.event.reason,
+                plan.event.message,
+                warning=plan.event.warning,
+                now_rfc3339=format_time(now),
+            )
+
+
+class _RoundReads:
+    """What one round reads once for every workload: the leased pods, and the placement
+    snapshot (built only when a workload asks to scale up)."""
+
+    def __init__(self, api: ClusterApi, nodes: list[Json], leases: list[LeaseRecord]) -> None:
+        self.api = api
+        self.nodes = nodes
+        self.leases = leases
+        self.leased = {le.pod.key for le in leases if le.holds_capacity}
+        self._snap: ClusterSnapshot | None = None
+
+    async def snapshot(self) -> ClusterSnapshot:
+        if self._snap is None:
+            cache = ClusterCache()
+            gpunodes = await self.api.gpu_nodes()
+            cache.rebuild(
+                [read_node(n) for n in self.nodes],
+                [read_gpu_node(g) for g in gpunodes],
+                self.leases,
+            )
+            self._snap = cache.snapshot()
+        return self._snap
