@@ -334,7 +334,7 @@ def test_quota_objects_read_into_tenant_quotas() -> None:
                 "nominal": "1Gi",
                 "budget": {"limitHours": 1, "windowSeconds": 60, "onExhaustion": "panic"},
             },
-            "on-exhaustion must be 'block' or 'preemptible'; got 'panic'",
+            "on-exhaustion must be 'block', 'preemptible' or 'drain'; got 'panic'",
         ),
         ({"nominal": "1Gi", "budget": "100h"}, "spec.budget must be an object"),
         ({"nominal": "1Gi", "lendAfterIdleSeconds": -5}, "spec.lendAfterIdleSeconds must be 0"),

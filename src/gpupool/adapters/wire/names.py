@@ -48,6 +48,8 @@ ANN_RECLAIM_NOTICE = "gpupool.io/reclaim-notice"  # the controller: JSON {at, ev
 ANN_REQUEUE = "gpupool.io/requeue"  # the extender: touched so kube-scheduler retries the pod
 # the controller, when the pod's lease expired: JSON {at, evictAt} as the reclaim notice
 ANN_EXPIRY_NOTICE = "gpupool.io/expiry-notice"
+# the controller, when the tenant's budget ran out under `onExhaustion: drain`: the same JSON
+ANN_DRAIN_NOTICE = "gpupool.io/drain-notice"
 SYSTEM_ANNOTATIONS = (
     ANN_ALLOCATION,
     ANN_LEASE,
@@ -57,6 +59,7 @@ SYSTEM_ANNOTATIONS = (
     ANN_RECLAIM_NOTICE,
     ANN_REQUEUE,
     ANN_EXPIRY_NOTICE,
+    ANN_DRAIN_NOTICE,
 )
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)
