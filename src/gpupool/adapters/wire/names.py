@@ -21,6 +21,7 @@ ANN_PREFER_GPU_MODEL = "gpupool.io/prefer-gpu-model"
 ANN_AVOID_GPU_MODEL = "gpupool.io/avoid-gpu-model"
 ANN_EXCLUSIVE = "gpupool.io/exclusive"
 ANN_COMPUTE_MODE = "gpupool.io/compute-mode"
+ANN_WORKLOAD = "gpupool.io/workload"  # the pod's class for compute-mode defaults
 ANN_PLACEMENT_POLICY = "gpupool.io/placement-policy"
 ANN_LEASE_TTL = "gpupool.io/lease-ttl"  # the lease's time to live: a duration such as 2h or 90m
 # Renewal: any new value (an RFC 3339 time, a counter) renews the lease for its TTL; only the
@@ -32,11 +33,13 @@ USER_ANNOTATIONS = (
     ANN_AVOID_GPU_MODEL,
     ANN_EXCLUSIVE,
     ANN_COMPUTE_MODE,
+    ANN_WORKLOAD,
     ANN_PLACEMENT_POLICY,
 )
 # The lease's terms: apart from the request's names (a HAMi pod may carry them too)
 LEASE_ANNOTATIONS = (ANN_LEASE_TTL, ANN_RENEW)
-COMPUTE_MODES = ("mps", "timeslice")
+COMPUTE_MODES = ("mps", "none", "timeslice")  # timeslice: read, then refused at admission
+WORKLOAD_CLASSES = ("inference", "training")
 
 # Pod annotations the system writes
 ANN_ALLOCATION = "gpupool.io/allocation"  # the extender, at bind
