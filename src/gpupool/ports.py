@@ -155,7 +155,8 @@ class PodLease:
     pod_uid: str
     node: str
     slices: tuple[Slice, ...]  # one per GPU, in the pod's GPU order
-    compute_mode: str | None = None  # "mps" | "timeslice" | None (the pod's annotation)
+    compute_mode: str | None = None  # "mps" | "none" | None: the lease's spec.computeMode
+    mps_percentage: int | None = None  # spec.mpsActiveThreadPercentage (with "mps")
     device_ids: tuple[str, ...] = ()  # virtual devices the kubelet allocated; () while pending
 
     @property

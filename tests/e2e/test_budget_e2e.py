@@ -6,10 +6,16 @@ its first pod runs and spends the budget; the controller writes the GpuQuota sta
 remaining, the window, exhausted); a second pod then waits at the gate with the budget as its
 reason in `gpupool.io/queue` and a `Queued` event; once the first pod is gone and the next window
 starts, the second pod is admitted and runs, and the status shows the new window.
+
+A tenant whose quota says `onExhaustion: drain` (same budget, a 3 s grace period): its running pod
+spends the budget, gets the drain notice and a `BudgetDrain` event, is evicted through the Eviction
+API after its grace (`BudgetDrained`), and its GpuLease ends Released (reason BudgetDrained) with
+its GiB-hours metered; a pod submitted meanwhile waits at the gate.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Iterator
@@ -43,7 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield s
 
 
-def _quota(s: Stack, name: str) -> None:
+def _quota(s: Stack, name: str, on_exhaustion: str = "block", grace_s: int = 30) -> None:
     s.api.create(
         f"{GROUP}/gpuquotas",
         {
@@ -55,8 +61,9 @@ def _quota(s: Stack, name: str) -> None:
                 "budget": {
                     "limitHours": LIMIT_HOURS,
                     "windowSeconds": WINDOW_S,
-                    "onExhaustion": "block",
+                    "onExhaustion": on_exhaustion,
                 },
+                "reclaimGracePeriodSeconds": grace_s,
             },
         },
     )
@@ -118,3 +125,51 @@ def test_a_spent_budget_blocks_a_new_pod_until_the_next_window(stack: Stack) -> 
     later = _status(stack, tenant)
     later_start = parse_time(later["windowStart"])
     assert later_start is not None and later_start >= end, (later, status)
+
+
+def test_a_spent_drain_budget_evicts_the_running_pod_after_its_grace(stack: Stack) -> None:
+    api = stack.api
+    tenant = f"dra-{secrets.token_hex(3)}"
+    _quota(stack, tenant, "drain", grace_s=3)
+    ns = _namespace(stack, tenant)
+    wait_until(lambda: time.time() % WINDOW_S < 15, WINDOW_S + 5, "the start of a budget window")
+    api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("d1", gpu_memory="12Gi", grace_s=0))
+    assert poll_until(lambda: pod_running(api, ns, "d1"), timeout_s=30), stack.tail()
+    uid = (pod_get(api, ns, "d1") or {})["metadata"]["uid"]
+
+    def noticed() -> dict[str, Any] | None:
+        raw = pod_annotations(pod_get(api, ns, "d1") or {}).get("gpupool.io/drain-notice")
+        return json.loads(raw) if raw else None
+
+    notice = poll_until(noticed, timeout_s=20)
+    assert notice is not None, (pod_get(api, ns, "d1"), stack.tail())
+    assert notice["claimant"] == tenant and notice["for"] == f"{ns}/d1"
+    at, evict_at = parse_time(notice["at"]), parse_time(notice["evictAt"])
+    assert at is not None and evict_at == at + 3, notice
+    api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("d2", gpu_memory="12Gi", grace_s=0))
+
+    assert poll_until(lambda: pod_get(api, ns, "d1") is None, timeout_s=30), stack.tail()
+    reasons = [e["reason"] for e in pod_events(api, ns, "d1")]
+    assert "BudgetDrain" in reasons and "BudgetDrained" in reasons, reasons
+
+    def ended() -> dict[str, Any] | None:
+        lease = api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")
+        status: dict[str, Any] = lease.get("status") or {}
+        return status if status.get("phase") == "Released" else None
+
+    status = poll_until(ended, timeout_s=30)
+    assert status is not None, stack.tail()
+    assert status["reclaim"]["reason"] == "BudgetDrain", status
+    condition = next(c for c in status["conditions"] if c["type"] == "Released")
+    assert condition["reason"] == "BudgetDrained", condition
+    assert status["gibHours"] >= LIMIT_HOURS, status  # metered through the grace period
+    end = parse_time(status["end"])
+    assert end is not None and end >= evict_at, status
+
+    def waits() -> str | None:  # submitted while the window is spent: it waits at the gate
+        note = pod_annotations(pod_get(api, ns, "d2") or {}).get("gpupool.io/queue")
+        return note if note and "(on exhaustion: drain)" in note else None
+
+    assert poll_until(waits, timeout_s=20), (pod_get(api, ns, "d2"), stack.tail())
+    d2 = pod_get(api, ns, "d2")
+    assert d2 is not None and {"name": "gpupool.io/quota"} in d2["spec"]["schedulingGates"], d2

@@ -171,6 +171,11 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-extender", "patch", "gpunodes", "gpupool.io", None, None, False),
     ("gpupool-extender", "delete", "pods", "", NS, None, False),
     ("gpupool-extender", "create", "customresourcedefinitions", CRDS, None, None, False),
+    # the compute-modes ConfigMap in its namespace, and no other ConfigMap
+    ("gpupool-extender", "get", "configmaps", "", SYSTEM, "gpupool-compute-modes", True),
+    ("gpupool-extender", "get", "configmaps", "", SYSTEM, "another-configmap", False),
+    ("gpupool-extender", "update", "configmaps", "", SYSTEM, "gpupool-compute-modes", False),
+    ("gpupool-extender", "list", "configmaps", "", NS, None, False),
     # The webhook: reads namespaces, quotas and pools, and its own serving Secret.
     ("gpupool-webhook", "get", "gpuquotas", "gpupool.io", None, "any", True),
     ("gpupool-webhook", "get", "namespaces", "", None, NS, True),

@@ -15,8 +15,16 @@ from typing import Any
 
 import grpc
 import pytest
+from support.builders import node_json
+from support.builders import pod_json as user_pod
 from support.kubelet import FakeKubelet, fake_kubelet
 
+from gpupool.adapters.extender_http.lease_plan import plan_lease
+from gpupool.adapters.extender_http.plans import Planners
+from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json, pod_lease
+from gpupool.adapters.kubernetes.node import read_node
+from gpupool.adapters.wire.compute_modes import read_compute_modes
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.node.agent import NodeAgent
@@ -26,6 +34,8 @@ from gpupool.node.device_plugin.server import DevicePluginServer, PluginConfig
 from gpupool.node.device_plugin.sources import InMemoryAllocationSource, UnwiredAllocationSource
 from gpupool.node.nvml import FakeInventory
 from gpupool.ports import AllocationSource, PodLease
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
 
 BOUND = 20.0  # seconds: a hang guard, not a speed claim
 
@@ -311,3 +321,49 @@ def test_unwired_lease_source_says_so(short_dir: Path) -> None:
         assert "not wired" in (err.details() or "")
 
     run_rig(short_dir, body, source=UnwiredAllocationSource())
+
+
+def _on_rigs_cards(rig: Rig, granted: PodLease) -> PodLease:
+    """The lease on the fake inventory's cards (node labels name cards GPU-<node>-<i>; the
+    fake NVML gives them real-looking uuids): the same cards by index."""
+    slices = tuple(replace(s, uuid=rig.uuids[s.gpu_index]) for s in granted.slices)
+    return replace(granted, slices=slices)
+
+
+def test_a_lease_bind_made_with_mps_defaults_gets_the_mps_envs_from_allocate(
+    short_dir: Path,
+) -> None:
+    """The chain the live system runs, without the API server: the extender's bind plans the
+    lease (the operators' compute-mode defaults say MPS at 40% for inference pods), writes it
+    as GpuLease JSON, the agent's lease source decodes it (`pod_lease`), and Allocate answers
+    the container with MPS's environment and pipe mount."""
+
+    async def body(rig: Rig) -> None:
+        cache = ClusterCache()
+        cache.rebuild([read_node(node_json("n1", cards=2))], [], [])
+        modes = read_compute_modes({"inference": "mps: true, activeThreadPercentage: 40"})
+        pod = user_pod("infer", namespace="team-a", uid="uid-infer", gpu_memory="12Gi", vgpu=1)
+        planned = plan_lease(cache, Planners("binpack").of(None), ScheduledPod.from_json(pod),
+                             "n1", [], modes)  # fmt: skip
+        assert isinstance(planned, LeaseRecord), planned
+        granted = _on_rigs_cards(rig, pod_lease(lease_from_json(lease_to_json(planned))))
+        rig.source.add(granted)
+        device = f"{granted.card_uuids[0]}::0"
+        response = await allocate(rig, device)
+        (container,) = response.container_responses
+        envs = dict(container.envs)
+        assert envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
+        assert envs["CUDA_MPS_PIPE_DIRECTORY"] == "/tmp/nvidia-mps"
+        mounts = {m.container_path: (m.host_path, m.read_only) for m in container.mounts}
+        assert mounts["/tmp/nvidia-mps"] == (str(short_dir / "mps"), False)
+
+        # the same pod under no defaults: a lease without MPS, and no MPS environment
+        rig.source.release(granted.lease)
+        bare = plan_lease(cache, Planners("binpack").of(None), ScheduledPod.from_json(pod),
+                          "n1", [])  # fmt: skip
+        assert isinstance(bare, LeaseRecord) and bare.compute_mode == "none"
+        rig.source.add(_on_rigs_cards(rig, pod_lease(lease_from_json(lease_to_json(bare)))))
+        response = await allocate(rig, device)
+        assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in dict(response.container_responses[0].envs)
+
+    run_rig(short_dir, body)

@@ -32,6 +32,7 @@ from gpupool.cli.daemon import (
 )
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.autoscale.reconcile import INTERVAL_S, AutoscaleReconciler
+from gpupool.controllers.budget.drain_reconcile import BudgetDrainReconciler
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
@@ -196,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         autoscale = AutoscaleReconciler(
             api, api, source, time.time, interval_s=args.autoscale_interval
         )
+        drain = BudgetDrainReconciler(api)
         metrics = ControllerMetrics()
         observer = MetricsObserver(api, metrics)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
@@ -210,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             except Exception:
                 log.exception("updating /metrics from this round failed")
             await reclaim.reconcile(round_)
+            await drain.reconcile(round_)  # spent `drain` budgets: notices, evictions
 
         election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:

@@ -8,6 +8,7 @@ import logging
 import os
 import ssl
 import sys
+import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,11 @@ from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
 from gpupool.adapters.extender_http.server import BIND_FORWARD_TIMEOUT_S, Metrics, make_app
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.kubeclient import async_client, kube_config
+from gpupool.adapters.kubernetes.compute_modes_watch import (
+    DEFAULT_CONFIGMAP,
+    INTERVAL_S,
+    ComputeModesWatch,
+)
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import bind_poster
 from gpupool.adapters.tls import server_context
@@ -111,6 +117,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         metavar="NAME",
         help=f"a client certificate's CN that may call (repeatable; default {SCHEDULER_NAME})",
     )
+    parser.add_argument(
+        "--compute-modes",
+        default=DEFAULT_CONFIGMAP,
+        type=_namespaced,
+        metavar="NAMESPACE/NAME",
+        help="the ConfigMap of compute-mode defaults per GPU model and pod class, read every "
+        f"{INTERVAL_S:g}s; absent: no MPS unless a pod asks (docs/compute-modes.md; default "
+        f"{DEFAULT_CONFIGMAP})",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(func=run)
 
@@ -159,8 +174,15 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     leading: Callable[[], bool] = elector.is_leader if elector else (lambda: True)
     if elector is not None:  # a bind outliving the term writes nothing
         api = LeaderOnlyWrites(api, elector.is_leader)
+    modes = ComputeModesWatch(client, args.compute_modes, leading=leading, clock=time.time)
+    await modes.refresh()  # the first bind already sees the operators' settings
     extender = Extender(
-        cache, api, policy=args.policy, max_binds=args.max_binds, bind_wait_s=args.bind_wait_seconds
+        cache,
+        api,
+        policy=args.policy,
+        max_binds=args.max_binds,
+        bind_wait_s=args.bind_wait_seconds,
+        compute_modes=modes.current,
     )
     app = make_app(
         extender,
@@ -192,6 +214,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         )
     tasks = [
         asyncio.ensure_future(informer.run(stop)),
+        asyncio.ensure_future(modes.run(stop)),
         asyncio.ensure_future(
             extender.requeue_loop(stop, lambda: informer.ready.is_set() and leading())
         ),
@@ -208,6 +231,13 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         if elector is not None:
             await elector.release()
         await poster.close()
+
+
+def _namespaced(text: str) -> str:
+    namespace, slash, name = text.partition("/")
+    if not (slash and namespace and name) or "/" in name:
+        raise argparse.ArgumentTypeError(f"not NAMESPACE/NAME: {text!r}")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,8 +3,8 @@
 Rules, in order:
 1. a tenant without a quota, or a pod that could never fit its quota (over nominal plus everything
    it could ever borrow, over its compute or pod limit) is rejected with the reason;
-2. a spent GiB-hours budget blocks new work until the next window, or admits it only as
-   preemptible, as the quota says;
+2. a spent GiB-hours budget blocks new work until the next window (`block`, and `drain`, whose
+   running pods the controller also evicts), or admits it only as preemptible, as the quota says;
 3. the pod and compute limits are hard: over them the pod waits;
 4. within nominal the pod is admitted if the cohort's pool has room; if borrowers hold that room
    the pod waits with `reclaim_needed` set, for the caller to plan a reclaim;
@@ -24,7 +24,6 @@ from gpupool.domain.requests import Request
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter
 from gpupool.quota.resource import Resource, demand_of
-from gpupool.quota.spec import OnExhaustion
 
 
 class WaitReason(Enum):
@@ -152,13 +151,14 @@ def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> 
     if quota.budget is not None and meter is not None:
         spent = meter.window_usage(ask.tenant, now, ledger.leases(ask.tenant))
         if spent >= quota.budget.limit:
-            if quota.budget.on_exhaustion is OnExhaustion.BLOCK:
+            if quota.budget.on_exhaustion.holds_new_work:
                 nxt = quota.budget.window_start(quota.budget.window_of(now) + 1)
                 return Wait(
                     ask.tenant,
                     WaitReason.BUDGET_EXHAUSTED,
                     f"{who} has used {spent:.1f} of {quota.budget.limit:g} "
-                    f"{quota.resource.hour_unit} this window (on exhaustion: block); the next "
+                    f"{quota.resource.hour_unit} this window (on exhaustion: "
+                    f"{quota.budget.on_exhaustion.value}); the next "
                     f"window starts in {max(0.0, nxt - now):.0f}s",
                     retry_at=nxt,
                 )

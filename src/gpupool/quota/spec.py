@@ -26,13 +26,19 @@ from gpupool.quota.resource import Resource
 class OnExhaustion(Enum):
     BLOCK = "block"  # new work waits until the next window
     PREEMPTIBLE = "preemptible"  # new work is admitted, but only as reclaimable
+    DRAIN = "drain"  # new work waits, and running work is noticed and evicted after its grace
+
+    @property
+    def holds_new_work(self) -> bool:
+        """New pods wait for the next window (block and drain)."""
+        return self is not OnExhaustion.PREEMPTIBLE
 
     @classmethod
     def parse(cls, text: str) -> OnExhaustion:
         for member in cls:
             if member.value == text.strip():
                 return member
-        raise InvalidQuota(f"on-exhaustion must be 'block' or 'preemptible'; got {text!r}")
+        raise InvalidQuota(f"on-exhaustion must be 'block', 'preemptible' or 'drain'; got {text!r}")
 
 
 @dataclass(frozen=True, slots=True)

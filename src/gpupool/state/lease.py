@@ -71,6 +71,8 @@ class LeaseRecord:
     expiry: float | None = None  # spec.expiry (epoch s): the lease ends then unless renewed
     ttl_s: float | None = None  # spec.ttlSeconds: what a renewal extends it by (the controller)
     renewal: str | None = None  # spec.renewal: the pod's gpupool.io/renew value last honoured
+    compute_mode: str | None = None  # spec.computeMode (mps | none): set by the extender at bind
+    mps_percentage: int | None = None  # spec.mpsActiveThreadPercentage, with computeMode mps
     phase: LeasePhase = LeasePhase.RESERVED  # no status yet (just created) reads as Reserved
     resource_version: str | None = None
     device_ids: tuple[str, ...] = ()  # status.deviceIds: the kubelet's devices, set by the agent

@@ -132,6 +132,8 @@ class PodView:
     lease_ttl_s: float | None = None
     renewal: str | None = None
     expiry_notice: ReclaimNotice | None = None
+    # the notice given when its tenant's budget ran out under `onExhaustion: drain`
+    drain_notice: ReclaimNotice | None = None
 
     @property
     def key(self) -> str:

@@ -1,5 +1,6 @@
 """The GpuLease the extender's bind plans: `amount` and `borrowed` in one unit, the tenant
-quota's resource as the admission queue recorded it (milli-GPU for a `gpu` quota), else bytes."""
+quota's resource as the admission queue recorded it (milli-GPU for a `gpu` quota), else bytes;
+its compute mode from the pod and the operators' defaults for the card it landed on."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from support.builders import node_json, pod_json
 from gpupool.adapters.extender_http.lease_plan import plan_lease
 from gpupool.adapters.extender_http.plans import Planners
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import read_node
+from gpupool.adapters.wire.compute_modes import read_compute_modes
+from gpupool.domain.compute_modes import BUILT_IN, ComputeModes
 from gpupool.domain.units import GiB
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
@@ -25,11 +29,13 @@ def _pod(admitted: dict[str, Any] | None) -> dict[str, Any]:
     )
 
 
-def _plan(pod: dict[str, Any]) -> LeaseRecord:
+def _plan(
+    pod: dict[str, Any], modes: ComputeModes = BUILT_IN, model: str = "A100-80GB"
+) -> LeaseRecord:
     cache = ClusterCache()
-    cache.rebuild([read_node(n) for n in [node_json("n", cards=2)]], [], [])
+    cache.rebuild([read_node(n) for n in [node_json("n", cards=2, model=model)]], [], [])
     planner = Planners("binpack").of(None)
-    planned = plan_lease(cache, planner, ScheduledPod.from_json(pod), "n", [])
+    planned = plan_lease(cache, planner, ScheduledPod.from_json(pod), "n", [], modes)
     assert isinstance(planned, LeaseRecord), planned
     return planned
 
@@ -50,3 +56,38 @@ def test_memory_quota_or_no_record_counts_bytes() -> None:
 def test_borrowed_never_exceeds_amount() -> None:
     lease = _plan(_pod({"borrowed": 900, "resource": "gpu", "amount": 250}))
     assert lease.borrowed == 250
+
+
+MODES = read_compute_modes(
+    {"inference": "mps: true, activeThreadPercentage: 40", "L4.inference": "mps: false"}
+)
+
+
+def _annotated(**annotations: str) -> dict[str, Any]:
+    pod = _pod(None)
+    pod["metadata"].setdefault("annotations", {}).update(annotations)
+    return pod
+
+
+def test_the_lease_carries_the_compute_mode_bind_decided_and_reads_back() -> None:
+    lease = _plan(_pod(None), MODES)
+    assert (lease.compute_mode, lease.mps_percentage) == ("mps", 40)
+    spec = lease_to_json(lease)["spec"]
+    assert (spec["computeMode"], spec["mpsActiveThreadPercentage"]) == ("mps", 40)
+    back = lease_from_json(lease_to_json(lease))
+    assert (back.compute_mode, back.mps_percentage) == ("mps", 40)
+    assert (_plan(_pod(None), MODES, "L4").compute_mode, _plan(_pod(None)).compute_mode) == (
+        "none",
+        "none",
+    )
+
+
+def test_the_pods_annotations_decide_before_the_defaults() -> None:
+    training = _plan(_annotated(**{"gpupool.io/workload": "training"}), MODES)
+    assert (training.compute_mode, training.mps_percentage) == ("none", None)
+    opted_out = _plan(_annotated(**{"gpupool.io/compute-mode": "none"}), MODES)
+    assert opted_out.compute_mode == "none"
+    asked = _plan(_annotated(**{"gpupool.io/compute-mode": "mps"}))
+    assert (asked.compute_mode, asked.mps_percentage) == ("mps", 100)
+    none_spec = lease_to_json(training)["spec"]
+    assert none_spec["computeMode"] == "none" and "mpsActiveThreadPercentage" not in none_spec

@@ -41,7 +41,8 @@ def test_budget_validation_and_windows() -> None:
     assert budget.window_of(3600) == 1
     assert budget.window_start(2) == 7200
     assert OnExhaustion.parse("preemptible") is OnExhaustion.PREEMPTIBLE
-    with pytest.raises(InvalidQuota, match="'block' or 'preemptible'"):
+    assert OnExhaustion.parse("drain") is OnExhaustion.DRAIN
+    with pytest.raises(InvalidQuota, match="'block', 'preemptible' or 'drain'"):
         OnExhaustion.parse("drop")
 
 

@@ -139,7 +139,13 @@ def test_format_quantity_round_trips() -> None:
             {"gpupool.io/gpu-memory": "1Gi"},
             {"gpupool.io/compute-mode": "mig"},
             InvalidRequest,
-            'gpupool.io/compute-mode must be "mps" (or absent: time-slicing)',
+            'gpupool.io/compute-mode must be "mps" or "none" (or absent: the cluster',
+        ),
+        (
+            {"gpupool.io/gpu-memory": "1Gi"},
+            {"gpupool.io/workload": "batch"},
+            InvalidRequest,
+            "gpupool.io/workload must be one of inference, training",
         ),
         (
             {"gpupool.io/gpu-memory": "1Gi"},
@@ -219,6 +225,18 @@ def test_good_pod_is_normalised_gated_and_stamped() -> None:
     # applying the mutation twice changes nothing more (reinvocation)
     again = mutate_pod(out, {"gpupool.io/tenant": "alpha"}, STAMP)
     assert applied(again.patch, out)["spec"]["schedulingGates"] == out["spec"]["schedulingGates"]
+
+
+def test_the_compute_mode_none_and_the_workload_class_are_accepted_and_normalised() -> None:
+    original = pod(
+        {"gpupool.io/gpu-memory": "12Gi"},
+        {"gpupool.io/compute-mode": " None", "gpupool.io/workload": "Training"},
+    )
+    mutation = mutate_pod(original, {}, STAMP)
+    annotations = applied(mutation.patch, original)["metadata"]["annotations"]
+    assert annotations["gpupool.io/compute-mode"] == "none"
+    assert annotations["gpupool.io/workload"] == "training"
+    assert mutation.gpu is not None and mutation.gpu.workload == "training"
 
 
 def test_multi_gpu_pod_gets_one_vgpu_per_gpu() -> None:
@@ -334,7 +352,7 @@ def test_quota_objects_read_into_tenant_quotas() -> None:
                 "nominal": "1Gi",
                 "budget": {"limitHours": 1, "windowSeconds": 60, "onExhaustion": "panic"},
             },
-            "on-exhaustion must be 'block' or 'preemptible'; got 'panic'",
+            "on-exhaustion must be 'block', 'preemptible' or 'drain'; got 'panic'",
         ),
         ({"nominal": "1Gi", "budget": "100h"}, "spec.budget must be an object"),
         ({"nominal": "1Gi", "lendAfterIdleSeconds": -5}, "spec.lendAfterIdleSeconds must be 0"),

@@ -1,5 +1,6 @@
 """What every bind step works with: the cache, the API, the planners, the per-node ledgers and
-locks, and the timer that reports each step's duration (the server's metrics)."""
+locks, the timer that reports each step's duration (the server's metrics), and the operators'
+compute-mode defaults."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gpupool.adapters.extender_http.api import ExtenderApi
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S, Ledgers
 from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.adapters.extender_http.plans import Planners
+from gpupool.domain.compute_modes import BUILT_IN, ComputeModes
 from gpupool.state.cluster import ClusterCache
 
 
@@ -38,3 +40,5 @@ class BindContext:
     ledger_max_age_s: float = LEDGER_MAX_AGE_S
     timer: StepTimer = field(default_factory=StepTimer)
     monotonic: Callable[[], float] = time.monotonic  # the ledgers' age (the ledger reads no clock)
+    # the operators' compute-mode defaults now (the ConfigMap's last good settings)
+    compute_modes: Callable[[], ComputeModes] = lambda: BUILT_IN

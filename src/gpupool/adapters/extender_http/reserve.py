@@ -112,7 +112,8 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
                 return Refusal(
                     Why.ALREADY_BOUND, f"pod {pod.ref} is already bound to {pod.node_name}"
                 )
-            planned = plan_lease(ctx.cache, ctx.planners.of(pod.policy), pod, node, known)
+            planned = plan_lease(ctx.cache, ctx.planners.of(pod.policy), pod, node, known,
+                                 ctx.compute_modes())  # fmt: skip
             if isinstance(planned, Refusal):
                 if not listed:
                     continue  # maybe only a release the ledger has not seen: re-list, re-plan

@@ -1,7 +1,8 @@
 """The pod kube-scheduler asks about, decoded once at the edge (the /filter and /prioritize body,
 the bind's fresh read of the pod) into what every later step needs: who it is, its GPU request
 (with its tenant and priority), its placement policy, the admission queue's record, the node it
-is already bound to. Nothing further in reads the pod's JSON again.
+is already bound to, its compute mode and class (for the lease's `computeMode`). Nothing further
+in reads the pod's JSON again.
 
 A pod whose request cannot be read still decodes: `problem` holds the typed error's message, and
 every node refuses the pod with it (kube-scheduler shows it to the user).
@@ -18,6 +19,7 @@ from gpupool.adapters.kubernetes.pod_view import read_constraints
 from gpupool.adapters.wire.admitted import Admitted, parse_admitted, read_admitted
 from gpupool.adapters.wire.names import ANN_ADMITTED, DEFAULT_TENANT, LABEL_TENANT
 from gpupool.adapters.wire.pods import pod_name, read_pod_gpu
+from gpupool.domain.compute_modes import WorkloadClass
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 from gpupool.state.nodes import NodeObject
@@ -39,6 +41,8 @@ class ScheduledPod:
     # never admitted it, so no node may take it (defence in depth behind that policy).
     unadmitted: bool = False
     constraints: NodeConstraints = field(default_factory=NodeConstraints)
+    compute_mode: str | None = None  # gpupool.io/compute-mode: mps | none (validated at admission)
+    workload: WorkloadClass = WorkloadClass.INFERENCE  # gpupool.io/workload
 
     @property
     def key(self) -> str:
@@ -99,4 +103,6 @@ class ScheduledPod:
             node_name=bound,
             unadmitted=tenant_pod and parse_admitted(annotations.get(ANN_ADMITTED)) is None,
             constraints=read_constraints(spec),
+            compute_mode=gpu.compute_mode,
+            workload=WorkloadClass.parse(gpu.workload or WorkloadClass.INFERENCE.value),
         )

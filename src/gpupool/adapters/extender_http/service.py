@@ -34,6 +34,7 @@ from gpupool.adapters.extender_http.wire import (
     ExtenderFilterResult,
     HostPriority,
 )
+from gpupool.domain.compute_modes import BUILT_IN, ComputeModes
 from gpupool.placement import TargetWorkload
 from gpupool.state.cluster import ClusterCache
 
@@ -50,6 +51,7 @@ class Extender:
         bind_wait_s: float = BIND_WAIT_S,
         ledger_max_age_s: float = LEDGER_MAX_AGE_S,
         clock: Callable[[], float] = time.time,
+        compute_modes: Callable[[], ComputeModes] = lambda: BUILT_IN,
     ) -> None:
         self.cache = cache
         self.clock = clock  # wall clock: room holds end at a time written on the API server
@@ -62,7 +64,13 @@ class Extender:
             None
             if api is None
             else Binder(
-                BindContext(cache, api, planners, ledger_max_age_s=ledger_max_age_s),
+                BindContext(
+                    cache,
+                    api,
+                    planners,
+                    ledger_max_age_s=ledger_max_age_s,
+                    compute_modes=compute_modes,
+                ),
                 max_binds=max_binds,
                 bind_wait_s=bind_wait_s,
             )

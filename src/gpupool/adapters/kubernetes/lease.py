@@ -77,6 +77,10 @@ def lease_to_json(lease: LeaseRecord) -> dict[str, Any]:
     }
     if lease.expiry is not None:
         spec["expiry"] = format_time(lease.expiry)
+    if lease.compute_mode is not None:
+        spec["computeMode"] = lease.compute_mode
+    if lease.mps_percentage is not None:
+        spec["mpsActiveThreadPercentage"] = lease.mps_percentage
     meta: dict[str, Any] = {
         "name": lease.name,
         "namespace": lease.namespace,
@@ -143,6 +147,10 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
             expiry=parse_time(spec.get("expiry")),
             ttl_s=float(spec["ttlSeconds"]) if spec.get("ttlSeconds") else None,
             renewal=str(spec["renewal"]) if spec.get("renewal") is not None else None,
+            compute_mode=str(spec["computeMode"]) if spec.get("computeMode") else None,
+            mps_percentage=int(spec["mpsActiveThreadPercentage"])
+            if spec.get("mpsActiveThreadPercentage")
+            else None,
             phase=PHASE_OF[phase_text],
             resource_version=meta.get("resourceVersion"),
             device_ids=tuple(str(x) for x in ids),
@@ -157,14 +165,15 @@ def lease_from_json(obj: Mapping[str, Any]) -> LeaseRecord:
         raise InvalidObject(KIND, name, f"malformed: {err}") from None
 
 
-def pod_lease(lease: LeaseRecord, compute_mode: str | None = None) -> PodLease:
-    """The node agent's view of a lease (ports.PodLease)."""
+def pod_lease(lease: LeaseRecord) -> PodLease:
+    """The node agent's view of a lease (ports.PodLease), with the compute mode bind wrote."""
     return PodLease(
         lease=lease.key,
         pod=f"{lease.pod.namespace}/{lease.pod.name}",
         pod_uid=lease.pod.uid,
         node=lease.node,
         slices=lease.slices,
-        compute_mode=compute_mode,
+        compute_mode=lease.compute_mode,
+        mps_percentage=lease.mps_percentage,
         device_ids=lease.device_ids,
     )

@@ -124,6 +124,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         lease_ttl_s=_lease_ttl(annotations),
         renewal=annotations.get(names.ANN_RENEW),
         expiry_notice=parse_notice(annotations.get(names.ANN_EXPIRY_NOTICE)),
+        drain_notice=parse_notice(annotations.get(names.ANN_DRAIN_NOTICE)),
     )
 
 

@@ -67,6 +67,8 @@ def _canonical_models(annotations: dict[str, str], gpu: PodGpu) -> None:
             annotations[key] = "|".join(value)
     if gpu.compute_mode is not None:
         annotations[names.ANN_COMPUTE_MODE] = gpu.compute_mode
+    if gpu.workload is not None:
+        annotations[names.ANN_WORKLOAD] = gpu.workload
     if names.ANN_EXCLUSIVE in annotations:
         annotations[names.ANN_EXCLUSIVE] = "true" if request.exclusive else "false"
 
@@ -96,7 +98,7 @@ TIMESLICE_REFUSED = (
     f"time-slicing, and a pod without {names.ANN_COMPUTE_MODE} already shares its card by the "
     f"driver's own time-slicing, with its memory slice enforced (but not its "
     f"{names.RES_GPU_COMPUTE}); remove the annotation, or set it to mps to cap the pod's share "
-    f"of the card's SMs"
+    f"of the card's SMs, or to none to run without MPS whatever the cluster's defaults"
 )
 
 
@@ -108,9 +110,10 @@ def _check_compute_mode(annotations: Mapping[str, str]) -> None:
     text = str(value).strip().lower()
     if text == "timeslice":
         raise InvalidRequest(TIMESLICE_REFUSED)
-    if text != "mps":
+    if text not in ("mps", "none"):
         raise InvalidRequest(
-            f'annotation {names.ANN_COMPUTE_MODE} must be "mps" (or absent: time-slicing); got '
+            f'annotation {names.ANN_COMPUTE_MODE} must be "mps" or "none" (or absent: the '
+            f"cluster's default for the pod's class and card, docs/compute-modes.md); got "
             f"{value!r}"
         )
 

@@ -21,6 +21,7 @@ ANN_PREFER_GPU_MODEL = "gpupool.io/prefer-gpu-model"
 ANN_AVOID_GPU_MODEL = "gpupool.io/avoid-gpu-model"
 ANN_EXCLUSIVE = "gpupool.io/exclusive"
 ANN_COMPUTE_MODE = "gpupool.io/compute-mode"
+ANN_WORKLOAD = "gpupool.io/workload"  # the pod's class for compute-mode defaults
 ANN_PLACEMENT_POLICY = "gpupool.io/placement-policy"
 ANN_LEASE_TTL = "gpupool.io/lease-ttl"  # the lease's time to live: a duration such as 2h or 90m
 # Renewal: any new value (an RFC 3339 time, a counter) renews the lease for its TTL; only the
@@ -32,11 +33,13 @@ USER_ANNOTATIONS = (
     ANN_AVOID_GPU_MODEL,
     ANN_EXCLUSIVE,
     ANN_COMPUTE_MODE,
+    ANN_WORKLOAD,
     ANN_PLACEMENT_POLICY,
 )
 # The lease's terms: apart from the request's names (a HAMi pod may carry them too)
 LEASE_ANNOTATIONS = (ANN_LEASE_TTL, ANN_RENEW)
-COMPUTE_MODES = ("mps", "timeslice")
+COMPUTE_MODES = ("mps", "none", "timeslice")  # timeslice: read, then refused at admission
+WORKLOAD_CLASSES = ("inference", "training")
 
 # Pod annotations the system writes
 ANN_ALLOCATION = "gpupool.io/allocation"  # the extender, at bind
@@ -48,6 +51,8 @@ ANN_RECLAIM_NOTICE = "gpupool.io/reclaim-notice"  # the controller: JSON {at, ev
 ANN_REQUEUE = "gpupool.io/requeue"  # the extender: touched so kube-scheduler retries the pod
 # the controller, when the pod's lease expired: JSON {at, evictAt} as the reclaim notice
 ANN_EXPIRY_NOTICE = "gpupool.io/expiry-notice"
+# the controller, when the tenant's budget ran out under `onExhaustion: drain`: the same JSON
+ANN_DRAIN_NOTICE = "gpupool.io/drain-notice"
 SYSTEM_ANNOTATIONS = (
     ANN_ALLOCATION,
     ANN_LEASE,
@@ -57,6 +62,7 @@ SYSTEM_ANNOTATIONS = (
     ANN_RECLAIM_NOTICE,
     ANN_REQUEUE,
     ANN_EXPIRY_NOTICE,
+    ANN_DRAIN_NOTICE,
 )
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)

@@ -39,6 +39,7 @@ class PodGpu:
     request: Request
     compute_mode: str | None = None
     placement_policy: str | None = None
+    workload: str | None = None  # gpupool.io/workload: inference | training
 
     @property
     def memory_bytes(self) -> int | None:
@@ -248,6 +249,7 @@ def read_pod_gpu(
         )
     exclusive = _flag(annotations, names.ANN_EXCLUSIVE)
     mode = _choice(annotations, names.ANN_COMPUTE_MODE, names.COMPUTE_MODES)
+    workload = _choice(annotations, names.ANN_WORKLOAD, names.WORKLOAD_CLASSES)
     policy = annotations.get(names.ANN_PLACEMENT_POLICY)
     if policy is not None and str(policy).strip() not in POLICIES:
         raise InvalidRequest(
@@ -277,6 +279,7 @@ def read_pod_gpu(
         request=request,
         compute_mode=mode,
         placement_policy=None if policy is None else str(policy).strip(),
+        workload=workload,
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
@@ -42,6 +42,7 @@ from gpupool.controllers.reads import read_leases
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi, Json
+from gpupool.quota.budget import BudgetStatus
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
@@ -132,6 +133,7 @@ class AdmissionRound:
     leases: tuple[LeaseRecord, ...]
     quotas: tuple[TenantQuota, ...]
     now: float
+    budgets: Mapping[str, BudgetStatus] = field(default_factory=dict)  # tenants with a budget
 
 
 class AdmissionReconciler:
@@ -187,7 +189,9 @@ class AdmissionReconciler:
             status |= budget_status_json(budgets.statuses.get(tenant.tenant))
             if not _same(current[tenant.tenant], status):
                 await self.api.patch_quota_status(tenant.tenant, status)
-        return AdmissionRound(plan, tuple(views), raw, tuple(leases), tuple(quotas), now)
+        return AdmissionRound(
+            plan, tuple(views), raw, tuple(leases), tuple(quotas), now, budgets.statuses
+        )
 
     async def _cards(self) -> list[Gpu]:
         """The cluster's cards (a node whose cards cannot be read adds none)."""

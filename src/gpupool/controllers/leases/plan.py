@@ -9,6 +9,8 @@ Released | Expired | Lost | Reclaimed, the transitions `ALLOWED` permits; each m
   Evicted, metered the same) when reclaim recorded its eviction on the lease (`status.reclaim`,
   written by `reclaim.apply_reclaim` after the Eviction API took the pod): the lease still holds
   its capacity through the pod's termination and ends only once the pod is gone or finished;
+  Released with reason BudgetDrained when a spent `drain` budget evicted it (`status.reclaim`
+  reason BudgetDrain, written by `budget.drain_reconcile`);
 - its expiry (`spec.expiry`) has passed: while the pod lives, `leases.expiry` gives it a notice
   and evicts it after its tenant's grace period; once it is gone or finished the lease is
   Expired (metered to then: the pod held the card through the grace period);
@@ -39,6 +41,8 @@ from gpupool.state.pods import PodView
 # Far beyond any bind (the extender refuses a bind it cannot start within seconds, and
 # kube-scheduler gives one up after its httpTimeout), so a bind in flight is never swept.
 RESERVED_TIMEOUT_S = 120.0
+# `status.reclaim` reason of a lease whose pod a spent `drain` budget evicted (`budget.drain`)
+BUDGET_DRAIN = "BudgetDrain"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,9 @@ def _ended(lease: LeaseRecord, acct: Lease, reason: str, what: str, now: float) 
     record = lease.reclaim
     if record is None:
         return Move(lease, acct.release(now), reason, what)
+    if record.reason == BUDGET_DRAIN:  # evicted because its tenant's budget ran out: no reclaim
+        message = f"{what}; evicted at {format_time(record.at)}: {record.message}"
+        return Move(lease, acct.release(now), "BudgetDrained", message)
     message = f"{what}; reclaim evicted it at {format_time(record.at)}: {record.message}"
     try:
         return Move(lease, acct.reclaim(now), "Evicted", message)

@@ -228,8 +228,11 @@ def container_setup(
     else:
         envs["LD_PRELOAD"] = paths.limiter_container
     if lease.compute_mode == MPS:
+        # the lease's percentage (bind decided it: the pod's share, else the operators' default),
+        # else, for a lease made before it was recorded, the slices' compute share
         percents = [s.compute_milli // 10 for s in lease.slices]
-        envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(min(percents) or 100)
+        percent = lease.mps_percentage or min(percents) or 100
+        envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(percent)
         envs["CUDA_MPS_PIPE_DIRECTORY"] = paths.mps_pipe_container
         mounts.append(MountSpec(paths.mps_pipe_container, paths.mps_pipe_host, False))
     return envs, tuple(mounts), limits_host
