@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpupool.domain.allocations import Slice
+from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
 from gpupool.state.nodes import NodeObject, Taint
@@ -132,6 +133,8 @@ class PodView:
     lease_ttl_s: float | None = None
     renewal: str | None = None
     expiry_notice: ReclaimNotice | None = None
+    # its gang (gpupool.io/gang, gang-size): admitted, placed and reclaimed with the others
+    gang: GangMark | None = None
 
     @property
     def key(self) -> str:

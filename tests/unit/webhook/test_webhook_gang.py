@@ -70,15 +70,15 @@ def test_a_good_member_passes_with_its_marks() -> None:
     ],
 )
 def test_a_bad_size_is_denied_with_what_to_write(size: str, says: str) -> None:
-    with pytest.raises(InvalidGang, match="annotation gpupool.io/gang-size") as err:
+    with pytest.raises(InvalidGang, match=r"annotation gpupool.io/gang-size") as err:
         mutate(member(size=size))
     assert says in str(err.value)
 
 
 def test_half_marked_pods_and_bad_names_are_denied() -> None:
-    with pytest.raises(InvalidGang, match="needs the annotation gpupool.io/gang-size"):
+    with pytest.raises(InvalidGang, match=r"needs the annotation gpupool.io/gang-size"):
         mutate(member(size=None))
-    with pytest.raises(InvalidGang, match="needs the label gpupool.io/gang"):
+    with pytest.raises(InvalidGang, match=r"needs the label gpupool.io/gang"):
         mutate(member(gang=None))
     with pytest.raises(InvalidGang, match="never spans namespaces or tenants"):
         mutate(member(gang="team-b/train"))
