@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpupool.adapters.extender_http.api import ExtenderApi
+from gpupool.adapters.extender_http.gang_hold import GangHolds
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S, Ledgers
 from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.adapters.extender_http.plans import Planners
@@ -38,3 +39,4 @@ class BindContext:
     ledger_max_age_s: float = LEDGER_MAX_AGE_S
     timer: StepTimer = field(default_factory=StepTimer)
     monotonic: Callable[[], float] = time.monotonic  # the ledgers' age (the ledger reads no clock)
+    gangs: GangHolds = field(default_factory=GangHolds)  # room held for gangs' members
