@@ -40,6 +40,7 @@ from gpupool.placement.whatif import place_together
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True, slots=True)
 class GangPlan:
     """The members to hold room for once the binding member is bound, and where."""
