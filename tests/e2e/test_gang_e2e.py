@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from process_stack import (
     GROUP,
-    LIVE,
     Stack,
     pod_annotations,
     pod_events,
@@ -137,5 +136,61 @@ def test_a_gang_of_four_waits_while_three_fit_then_all_four_run_together(stack: 
     ]
     assert len({r["at"] for r in records}) == 1, records  # one round admitted them all
     leases = api.get(f"{GROUP}/namespaces/{ns}/gpuleases")["items"]
-    live = [x for x in leases if (x.get("status") or {}).get("phase") in LIVE]
-    assert len(live) == 4, leases  # the blocker's lease has ended
+    held = sorted(
+        x["spec"]["podRef"]["name"] for x in leases if x["spec"]["podRef"]["name"] != "blocker"
+    )
+    assert held == ["w-0", "w-1", "w-2", "w-3"], [(x["spec"], x.get("status")) for x in leases]
+
+
+def _namespace(s: Stack) -> str:
+    name = f"gang-{secrets.token_hex(3)}"  # no tenant label: the unlimited default tenant
+    labels = {s.selector[0]: s.selector[1]}
+    s.api.create(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}},
+    )
+    return name
+
+
+def whole(name: str, gpus: int, gang: str | None = None) -> dict[str, Any]:
+    return pod_json(
+        name,
+        limits={"gpupool.io/gpu": str(gpus)},
+        grace_s=0,
+        labels={"gpupool.io/gang": gang} if gang else None,
+        annotations={"gpupool.io/gang-size": "4"} if gang else None,
+    )
+
+
+def test_a_gang_of_four_is_placed_only_once_four_cards_are_free(stack: Stack) -> None:
+    """Cards, not quota: 3 of the 16 cards are free, so the extender binds none of the gang
+    (each member alone would fit); once a 5-card pod goes, all four are placed."""
+    api = stack.api
+    ns = _namespace(stack)
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    api.create(pods, whole("eight", 8))
+    assert poll_until(lambda: pod_running(api, ns, "eight"), timeout_s=30), stack.tail()
+    api.create(pods, whole("five", 5))
+    assert poll_until(lambda: pod_running(api, ns, "five"), timeout_s=30), stack.tail()
+    for i in range(4):
+        api.create(pods, whole(f"g-{i}", 1, gang="cards"))
+
+    def refused(name: str) -> bool:
+        return any("do not all fit now" in e.get("message", "") for e in pod_events(api, ns, name))
+
+    def all_refused() -> bool:
+        for i in range(4):  # never half a gang: no member placed while the gang cannot be
+            pod = pod_get(api, ns, f"g-{i}") or {}
+            assert not (pod.get("spec") or {}).get("nodeName"), pod
+        return all(refused(f"g-{i}") for i in range(4))
+
+    wait_until(all_refused, 60, "every member refused: the gang does not all fit")
+    leases = api.get(f"{GROUP}/namespaces/{ns}/gpuleases")["items"]
+    assert sorted(x["spec"]["podRef"]["name"] for x in leases) == ["eight", "five"], leases
+
+    api.delete(f"{pods}/five")
+    wait_until(
+        lambda: all(pod_running(api, ns, f"g-{i}") for i in range(4)),
+        90,
+        "all four members placed once four cards are free",
+    )
