@@ -18,6 +18,7 @@ from gpupool.adapters.extender_http.gang_bind import check_gang, sweep
 from gpupool.adapters.extender_http.gang_hold import GANG_HOLD_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
 from gpupool.adapters.extender_http.refusal import Refusal, Why
+from gpupool.adapters.extender_http.reserve import reserve
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.state.cluster import ClusterCache
@@ -102,6 +103,17 @@ def test_the_first_member_binds_only_when_the_whole_gang_fits_and_holds_the_rest
     assert bind(api, ctx, "w-1", node[0]) == ""
     assert len(ctx.gangs) == 1
     assert api.leases.keys() == {"t/uid-w-0", "t/uid-w-1"}  # held rooms are no GpuLeases
+
+
+def test_a_member_reserving_gets_a_real_lease_never_its_held_room() -> None:
+    # kube-scheduler binds members concurrently: a member may reach reserve with its room held
+    api, ctx, _ = setup([member("w-0", size=2), member("w-1", size=2)])
+    assert bind(api, ctx, "w-0", "a") == ""
+    node = ctx.gangs.node_for(ScheduledPod.from_json(api.pods["w-1"]))
+    assert node is not None
+    reserved = asyncio.run(reserve(ctx, ScheduledPod.from_json(api.pods["w-1"]), node))
+    assert not isinstance(reserved, Refusal) and reserved.created
+    assert "t/uid-w-1" in api.leases and len(ctx.gangs) == 0
 
 
 def test_a_gang_that_does_not_all_fit_now_is_refused_and_nothing_is_held() -> None:

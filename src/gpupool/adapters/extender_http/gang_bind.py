@@ -13,7 +13,9 @@ planned for each (`lease_plan.plan_lease`, on the node the what-if chose) is cou
 node's ledger and the cache like a create in flight (`reserve.hold`), so filter, prioritize and
 bind of every other pod see that room as taken. Each member then:
 - in filter, is offered only its held node (its own held room would otherwise count against it);
-- in bind, gives its held room back first (`release_own`) and reserves as any pod does.
+- in bind, gives its held room back first (`reserve`, under the node's lock) and reserves as
+  any pod does.
+Two members bound at once share one hold; a member already reserving or bound is never held.
 A hold lasts `GANG_HOLD_S` at most (the members are admitted in one round, so they normally all
 arrive within seconds); `sweep` releases what is left then, with a `GangHoldExpired` event on the
 member, and puts held leases back into the cache after a resync rebuilt it without them.
@@ -61,22 +63,13 @@ def _empty(ctx: BindContext) -> ClusterSnapshot:
     return ClusterSnapshot(list(snap.nodes))
 
 
-def release_own(ctx: BindContext, pod: ScheduledPod) -> bool:
-    """Give the pod's held room back, so that it can reserve it; whether it had one."""
-    held = ctx.gangs.take(pod)
-    if held is None:
-        return False
-    release(ctx, held, known=True)
-    return True
-
-
 async def check_gang(ctx: BindContext, pod: ScheduledPod, node: str) -> GangPlan | Refusal | None:
     """Before a gang member binds on `node`: None when nothing is to be held (not in a gang, its
     room was held, or no other member waits); the plan of the others' room; or why not now."""
     if pod.gang is None:
         return None
-    if release_own(ctx, pod) or ctx.gangs.standing(pod.gang.key) is not None:
-        return None  # the gang's room is held already: this member takes its own
+    if ctx.gangs.standing(pod.gang.key) is not None:
+        return None  # the gang's room is held already: this member takes its own (reserve)
     try:
         members = await ctx.api.gang_pods(pod.namespace, pod.gang.name)
     except Exception as err:
@@ -134,9 +127,13 @@ async def hold_gang(ctx: BindContext, plan: GangPlan) -> int:
     """Hold each member's room on the node the what-if chose; how many were held. A member
     whose room is gone by now (another bind took it in between) is not held: it is placed as
     room allows, as it would be without a hold."""
-    gang = ctx.gangs.add(plan.gang, ctx.monotonic() + GANG_HOLD_S)
+    gang = ctx.gangs.standing(plan.gang) or ctx.gangs.add(
+        plan.gang, ctx.monotonic() + GANG_HOLD_S
+    )  # two members bound at once: one hold, each member's room once
     for member, node in zip(plan.rest, plan.nodes, strict=True):
         async with ctx.node_locks.hold(node):
+            if member.uid in gang.members or ctx.cache.placed(f"{member.namespace}/{member.uid}"):
+                continue  # held already, or reserving (or bound) since the what-if
             ledger = ctx.ledgers[node]
             listed = {x.key for x in ledger.leases()}
             known = [*ledger.leases(), *(o for o in ctx.cache.orphans_on(node)
@@ -146,7 +143,9 @@ async def hold_gang(ctx: BindContext, plan: GangPlan) -> int:
                 log.info("gang %s: no room held for %s: %s", plan.gang, member.ref, planned)
                 continue
             gang.members[member.uid] = (member, hold(ctx, planned))
-    return len(gang.members)
+    held = len(gang.members)
+    ctx.gangs.discard_empty(plan.gang)
+    return held
 
 
 async def sweep(ctx: BindContext) -> int:

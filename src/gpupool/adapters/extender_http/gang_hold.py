@@ -42,8 +42,16 @@ class GangHolds:
         return None if entry is None else entry[1].lease.node
 
     def add(self, gang: str, until: float) -> GangHold:
+        """A new hold (the caller asked `standing` first: one hold per gang)."""
+        if gang in self._by_gang:
+            raise ValueError(f"gang {gang} has a hold already")
         hold_ = self._by_gang[gang] = GangHold(gang, until)
         return hold_
+
+    def discard_empty(self, gang: str) -> None:
+        held = self._by_gang.get(gang)
+        if held is not None and not held.members:
+            del self._by_gang[gang]
 
     def take(self, pod: ScheduledPod) -> Held | None:
         """Remove and return the pod's own held room."""
