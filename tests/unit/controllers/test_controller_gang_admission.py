@@ -113,3 +113,6 @@ def test_a_borrowing_gang_is_noticed_whole_for_a_lender() -> None:
     assert [a.tenant for a in plan.reclaim] == ["beta"]
     round_ = plan_reclaim_round(plan, views, 10.0)
     assert sorted(n.pod.name for n in round_.notices) == ["w-0", "w-1", "w-2"]
+    assert (
+        "gang ns/train runs on borrowed quota and is reclaimed whole" in round_.notices[0].message
+    )
