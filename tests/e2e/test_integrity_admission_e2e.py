@@ -252,6 +252,22 @@ def test_a_tenant_still_edits_its_own_labels_and_annotations_but_not_the_tenant_
     assert tenant.pod(waiting)["metadata"]["labels"]["gpupool.io/tenant"] == tenant.name
 
 
+def test_a_tenant_cannot_join_leave_or_resize_a_gang_after_create(
+    tenant: Tenant, queued: tuple[str, str]
+) -> None:
+    _, waiting = queued
+    fixed = "label gpupool.io/gang and annotation gpupool.io/gang-size are set when the pod"
+    for change in (
+        {"metadata": {"labels": {"gpupool.io/gang": "late"}}},
+        {"metadata": {"annotations": {"gpupool.io/gang-size": "2"}}},
+    ):
+        error = _refused(lambda change=change: tenant.api.patch(tenant.pods(waiting), change))
+        assert fixed in str(error), error
+    pod = tenant.pod(waiting)
+    assert "gpupool.io/gang" not in pod["metadata"].get("labels", {})
+    assert "gpupool.io/gang-size" not in _annotations(pod)
+
+
 def test_pods_created_with_gpupools_marks_are_refused_and_a_forged_queued_at_is_replaced(
     tenant: Tenant,
 ) -> None:

@@ -176,9 +176,11 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-extender", "get", "configmaps", "", SYSTEM, "another-configmap", False),
     ("gpupool-extender", "update", "configmaps", "", SYSTEM, "gpupool-compute-modes", False),
     ("gpupool-extender", "list", "configmaps", "", NS, None, False),
-    # The webhook: reads namespaces, quotas and pools, and its own serving Secret.
+    # The webhook: reads namespaces, quotas and pools, lists a gang's pods, and reads its own
+    # serving Secret.
     ("gpupool-webhook", "get", "gpuquotas", "gpupool.io", None, "any", True),
     ("gpupool-webhook", "get", "namespaces", "", None, NS, True),
+    ("gpupool-webhook", "list", "pods", "", NS, None, True),  # a gang's members (by label)
     ("gpupool-webhook", "get", "secrets", "", SYSTEM, "gpupool-webhook-tls", True),
     ("gpupool-webhook", "create", "gpuleases", "gpupool.io", NS, None, False),
     ("gpupool-webhook", "get", "secrets", "", SYSTEM, "another-secret", False),

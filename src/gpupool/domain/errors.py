@@ -23,6 +23,11 @@ class InvalidNode(GpupoolError):
     """A node or GPU description is impossible or inconsistent."""
 
 
+class InvalidGang(InvalidRequest):
+    """A pod's gang marks (`gpupool.io/gang`, `gpupool.io/gang-size`) are unreadable, or disagree
+    with the gang's other members."""
+
+
 class RequestExceedsCluster(InvalidRequest):
     """A request can never fit: no node in the cluster is large enough."""
 

@@ -6,6 +6,9 @@ controller ask the same questions of the same snapshot code).
 asked, and the placements are assumed back (assume and forget are exact inverses, so the snapshot
 is left as it was). `room_bound` is a quick arithmetic upper bound asked first. `UsableNodes`
 says which nodes a request could ever use (no eviction cures a wrong model or too few cards).
+`place_together` asks whether several requests (a gang) fit at once: each is placed with the
+planner and assumed before the next, so no two take the same room, then all are forgotten;
+`room_for` (the autoscaler's) is how many copies of one request fit that way.
 """
 
 from __future__ import annotations
@@ -83,20 +86,29 @@ class UsableNodes:
         return usable
 
 
+def place_together(
+    planner: Planner, snap: ClusterSnapshot, reqs: Sequence[Request]
+) -> tuple[Decision, ...] | int:
+    """Where each of `reqs` would go if placed one after another (each assumed before the next
+    is planned), or the index of the first that fits nowhere then. The snapshot is left as it
+    was (assume and forget are exact inverses)."""
+    placed: list[Decision] = []
+    try:
+        for k, req in enumerate(reqs):
+            decision = planner.plan(snap, req)
+            if not isinstance(decision, Decision):
+                return k
+            snap.assume(decision)
+            placed.append(decision)
+        return tuple(placed)
+    finally:
+        for decision in reversed(placed):
+            snap.forget(decision)
+
+
 def room_for(snap: ClusterSnapshot, req: Request, count: int, policy: str = "binpack") -> int:
     """How many of `count` more copies of `req` the cards can host now, placed one after the
     other by the planner (packed tightly by default: the most that can fit, whatever the
     extender's policy; snapshot unchanged). The autoscaler asks it before a step up."""
-    planner = Planner(policy)
-    placed: list[Decision] = []
-    try:
-        for _ in range(count):
-            decision = planner.plan(snap, req)
-            if not isinstance(decision, Decision):
-                break
-            snap.assume(decision)
-            placed.append(decision)
-        return len(placed)
-    finally:
-        for decision in reversed(placed):
-            snap.forget(decision)
+    placed = place_together(Planner(policy), snap, [req] * count)
+    return count if isinstance(placed, tuple) else placed

@@ -38,6 +38,7 @@ class WaitReason(Enum):
     BUDGET_EXHAUSTED = "the tenant's usage budget for this window is spent"
     QUEUE_ORDER = "behind an earlier pod of the same tenant (strict FIFO)"
     NO_FIT = "quota admits it but no card has room for it"
+    GANG_INCOMPLETE = "its gang is admitted once all its members exist"
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ class Lease:
     borrowed: bool = False
     preemptible: bool = False
     exclusive: bool = False
+    gang: str | None = None  # the gang it belongs to (`namespace/name`): reclaimed as a whole
     phase: LeasePhase = LeasePhase.RESERVED
     bound_at: float | None = None
     active_at: float | None = None

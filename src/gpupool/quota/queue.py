@@ -6,7 +6,9 @@ controller, placement) tenant by tenant (higher tenant priority first, then name
   (the rest wait with reason QUEUE_ORDER);
 - BEST_EFFORT FIFO: a head that cannot be admitted is skipped and smaller pods behind it may go,
   so one large pod never blocks the small ones indefinitely.
-Each waiting entry knows its position (1 = next in its tenant's queue) and why it waits.
+An entry not ready to be admitted at all (a gang still missing members) holds back nothing, in
+either mode. Each waiting entry knows its position (1 = next in its tenant's queue) and why it
+waits.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Outcome:
     reason: WaitReason | None = None
     detail: str = ""
     stop: bool = False  # True: nothing else can be admitted now, end the drain
+    # False: the entry is not ready to be admitted at all (a gang still missing members), so
+    # even strict FIFO lets the entries behind it go
+    holds_line: bool = True
 
 
 _Key = tuple[int, float, int, str]
@@ -131,6 +136,6 @@ class AdmissionQueue:
                 self.mark(entry.id, outcome.reason, outcome.detail)
                 if outcome.stop:
                     return admitted
-                if self.mode is FifoMode.STRICT:
+                if self.mode is FifoMode.STRICT and outcome.holds_line:
                     blocked_by = entry
         return admitted

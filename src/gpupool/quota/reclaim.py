@@ -8,8 +8,13 @@ When a tenant within its nominal quota finds its cohort's pool held by borrowers
   over its nominal quota, then lowest lease priority, then newest first;
 - never taking a tenant's usage below its guaranteed quota;
 - then pruned, least-preferred victim first, to a set from which no victim can be spared: every
-  victim is needed to free what the claimant needs. (A set of the fewest possible victims under the
-  guarantee caps is a knapsack problem; the pruned preference-order set is what we return.)
+  victim is needed to free what the claimant needs;
+- a gang (`Lease.gang`) is one victim: all its live members or none, never half a gang. It is a
+  candidate when one of its members is (borrowed or preemptible) and none is exclusive; its
+  place in the order is its most preferred member's, the guarantee floor is checked for its
+  sum. Reclaim for room (`reclaim_sites`, one node) never takes a gang's member.
+(A set of the fewest possible victims under the guarantee caps is a knapsack problem; the pruned
+preference-order set is what we return.)
 The plan is a set of notices; each victim's eviction falls due after its tenant's grace period.
 Nothing here acts: the caller sends the notices and, when `due`, evicts.
 """
@@ -65,8 +70,50 @@ def _freed(ledger: Ledger, chosen: Iterable[Lease]) -> int:
     )
 
 
+Unit = tuple[Lease, ...]  # one victim: a lease alone, or every live member of a gang
+
+
+def _order(ledger: Ledger, claimant: str) -> list[str]:
+    """The claimant's cohort members to take from, in order: furthest over nominal first."""
+    book = ledger.book
+    members = [m for m in book.cohort(book[claimant].cohort) if m.name != claimant]
+    ranked = sorted(members, key=lambda m: (-ledger.borrowed(m.name), m.priority, m.name))
+    return [m.name for m in ranked]
+
+
+def _rank(lease: Lease, tenant_rank: int) -> tuple[bool, int, int, float, str]:
+    # preemptible (a spent budget) first, whoever runs it; then the tenant order, priority,
+    # newest first
+    return (not lease.preemptible, tenant_rank, lease.priority, -lease.reserved_at, lease.id)
+
+
+def units(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> list[Unit]:
+    """The victims reclaim may take for `claimant`, in the order they should be taken: single
+    reclaimable leases and whole gangs (see the module docstring)."""
+    ranked: list[tuple[tuple[bool, int, int, float, str], Unit]] = []
+    for rank, tenant in enumerate(_order(ledger, claimant)):
+        borrowing = ledger.borrowed(tenant) > 0
+        gangs: dict[str, list[Lease]] = {}
+        for lease in ledger.leases(tenant):
+            if lease.gang is not None:
+                gangs.setdefault(lease.gang, []).append(lease)
+            elif lease.reclaimable and (borrowing or lease.preemptible) and lease.id not in exclude:
+                ranked.append((_rank(lease, rank), (lease,)))
+        for members in gangs.values():
+            takeable = [le for le in members if le.reclaimable and (borrowing or le.preemptible)]
+            if not takeable or any(le.exclusive for le in members):
+                continue
+            if any(le.id in exclude for le in members):
+                continue  # under notice already (as a whole)
+            unit = tuple(sorted(members, key=lambda le: le.id))
+            ranked.append((min(_rank(le, rank) for le in takeable), unit))
+    ranked.sort(key=lambda item: item[0])
+    return [unit for _, unit in ranked]
+
+
 def candidates(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> list[Lease]:
-    """Reclaimable leases of the claimant's cohort in the order they should be taken."""
+    """Reclaimable leases of the claimant's cohort in the order they should be taken, gangs'
+    members aside (reclaim for room takes leases on one node, never half a gang)."""
     book = ledger.book
     cohort = book[claimant].cohort
     members = [m for m in book.cohort(cohort) if m.name != claimant]
@@ -77,7 +124,7 @@ def candidates(ledger: Ledger, claimant: str, exclude: Collection[str] = ()) -> 
         leases = [
             le
             for le in ledger.reclaimable_leases(member.name)
-            if (borrowing or le.preemptible) and le.id not in exclude
+            if (borrowing or le.preemptible) and le.id not in exclude and le.gang is None
         ]
         leases.sort(key=lambda le: (le.priority, -le.reserved_at, le.id))
         order.extend(leases)
@@ -106,19 +153,21 @@ def plan_reclaim(
     if base >= needed:
         return ReclaimPlan(claimant, needed, 0, ())
     taken: list[Lease] = list(pending_leases)
-    chosen: list[Lease] = []
+    chosen: list[Unit] = []
     taken_by: dict[str, int] = {}
     for lease in pending_leases:
         taken_by[lease.tenant] = taken_by.get(lease.tenant, 0) + lease.amount
     freed = base
-    for lease in candidates(ledger, claimant, exclude=pending):
-        floor = book[lease.tenant].guaranteed
-        already = taken_by.get(lease.tenant, 0)
-        if ledger.used(lease.tenant) - already - lease.amount < floor:
+    for unit in units(ledger, claimant, exclude=pending):
+        tenant = unit[0].tenant
+        floor = book[tenant].guaranteed
+        already = taken_by.get(tenant, 0)
+        amount = sum(le.amount for le in unit)
+        if ledger.used(tenant) - already - amount < floor:
             continue
-        taken.append(lease)
-        chosen.append(lease)
-        taken_by[lease.tenant] = already + lease.amount
+        taken.extend(unit)
+        chosen.append(unit)
+        taken_by[tenant] = already + amount
         freed = _freed(ledger, taken)
         if freed >= needed:
             break
@@ -130,11 +179,12 @@ def plan_reclaim(
             f"borrowed leases in cohort {book[claimant].cohort!r} free at most {fmt(freed)} "
             f"without taking anyone below guaranteed; {fmt(needed)} is needed",
         )
-    for lease in reversed(list(chosen)):
-        rest = [le for le in taken if le.id != lease.id]
+    for unit in reversed(list(chosen)):
+        ids = {le.id for le in unit}
+        rest = [le for le in taken if le.id not in ids]
         if _freed(ledger, rest) >= needed:
             taken = rest
-            chosen.remove(lease)
+            chosen.remove(unit)
     freed_new = _freed(ledger, taken) - base
     notices = tuple(
         Notice(
@@ -144,7 +194,8 @@ def plan_reclaim(
             noticed_at=now,
             evict_at=now + book[le.tenant].reclaim_grace_s,
         )
-        for le in chosen
+        for unit in chosen
+        for le in unit
     )
     return ReclaimPlan(claimant, needed, freed_new, notices)
 

@@ -41,8 +41,10 @@ from gpupool.placement.fragmentation import (
     in_use_fragmentation,
     pool_fragmentation,
 )
+from gpupool.placement.whatif import place_together
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
+from gpupool.quota.gang import GangAdmit, decide_gang
 from gpupool.quota.lease import Lease
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter
@@ -58,6 +60,7 @@ from gpupool.simulator.tenancy import Tenancy
 
 MODES = ("whole-card", "pooled", "pooled-borrowing")
 _DEPART, _EVICT, _WAKE, _ARRIVE, _DEFRAG = 0, 1, 2, 3, 4
+GANG = "gang:"  # the queue entry of a complete gang: `gang:<name>`
 
 
 @dataclass(slots=True)
@@ -107,6 +110,8 @@ class Engine:
     defrag: ReplayDefrag | None = None
     recent: deque[Request] = field(default_factory=lambda: deque(maxlen=RECENT))
     frag_next: float = 0.0  # the next fragmentation sample's time
+    # gang -> its members waiting (arrived, or evicted with it); queued as one entry when complete
+    gangs: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -205,9 +210,7 @@ class Engine:
             for key in arrived:
                 job = self.jobs[key]
                 self.recent.append(job.request)
-                self.queue.push(
-                    QueueEntry(key, job.tenant, job.request.priority, job.arrival, job.share_milli)
-                )
+                self._enqueue(job)
             if defrag:
                 self._defrag_round(freed)
             if freed and self.no_room:
@@ -236,7 +239,34 @@ class Engine:
         return self.stats
 
     def queue_ids(self) -> list[str]:
-        return [e.id for t in self.queue.tenants() for e in self.queue.entries(t)]
+        return [
+            member
+            for t in self.queue.tenants()
+            for e in self.queue.entries(t)
+            for member in (self.gangs[e.id[len(GANG) :]] if e.id.startswith(GANG) else [e.id])
+        ]
+
+    def _enqueue(self, job: Job) -> None:
+        """Queue an arrived (or evicted) job; a gang's member waits for the rest of its gang,
+        which is queued as one entry once all its members are there (as the live queue does)."""
+        if job.gang is None:
+            self.queue.push(
+                QueueEntry(job.id, job.tenant, job.request.priority, job.arrival, job.share_milli)
+            )
+            return
+        members = self.gangs.setdefault(job.gang, [])
+        members.append(job.id)
+        if len(members) == job.gang_size:
+            jobs = [self.jobs[m] for m in members]
+            self.queue.push(
+                QueueEntry(
+                    GANG + job.gang,
+                    job.tenant,
+                    max(j.request.priority for j in jobs),
+                    min(j.arrival for j in jobs),
+                    sum(j.share_milli for j in jobs),
+                )
+            )
 
     # -- admission -----------------------------------------------------------------------------
     def _amount(self, job: Job) -> int:
@@ -251,13 +281,21 @@ class Engine:
                     if strict:
                         break
                     continue
-                job = self.jobs[entry.id]
-                amount = self._amount(job)
-                if floor is not None and amount >= floor:
-                    if strict:
-                        break
-                    continue
-                outcome = self._attempt(job, amount)
+                if entry.id.startswith(GANG):
+                    amount = entry.amount
+                    if floor is not None and amount >= floor:
+                        if strict:
+                            break
+                        continue
+                    outcome = self._attempt_gang(entry.id[len(GANG) :])
+                else:
+                    job = self.jobs[entry.id]
+                    amount = self._amount(job)
+                    if floor is not None and amount >= floor:
+                        if strict:
+                            break
+                        continue
+                    outcome = self._attempt(job, amount)
                 if outcome is None:
                     continue
                 if outcome is WaitReason.NO_FIT:
@@ -305,6 +343,69 @@ class Engine:
         if outcome is WaitReason.NO_FIT and not verdict.borrowed:
             self._reclaim_room(job, 0)
         return outcome
+
+    def _attempt_gang(self, gang: str) -> WaitReason | None:
+        """Admit and place a complete gang, all its members at once, or none; None when it
+        left the queue. Placement is asked first (a what-if: the snapshot is left as it was),
+        then the quota core's gang decision, whose leases are the members' own."""
+        entry_id = GANG + gang
+        jobs = [self.jobs[m] for m in self.gangs[gang]]
+        placed = place_together(self.planner, self.snap, [j.request for j in jobs])
+        if isinstance(placed, int):
+            self.queue.mark(
+                entry_id,
+                WaitReason.NO_FIT,
+                f"gang {gang!r}: member {jobs[placed].id} fits on no card once the others are "
+                f"placed",
+            )
+            return WaitReason.NO_FIT
+        asks = [
+            Ask(
+                j.tenant,
+                self._amount(j),
+                j.request.compute_milli,
+                j.request.exclusive,
+                j.request.priority,
+            )
+            for j in jobs
+        ]
+
+        made: dict[int, Lease] = {}  # member -> its lease (in the ledger once all admit)
+
+        def lease_of(i: int, verdict: Admit) -> Lease:
+            made[i] = self._lease_of(
+                jobs[i], placed[i], verdict.amount, verdict.borrowed, verdict.preemptible, gang
+            )
+            return made[i]
+
+        meter = self.meter if self.metered else None
+        verdict = decide_gang(self.ledger, gang, asks, self.now, lease_of, meter)
+        if isinstance(verdict, Reject):
+            self.queue.remove(entry_id)
+            del self.gangs[gang]
+            for job in jobs:
+                self.stats.rejected(job.tenant)
+            return None
+        if isinstance(verdict, Wait):
+            self.queue.mark(entry_id, verdict.reason, verdict.detail)
+            if verdict.reason is WaitReason.RECLAIM_NEEDED:
+                self._reclaim(jobs[0], verdict.reclaim_needed)
+            if verdict.retry_at is not None and verdict.retry_at not in self.wakes:
+                self.wakes.add(verdict.retry_at)
+                self._push(verdict.retry_at, _WAKE, "")
+            return verdict.reason
+        assert isinstance(verdict, GangAdmit)
+        self.queue.remove(entry_id)
+        del self.gangs[gang]
+        for i, (job, plan, admit) in enumerate(zip(jobs, placed, verdict.admits, strict=True)):
+            self._run(job, plan, made[i])  # each decision was planned with the ones before it
+            self.requested_milli += job.share_milli
+            first = job.id not in self.stats.seen
+            self.stats.admitted(job.tenant, self.now - job.arrival, first=first)
+            self.stats.seen.add(job.id)
+            if admit.borrowed:
+                self.stats.borrowed_admissions += 1
+        return None
 
     def _reject(self, job: Job) -> None:
         self.queue.remove(job.id)
@@ -356,8 +457,28 @@ class Engine:
         self, job: Job, plan: Decision, amount: int, borrowed: bool, preemptible: bool
     ) -> None:
         """Run `job` at `plan` under a new lease from now; it departs after its run time."""
-        req = job.request
+        lease = self._lease_of(job, plan, amount, borrowed, preemptible, job.gang)
+        self.ledger.add(lease)
+        self._run(job, plan, lease)
+
+    def _run(self, job: Job, plan: Decision, lease: Lease) -> None:
+        """`job` runs at `plan` under `lease` (in the ledger already) until its run time ends."""
         self.snap.assume(plan)
+        self.running[lease.id] = _Running(lease, plan, job)
+        self.on_node.setdefault(plan.node_index, set()).add(lease.id)
+        self._push(self.now + job.duration, _DEPART, lease.id)
+
+    def _lease_of(
+        self,
+        job: Job,
+        plan: Decision,
+        amount: int,
+        borrowed: bool,
+        preemptible: bool,
+        gang: str | None,
+    ) -> Lease:
+        """The lease `job` would hold at `plan` from now (assumed on the snapshot or not)."""
+        req = job.request
         self.seq += 1
         lease_id = f"{job.id}@{self.seq}"
         known = sum(
@@ -378,14 +499,12 @@ class Engine:
                 borrowed=borrowed,
                 preemptible=preemptible,
                 exclusive=req.exclusive,
+                gang=gang,
             )
             .bind(self.now)
             .activate(self.now)
         )
-        self.ledger.add(lease)
-        self.running[lease_id] = _Running(lease, plan, job)
-        self.on_node.setdefault(plan.node_index, set()).add(lease_id)
-        self._push(self.now + job.duration, _DEPART, lease_id)
+        return lease
 
     # -- leaving -------------------------------------------------------------------------------
     def _end(self, key: str, how: str, freed: set[int]) -> _Running | None:
@@ -456,10 +575,7 @@ class Engine:
         if key in self.room_victims:
             self.room_victims.discard(key)
             self.stats.room_reclaims += 1
-        job = run.job
-        self.queue.push(
-            QueueEntry(job.id, job.tenant, job.request.priority, job.arrival, job.share_milli)
-        )
+        self._enqueue(run.job)  # a gang's members come back together (reclaim takes all)
         # the evicted pod restarts from scratch: its whole run time is ahead of it again
 
     def _reclaim(self, job: Job, needed: int) -> None:

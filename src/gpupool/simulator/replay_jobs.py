@@ -34,6 +34,10 @@ class Job:
     tenant: str
     arrival: float
     duration: float
+    # its gang (a name) and the gang's size: admitted and placed with the other members, all at
+    # once (`quota.gang`, `placement.whatif.place_together`); the traces mark none
+    gang: str | None = None
+    gang_size: int = 0
 
 
 def run_time(pod: TracePod) -> float:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpupool.domain.allocations import Slice
+from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
 from gpupool.state.nodes import NodeObject, Taint
@@ -134,6 +135,8 @@ class PodView:
     expiry_notice: ReclaimNotice | None = None
     # the notice given when its tenant's budget ran out under `onExhaustion: drain`
     drain_notice: ReclaimNotice | None = None
+    # its gang (gpupool.io/gang, gang-size): admitted, placed and reclaimed with the others
+    gang: GangMark | None = None
 
     @property
     def key(self) -> str:

@@ -56,6 +56,9 @@ class FakeLookups:
     async def cards(self) -> tuple[tuple[str, int], ...]:
         return (("A100-80GB", 72 * GiB), ("A100-80GB", 72 * GiB))
 
+    async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
+        return []
+
 
 class BrokenLookups(FakeLookups):
     """Lookups that fail as a bug or an unreachable API server would."""

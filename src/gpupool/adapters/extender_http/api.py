@@ -26,6 +26,14 @@ class ExtenderApi(Protocol):
         self, namespace: str, name: str, annotations: dict[str, str]
     ) -> None: ...
 
+    async def gang_pods(self, namespace: str, gang: str) -> list[ScheduledPod]:
+        """The pods of `namespace` labelled `gpupool.io/gang: <gang>`."""
+        ...
+
+    async def pod_event(self, pod: ScheduledPod, reason: str, message: str) -> None:
+        """A Warning event on the pod (best effort: the caller logs a failure)."""
+        ...
+
     async def bind_pod(
         self,
         namespace: str,

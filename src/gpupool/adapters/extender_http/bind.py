@@ -9,6 +9,8 @@
    (a retried bind whose Binding landed) is only annotated;
 5. if the write fails and the pod is not bound there after all (`bound_anyway`), `unreserve`
    deletes the lease: the only undo, in one place.
+A gang's member is first checked with its gang (`gang_bind.check_gang`: do all its unplaced
+members fit?), and once bound, the room of the others is held (`gang_bind.hold_gang`).
 The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitted` record, so
 reclaim can find borrowed leases.
 """
@@ -21,6 +23,7 @@ import logging
 import time
 
 from gpupool.adapters.extender_http.bind_context import BindContext
+from gpupool.adapters.extender_http.gang_bind import check_gang, hold_gang
 from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.reserve import Reservation, reserve, unreserve
@@ -80,6 +83,9 @@ async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBi
     excluded = pod.excluded_from(node_object)  # kube-scheduler asked, but /bind trusts no one
     if excluded is not None:
         return ExtenderBindingResult(excluded.message)
+    gang = await check_gang(ctx, pod, node)  # a gang's member: do all its members fit?
+    if isinstance(gang, Refusal):
+        return ExtenderBindingResult(gang.message)
     reserved = await reserve(ctx, pod, node)
     if isinstance(reserved, Refusal):
         return ExtenderBindingResult(reserved.message)
@@ -97,6 +103,9 @@ async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBi
         await unreserve(ctx, reserved)
         return ExtenderBindingResult(f"bind {pod.ref} to {node} failed: {err}")
     ctx.timer.done("binding", t)
+    if gang is not None:
+        held = await hold_gang(ctx, gang)
+        log.info("gang %s: %s bound on %s, room held for %d more", gang.gang, pod.ref, node, held)
     return ExtenderBindingResult()
 
 

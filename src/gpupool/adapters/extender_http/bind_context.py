@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpupool.adapters.extender_http.api import ExtenderApi
+from gpupool.adapters.extender_http.gang_hold import GangHolds
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S, Ledgers
 from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.adapters.extender_http.plans import Planners
@@ -42,3 +43,4 @@ class BindContext:
     monotonic: Callable[[], float] = time.monotonic  # the ledgers' age (the ledger reads no clock)
     # the operators' compute-mode defaults now (the ConfigMap's last good settings)
     compute_modes: Callable[[], ComputeModes] = lambda: BUILT_IN
+    gangs: GangHolds = field(default_factory=GangHolds)  # room held for gangs' members

@@ -25,14 +25,26 @@ def held_nodes(cache: ClusterCache, pod: ScheduledPod, now: float) -> dict[str, 
 
 
 def filter_nodes(
-    plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...], now: float
+    plans: PlanMemo,
+    pod: ScheduledPod,
+    names: tuple[str, ...],
+    now: float,
+    gang_node: str | None = None,
 ) -> ExtenderFilterResult:
+    """`gang_node`: the node whose room is held for this member of a gang (`gang_bind`): the
+    only one offered (its held room would count against it in the plan; bind gives it back)."""
     cache = plans.cache
     plan = plans.plan(pod)
     if isinstance(plan, Refusal):  # the pod itself is wrong: say why on every node
         why = plan.message
         return ExtenderFilterResult(
             node_names=None, failed_and_unresolvable={n: why for n in names}
+        )
+    if gang_node is not None and gang_node in names:
+        mine = f"room for this pod is held on node {gang_node}, with its gang"
+        return ExtenderFilterResult(
+            node_names=(gang_node,),
+            failed_nodes={n: f"node {n}: {mine}" for n in names if n != gang_node},
         )
     snap = cache.snapshot()
     rows = plans.rows(snap, names)

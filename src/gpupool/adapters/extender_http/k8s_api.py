@@ -5,12 +5,13 @@ credentials allow. lightkube's errors become the adapter's typed `ApiServerError
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
-from lightkube import AsyncClient
+from lightkube import AsyncClient, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
@@ -19,7 +20,8 @@ from gpupool.adapters.kubernetes.errors import ApiServerError, NotFound, api_err
 from gpupool.adapters.kubernetes.fast_post import Poster
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.resources import GpuLease, to_dict
-from gpupool.adapters.wire.names import API_VERSION
+from gpupool.adapters.wire.names import API_VERSION, GROUP, LABEL_GANG
+from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
 
 T = TypeVar("T")
@@ -77,6 +79,40 @@ class LightkubeExtenderApi:
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         patch = {"metadata": {"annotations": annotations}}
         await _typed(self.client.patch(Pod, name, patch, namespace=namespace))
+
+    async def gang_pods(self, namespace: str, gang: str) -> list[ScheduledPod]:
+        items = self.client.list(Pod, namespace=namespace, labels={LABEL_GANG: gang})
+        try:
+            return [ScheduledPod.from_json(to_dict(x)) async for x in items]
+        except ApiError as err:
+            raise _typed_error(err) from None
+
+    async def pod_event(self, pod: ScheduledPod, reason: str, message: str) -> None:
+        stamp = format_time(time.time())
+        event: Any = codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod.name,
+                    "namespace": pod.namespace,
+                    "uid": pod.uid,
+                },
+                "reason": reason,
+                "message": message[:1024],
+                "type": "Warning",
+                "source": {"component": "gpupool-extender"},
+                "reportingComponent": f"{GROUP}/extender",
+                "reportingInstance": "gpupool-extender",
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "count": 1,
+            }
+        )
+        await _typed(self.client.create(event))
 
     async def bind_pod(
         self,

@@ -45,6 +45,12 @@ class LeaderOnlyWrites:
     async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         await self.api.annotate_pod(namespace, name, annotations)
 
+    async def gang_pods(self, namespace: str, gang: str) -> list[ScheduledPod]:
+        return await self.api.gang_pods(namespace, gang)
+
+    async def pod_event(self, pod: ScheduledPod, reason: str, message: str) -> None:
+        await self.api.pod_event(pod, reason, message)
+
     async def bind_pod(
         self,
         namespace: str,

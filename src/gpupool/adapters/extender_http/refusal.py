@@ -20,6 +20,9 @@ class Why(StrEnum):
     RETRIES = "Retries"  # every reservation round lost a race
     NOT_ADMITTED = "NotAdmitted"  # a tenant's pod without gpupool's admission record
     NODE_EXCLUDED = "NodeExcluded"  # the pod's own spec excludes the node (selector, taints)
+    GANG_NO_ROOM = "GangNoRoom"  # the pod's gang does not all fit now
+    GANG_NEVER_FITS = "GangNeverFits"  # the pod's gang does not fit the cluster even empty
+    GANG_HELD = "GangHeld"  # the pod's room is held on another node
 
 
 @dataclass(frozen=True, slots=True)

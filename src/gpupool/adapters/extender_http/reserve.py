@@ -96,6 +96,11 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
     for round_ in range(BIND_ROUNDS):
         async with ctx.node_locks.hold(node):
             t = time.perf_counter()
+            # room held for the pod with its gang (gang_bind) is given back before it reserves:
+            # the held lease bears the pod's uid, but no GpuLease stands behind it
+            own = ctx.gangs.take(pod)
+            if own is not None:
+                release(ctx, own, known=True)
             listed = bool(round_) or ledger.stale(ctx.ledger_max_age_s, ctx.monotonic())
             if listed:
                 await relist(ctx, node)

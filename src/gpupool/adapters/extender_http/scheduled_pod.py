@@ -17,10 +17,12 @@ from typing import Any
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.kubernetes.pod_view import read_constraints
 from gpupool.adapters.wire.admitted import Admitted, parse_admitted, read_admitted
+from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.names import ANN_ADMITTED, DEFAULT_TENANT, LABEL_TENANT
 from gpupool.adapters.wire.pods import pod_name, read_pod_gpu
 from gpupool.domain.compute_modes import WorkloadClass
 from gpupool.domain.errors import GpupoolError
+from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
 from gpupool.state.nodes import NodeObject
 from gpupool.state.pods import NodeConstraints
@@ -43,6 +45,7 @@ class ScheduledPod:
     constraints: NodeConstraints = field(default_factory=NodeConstraints)
     compute_mode: str | None = None  # gpupool.io/compute-mode: mps | none (validated at admission)
     workload: WorkloadClass = WorkloadClass.INFERENCE  # gpupool.io/workload
+    gang: GangMark | None = None  # its gang: placed only when every member fits (gang_bind)
 
     @property
     def key(self) -> str:
@@ -87,6 +90,7 @@ class ScheduledPod:
         uid, bound = str(meta.get("uid") or ""), str(node_name) if node_name else None
         try:
             gpu = read_pod_gpu(pod, tenant=labels.get(LABEL_TENANT) or DEFAULT_TENANT)
+            gang = read_gang(meta)
         except GpupoolError as err:
             bare = Request(name=pod_name(pod))
             return cls(namespace, name, uid, bare, node_name=bound, problem=str(err))
@@ -105,4 +109,5 @@ class ScheduledPod:
             constraints=read_constraints(spec),
             compute_mode=gpu.compute_mode,
             workload=WorkloadClass.parse(gpu.workload or WorkloadClass.INFERENCE.value),
+            gang=gang,
         )

@@ -6,6 +6,8 @@ its own module over the cache's snapshot (`ClusterCache`, fed by the informer):
 - bind.py, reserve.py: reserve the slice as the pod's GpuLease, write the Binding, unreserve on
   failure; ledger.py and locks.py: what bind knows of each node, and who may touch it;
 - requeue.py: pods refused everywhere are sent back to kube-scheduler once a node takes them;
+- gang_bind.py, gang_hold.py: a gang is bound only when all of it fits, and the room of its
+  other members is held for a while (released by the requeue loop's tick once past its time);
 - plans.py: the planners and the per-pod plans the steps share.
 
 `Extender` only wires them together for the HTTP server (server.py): every pod arrives decoded
@@ -22,6 +24,7 @@ from gpupool.adapters.extender_http.api import ExtenderApi
 from gpupool.adapters.extender_http.bind import BIND_WAIT_S, MAX_BINDS, Binder
 from gpupool.adapters.extender_http.bind_context import BindContext
 from gpupool.adapters.extender_http.filter import filter_nodes
+from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
 from gpupool.adapters.extender_http.prioritize import PriorityEncoder, node_scores
@@ -79,7 +82,8 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         if self.binder is not None:
             self.binder.remember(args.pod)
-        result = filter_nodes(self.plans, args.pod, args.node_names, self.clock())
+        gang_node = None if self.binder is None else self.binder.ctx.gangs.node_for(args.pod)
+        result = filter_nodes(self.plans, args.pod, args.node_names, self.clock(), gang_node)
         self.refused.note(args.pod, args.node_names, refused=result.node_names is None)
         return result
 
@@ -117,5 +121,13 @@ class Extender:
             return 0
         return await requeue(self.api, self.refused_that_fit(), self.cache.generation)
 
+    async def sweep_gang_holds(self) -> int:
+        """Release gangs' held room past its time (gang_bind.sweep); how many."""
+        return 0 if self.binder is None else await sweep(self.binder.ctx)
+
+    async def _tick(self) -> int:
+        await self.sweep_gang_holds()
+        return await self.requeue_refused()
+
     async def requeue_loop(self, stop: asyncio.Event, leading: Callable[[], bool]) -> None:
-        await requeue_loop(stop, leading, self.requeue_refused)
+        await requeue_loop(stop, leading, self._tick)

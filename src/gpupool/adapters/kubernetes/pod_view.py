@@ -14,6 +14,7 @@ from typing import Any
 from gpupool.adapters.kubernetes.pod import slices_from_annotation
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import parse_admitted
+from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.lease_terms import InvalidLeaseTtl, pod_ttl
 from gpupool.adapters.wire.pods import read_pod_gpu
 from gpupool.adapters.wire.reclaim_notice import parse_notice
@@ -80,6 +81,11 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         request = None if gpu is None else gpu.request
     except GpupoolError as err:
         problem = str(err)
+    gang = None
+    try:
+        gang = read_gang(meta)
+    except GpupoolError as err:  # the webhook refuses it at create: a pod that predates a rule
+        problem = problem or str(err)
     gates = [g.get("name") for g in spec.get("schedulingGates") or []]
     gate_index = gates.index(names.QUOTA_GATE) if names.QUOTA_GATE in gates else -1
     submitted = parse_time(annotations.get(names.ANN_QUEUED_AT))
@@ -125,6 +131,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         renewal=annotations.get(names.ANN_RENEW),
         expiry_notice=parse_notice(annotations.get(names.ANN_EXPIRY_NOTICE)),
         drain_notice=parse_notice(annotations.get(names.ANN_DRAIN_NOTICE)),
+        gang=gang,
     )
 
 

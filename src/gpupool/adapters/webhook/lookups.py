@@ -9,7 +9,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 from lightkube.generic_resource import create_global_resource
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, Pod
 
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
 from gpupool.adapters.wire import names
@@ -39,6 +39,15 @@ class KubeLookups:
                 out.append(read_quota(obj.to_dict()))
             except GpupoolError as err:  # an older, invalid quota: say so, judge the new one
                 log.warning("ignoring unreadable GpuQuota: %s", err)
+        return out
+
+    async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
+        async for item in self.client.list(
+            Pod, namespace=namespace, labels={names.LABEL_GANG: gang}
+        ):
+            obj: Any = item
+            out.append(obj.to_dict())
         return out
 
     async def cards(self) -> tuple[tuple[str, int], ...]:

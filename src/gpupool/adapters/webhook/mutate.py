@@ -16,12 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.webhook.gang import GangMember, check_members
 from gpupool.adapters.webhook.hami import translate
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.json_pointer import pointer
 from gpupool.adapters.wire.lease_terms import pod_ttl
 from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
-from gpupool.domain.errors import GpupoolError, InvalidRequest
+from gpupool.domain.errors import GpupoolError, InvalidGang, InvalidRequest
 
 JsonPatch = list[dict[str, Any]]
 
@@ -37,6 +39,9 @@ class ClusterFacts:
     cards: tuple[tuple[str, int], ...] = ()
     # The schedulerNames whose kube-scheduler calls gpupool's extender.
     schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
+    # The pods that already carry the pod's gpupool.io/gang label in its namespace (when it has
+    # one): what a new member is checked against (`gang.check_members`).
+    gang_members: tuple[GangMember, ...] = ()
 
 
 UNKNOWN_CLUSTER = ClusterFacts()  # no cards known (the catalogue bounds requests)
@@ -153,6 +158,15 @@ def mutate_pod(
     pod_ttl(annotations)  # InvalidLeaseTtl: a negative or unreadable TTL is refused here
     gpu = _read_gpu(pod, tenant, cluster, translation.warnings)
     _written_by_gpupool(annotations, gpu)
+    gang = read_gang(meta)  # InvalidGang: a size of 0, not a number, over the bound, ...
+    if gang is not None:
+        if gpu is None:
+            raise InvalidGang(
+                f"the pod is in gang {gang.name!r} but asks for no GPU; gpupool admits a gang's "
+                f"GPU pods together, so only GPU pods join one: remove {names.LABEL_GANG} and "
+                f"{names.ANN_GANG_SIZE}, or give the pod its GPU request"
+            )
+        check_members(gang, str(meta.get("name") or ""), tenant, cluster.gang_members)
     if gpu is None:
         ours = sorted(k for k in annotations if k in names.USER_ANNOTATIONS)
         warnings = (

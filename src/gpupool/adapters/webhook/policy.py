@@ -90,6 +90,35 @@ def _renewal_by_tenant() -> dict[str, Any]:
     }
 
 
+def _gang_value(obj: str) -> str:
+    """CEL: the pod's gang marks as one string ('' when it has none)."""
+    label, size = names.LABEL_GANG, names.ANN_GANG_SIZE
+    return (
+        f"(has({obj}.metadata.labels) && '{label}' in {obj}.metadata.labels ? "
+        f"{obj}.metadata.labels['{label}'] : '') + '/' + "
+        f"(has({obj}.metadata.annotations) && '{size}' in {obj}.metadata.annotations ? "
+        f"{obj}.metadata.annotations['{size}'] : '')"
+    )
+
+
+def _gang_fixed() -> dict[str, Any]:
+    """A pod's gang is chosen at create (the webhook checks it against the other members) and
+    never changes: a member leaving or resizing its gang would split what is admitted, placed
+    and reclaimed together."""
+    return {
+        "expression": (
+            f"request.operation != 'UPDATE' || {_gang_value('object')} == "
+            f"{_gang_value('oldObject')}"
+        ),
+        "message": (
+            f"label {names.LABEL_GANG} and annotation {names.ANN_GANG_SIZE} are set when the pod "
+            f"is created and cannot change: a gang is admitted, placed and reclaimed as a whole; "
+            f"create a new pod to change its gang"
+        ),
+        "reason": "Forbidden",
+    }
+
+
 def policy() -> dict[str, Any]:
     on_create = tuple(k for k in names.SYSTEM_ANNOTATIONS if k != names.ANN_QUEUED_AT)
     new_has = "variables.newAnnotated && k in object.metadata.annotations"
@@ -169,6 +198,7 @@ def policy() -> dict[str, Any]:
                     "reason": "Forbidden",
                 },
                 _renewal_by_tenant(),
+                _gang_fixed(),
                 {
                     "expression": (
                         f"request.operation != 'UPDATE' || "

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from gpupool.adapters.webhook.certs import ServingCert
+from gpupool.adapters.webhook.gang import GangMember, read_member
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts
 from gpupool.adapters.webhook.review import (
     AdmissionRequest,
@@ -31,6 +32,7 @@ from gpupool.adapters.webhook.review import (
     review_pod,
     review_quota,
 )
+from gpupool.adapters.wire import names
 from gpupool.ports import Clock
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
@@ -53,6 +55,19 @@ class Lookups(Protocol):
     async def cards(self) -> tuple[tuple[str, int], ...]:
         """(model, allocatable bytes) of every card the GpuNodes report."""
         ...
+
+    async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
+        """The pods of `namespace` labelled `gpupool.io/gang: <gang>` (their JSON)."""
+        ...
+
+
+def gang_label(pod: Mapping[str, Any] | None) -> str | None:
+    """The gang a pod being created names, if any (a string label; anything else is left to
+    `mutate_pod` to refuse)."""
+    meta = (pod or {}).get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    value = labels.get(names.LABEL_GANG) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) and value and "/" not in value else None
 
 
 Handler = Callable[[AdmissionRequest], Awaitable[dict[str, Any]]]
@@ -108,7 +123,24 @@ def build_app(
                 message=f"gpupool cannot read namespace {namespace!r} to find the pod's tenant "
                 f"(the API server did not answer); retry",
             )
-        cluster = ClusterFacts(cards=await _cards(lookups), schedulers=schedulers)
+        gang = gang_label(request.object)
+        members: tuple[GangMember, ...] = ()
+        if gang:
+            try:
+                members = tuple(map(read_member, await lookups.gang_members(namespace, gang)))
+            except Exception as err:
+                log.warning("cannot list gang %s/%s: %s", namespace, gang, err)
+                return answer(
+                    request.uid,
+                    allowed=False,
+                    code=503,
+                    message=f"gpupool cannot list the members of gang {gang!r} in namespace "
+                    f"{namespace!r} to check this pod against them (the API server did not "
+                    f"answer); retry",
+                )
+        cluster = ClusterFacts(
+            cards=await _cards(lookups), schedulers=schedulers, gang_members=members
+        )
         return review_pod(request, labels, format_time(clock()), cluster)
 
     async def validate_quotas(request: AdmissionRequest) -> dict[str, Any]:

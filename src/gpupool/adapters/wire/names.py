@@ -36,6 +36,11 @@ USER_ANNOTATIONS = (
     ANN_WORKLOAD,
     ANN_PLACEMENT_POLICY,
 )
+# A gang: pods admitted, placed and reclaimed all together (docs/gangs.md). The gang's name is a
+# label (so its members are listed by selector, as Kueue's pod groups), its size an annotation;
+# both are set at create and cannot change (the pod-integrity policy)
+LABEL_GANG = "gpupool.io/gang"
+ANN_GANG_SIZE = "gpupool.io/gang-size"
 # The lease's terms: apart from the request's names (a HAMi pod may carry them too)
 LEASE_ANNOTATIONS = (ANN_LEASE_TTL, ANN_RENEW)
 COMPUTE_MODES = ("mps", "none", "timeslice")  # timeslice: read, then refused at admission

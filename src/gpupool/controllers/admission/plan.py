@@ -17,6 +17,12 @@ takes a whole card) as its card's memory: the card it holds once bound, and befo
 largest card of the cluster it may land on (`card_sizes`, what the nodes' cards offer slices, so a
 pod is never charged less than it may take). The implicit default tenant is not limited: its
 pods are admitted whatever they ask, and the reason says so rather than citing a made-up quota.
+
+A gang (pods sharing `gpupool.io/gang` in one namespace, docs/gangs.md) is one queue entry: it
+waits, holding back nobody, until its live members (gated or admitted, not finished, not being
+deleted) are exactly its size, then its gated members are decided together (`quota.gang`): all
+admitted in this round, or all wait with the gang's reason. Members that disagree on the size,
+or more live members than the size, are told so and never admitted.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from gpupool.domain.models import get_model
 from gpupool.domain.requests import MILLI, Request
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
+from gpupool.quota.gang import GangAdmit, decide_gang
 from gpupool.quota.lease import Lease
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter
@@ -40,6 +47,7 @@ from gpupool.state.lease import LeaseRecord
 from gpupool.state.pods import PodView
 
 UNLIMITED = 2**62  # the nominal quota of the implicit `default` tenant
+GANG_ENTRY = "gang:"  # the queue entry of a gang: `gang:<namespace>/<name>`
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +188,18 @@ def _lease(
         borrowed=bool(admitted and admitted.borrowed > 0),
         preemptible=bool(admitted and admitted.preemptible),
         exclusive=request.exclusive,
+        gang=pod.gang.key if pod.gang else None,
     )
+
+
+def _live_members(pods: Iterable[PodView]) -> dict[str, list[PodView]]:
+    """Gang key -> its members that count: gated or admitted, not finished, not being deleted
+    (a replacement may then take a finished member's place)."""
+    out: dict[str, list[PodView]] = {}
+    for pod in pods:
+        if pod.gang is not None and not pod.terminal and not pod.deleting:
+            out.setdefault(pod.gang.key, []).append(pod)
+    return out
 
 
 def plan_admission(
@@ -215,68 +234,98 @@ def plan_admission(
                 ledger.add(_lease(pod, pod.request, quota, sizes))
 
     queue = AdmissionQueue(mode, {q.name: q.priority for q in book})
-    by_id: dict[str, PodView] = {}
+    members: dict[str, list[PodView]] = {}  # queue entry id -> its pods (a gang's, or one)
     admit: list[AdmitPod] = []
     stuck: dict[str, tuple[str, str]] = {}
+    gangs: dict[str, list[PodView]] = {}
     for pod in sorted(pods, key=lambda p: (p.submitted_at, p.key)):
         if not pod.gated or pod.terminal or pod.deleting:
             continue
         if pod.request is None and pod.problem is None:
             admit.append(AdmitPod(pod, 0, False, "asks for no GPU"))
             continue
-        by_id[pod.key] = pod
+        if pod.gang is not None:
+            gangs.setdefault(GANG_ENTRY + pod.gang.key, []).append(pod)
+            continue
+        members[pod.key] = [pod]
         queue.push(QueueEntry(pod.key, pod.tenant, pod.priority, pod.submitted_at))
+    for entry_id, gated in gangs.items():
+        members[entry_id] = gated
+        queue.push(
+            QueueEntry(
+                entry_id,
+                gated[0].tenant,
+                max(p.priority for p in gated),
+                min(p.submitted_at for p in gated),
+            )
+        )
+    live_members = _live_members(pods)
 
     reclaim: list[ReclaimAsk] = []
 
+    def ask_of(pod: PodView, quota: TenantQuota) -> Ask:
+        """What the pod asks of its quota (GpupoolError: it cannot be counted)."""
+        assert pod.request is not None
+        try:
+            return Ask.of(pod.request, quota.resource, _card_memory(pod, sizes))
+        except GpupoolError:
+            if pod.tenant != unlimited:
+                raise
+            # Not limited: no card size needed to admit it; it is charged its whole cards.
+            req = pod.request
+            held = _held_amount(req, quota.resource, pod, sizes)
+            return Ask(req.tenant, held, req.compute_milli * req.gpu_count, req.exclusive,
+                       req.priority)  # fmt: skip
+
+    def admitted(pod: PodView, quota: TenantQuota, verdict: Admit, ask: Ask) -> Lease:
+        if pod.tenant == unlimited:
+            verdict = replace(
+                verdict, reason=f"tenant {unlimited!r} has no GpuQuota, so it is not limited"
+            )
+        admit.append(
+            AdmitPod(
+                pod,
+                verdict.borrowed_amount,
+                verdict.preemptible,
+                verdict.reason,
+                quota.resource.value,
+                ask.amount,
+            )
+        )
+        assert pod.request is not None
+        return replace(
+            _lease(pod, pod.request, quota, sizes),
+            reserved_at=now,
+            borrowed=verdict.borrowed,
+            preemptible=verdict.preemptible,
+        )
+
+    def no_quota(entry_id: str, tenant: str) -> Outcome:
+        why = problems.get(tenant) or (
+            f"tenant {tenant!r} has no GpuQuota; ask an administrator to create "
+            f"GpuQuota {tenant!r}, or move the pod to a namespace of another tenant"
+        )
+        stuck[entry_id] = ("NO_QUOTA", why)
+        return Outcome(False, None, why)
+
     def attempt(entry: QueueEntry) -> Outcome:
-        pod = by_id[entry.id]
+        if entry.id.startswith(GANG_ENTRY):
+            return attempt_gang(entry.id, members[entry.id])
+        pod = members[entry.id][0]
         if pod.problem is not None or pod.request is None:
             stuck[entry.id] = ("UNREADABLE", pod.problem or "unreadable request")
             return Outcome(False, None, f"cannot be admitted: {pod.problem}")
         quota = book.get(pod.tenant)
         if quota is None:
-            why = problems.get(pod.tenant) or (
-                f"tenant {pod.tenant!r} has no GpuQuota; ask an administrator to create "
-                f"GpuQuota {pod.tenant!r}, or move the pod to a namespace of another tenant"
-            )
-            stuck[entry.id] = ("NO_QUOTA", why)
-            return Outcome(False, None, why)
+            return no_quota(entry.id, pod.tenant)
         try:
-            ask = Ask.of(pod.request, quota.resource, _card_memory(pod, sizes))
+            ask = ask_of(pod, quota)
         except GpupoolError as err:
-            if pod.tenant != unlimited:
-                stuck[entry.id] = ("REJECTED", str(err))
-                return Outcome(False, None, str(err))
-            # Not limited: no card size needed to admit it; it is charged its whole cards.
-            req = pod.request
-            held = _held_amount(req, quota.resource, pod, sizes)
-            ask = Ask(req.tenant, held, req.compute_milli * req.gpu_count, req.exclusive,
-                      req.priority)  # fmt: skip
+            stuck[entry.id] = ("REJECTED", str(err))
+            return Outcome(False, None, str(err))
         verdict = decide(ledger, ask, now, meter)
-        if isinstance(verdict, Admit) and pod.tenant == unlimited:
-            verdict = replace(
-                verdict, reason=f"tenant {unlimited!r} has no GpuQuota, so it is not limited"
-            )
         if isinstance(verdict, Admit):
-            ledger.add(
-                replace(
-                    _lease(pod, pod.request, quota, sizes),
-                    reserved_at=now,
-                    borrowed=verdict.borrowed,
-                    preemptible=verdict.preemptible,
-                )
-            )
-            admit.append(
-                AdmitPod(
-                    pod,
-                    verdict.borrowed_amount,
-                    verdict.preemptible,
-                    verdict.reason,
-                    quota.resource.value,
-                    ask.amount,
-                )
-            )
+            ledger.add(admitted(pod, quota, verdict, ask))
             return Outcome(True)
         if isinstance(verdict, Reject):
             stuck[entry.id] = ("REJECTED", f"can never be admitted: {verdict.reason}")
@@ -284,6 +333,80 @@ def plan_admission(
         assert isinstance(verdict, Wait)
         if verdict.reason is WaitReason.RECLAIM_NEEDED:
             reclaim.append(ReclaimAsk(pod.tenant, verdict.reclaim_needed, pod))
+        return Outcome(False, verdict.reason, verdict.detail)
+
+    def attempt_gang(entry_id: str, gated: list[PodView]) -> Outcome:
+        first = gated[0]
+        assert first.gang is not None
+        key, size = first.gang.key, first.gang.size
+        live = live_members.get(key, [])
+        claimed = sorted({p.gang.size for p in live if p.gang is not None})
+        tenants = sorted({p.tenant for p in live})
+        problem = next((p for p in gated if p.problem is not None or p.request is None), None)
+        if problem is not None:
+            why = f"member {problem.name} cannot be admitted: {problem.problem}"
+            stuck[entry_id] = ("UNREADABLE", f"gang {key!r}: {why}")
+            return Outcome(False, None, stuck[entry_id][1])
+        if len(claimed) > 1:
+            stuck[entry_id] = (
+                "GANG_CONFLICT",
+                f"gang {key!r}: its members disagree on the gang's size "
+                f"({', '.join(map(str, claimed))}), so none is admitted; delete the members "
+                f"whose size is wrong and create them again",
+            )
+            return Outcome(False, None, stuck[entry_id][1], holds_line=False)
+        if len(tenants) > 1:
+            stuck[entry_id] = (
+                "GANG_CONFLICT",
+                f"gang {key!r}: its members belong to tenants {', '.join(tenants)} (the "
+                f"namespace's tenant changed in between); a gang is admitted against one "
+                f"tenant's quota: delete the members of the wrong tenant",
+            )
+            return Outcome(False, None, stuck[entry_id][1], holds_line=False)
+        if len(live) < size:
+            return Outcome(
+                False,
+                WaitReason.GANG_INCOMPLETE,
+                f"gang {key!r}: {len(live)} of {size} members created; it is admitted once "
+                f"all {size} exist",
+                holds_line=False,
+            )
+        if len(live) > size:
+            stuck[entry_id] = (
+                "GANG_CONFLICT",
+                f"gang {key!r} has {len(live)} live members but its size is {size}, so none "
+                f"waiting is admitted; delete the extra members",
+            )
+            return Outcome(False, None, stuck[entry_id][1], holds_line=False)
+        quota = book.get(first.tenant)
+        if quota is None:
+            return no_quota(entry_id, first.tenant)
+        try:
+            asks = [ask_of(p, quota) for p in gated]
+        except GpupoolError as err:
+            stuck[entry_id] = ("REJECTED", f"gang {key!r}: {err}")
+            return Outcome(False, None, stuck[entry_id][1])
+
+        def lease_of(i: int, verdict: Admit) -> Lease:
+            request = gated[i].request
+            assert request is not None and quota is not None
+            return replace(
+                _lease(gated[i], request, quota, sizes),
+                reserved_at=now,
+                borrowed=verdict.borrowed,
+                preemptible=verdict.preemptible,
+            )
+
+        verdict = decide_gang(ledger, key, asks, now, lease_of, meter)
+        if isinstance(verdict, GangAdmit):  # its leases are in the ledger already
+            for pod, ask, one in zip(gated, asks, verdict.admits, strict=True):
+                admitted(pod, quota, one, ask)
+            return Outcome(True)
+        if isinstance(verdict, Reject):
+            stuck[entry_id] = ("REJECTED", f"can never be admitted: {verdict.reason}")
+            return Outcome(False, None, stuck[entry_id][1])
+        if verdict.reason is WaitReason.RECLAIM_NEEDED and verdict.reclaim_needed:
+            reclaim.append(ReclaimAsk(first.tenant, verdict.reclaim_needed, first))
         return Outcome(False, verdict.reason, verdict.detail)
 
     queue.drain(attempt)
@@ -298,9 +421,10 @@ def plan_admission(
                 entry.id,
                 (waiting.reason.name if waiting.reason else "QUEUED", waiting.detail),
             )
-            item = QueuedPod(by_id[entry.id], waiting.position, len(line), code, detail)
-            queued.append(item)
-            per_tenant.setdefault(tenant, []).append(item)
+            for pod in members[entry.id]:
+                item = QueuedPod(pod, waiting.position, len(line), code, detail)
+                queued.append(item)
+                per_tenant.setdefault(tenant, []).append(item)
 
     tenants = tuple(
         TenantStatus(

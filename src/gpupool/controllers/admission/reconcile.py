@@ -53,7 +53,7 @@ from gpupool.state.pods import PodView
 log = logging.getLogger("gpupool.controller.admission")
 
 QUEUE_STATUS_ITEMS = 100
-NOT_ADMITTABLE = ("REJECTED", "NO_QUOTA", "UNREADABLE")
+NOT_ADMITTABLE = ("REJECTED", "NO_QUOTA", "UNREADABLE", "GANG_CONFLICT")
 
 
 def admit_patch(pod: Json, admit: AdmitPod, now: float) -> list[Json]:

@@ -181,10 +181,16 @@ def plan_reclaim_round(
             victim = pod_of[chosen.lease_id]
             notice = ReclaimNotice(now, chosen.evict_at, ask.tenant, ask.pod.key)
             grace = chosen.evict_at - now
+            holding = (
+                f"this pod runs on borrowed quota ({fmt(chosen.amount)})"
+                if victim.gang is None
+                else f"this pod's gang {victim.gang.key} runs on borrowed quota and is reclaimed "
+                f"whole ({fmt(chosen.amount)} of it here)"
+            )
             message = (
                 f"tenant {ask.tenant} needs its quota back ({fmt(ask.needed)} for pod "
-                f"{ask.pod.key}); this pod runs on borrowed quota ({fmt(chosen.amount)}) and will "
-                f"be evicted at {format_time(chosen.evict_at)} (grace period {grace:g}s)"
+                f"{ask.pod.key}); {holding} and will be evicted at "
+                f"{format_time(chosen.evict_at)} (grace period {grace:g}s)"
             )
             new.append(NoticePod(victim, notice, message))
             pending.add(chosen.lease_id)
