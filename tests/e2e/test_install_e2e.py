@@ -24,6 +24,7 @@ tests/image builds the image. No GPU runs anywhere in the suite.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from gpupool.adapters import tls as pki
 from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.polling import poll_until
 
@@ -159,6 +161,19 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
 ) -> None:
     config = yaml.safe_load((DEPLOY / "scheduler" / "kube-scheduler-config.yaml").read_text())
     config["clientConnection"]["kubeconfig"] = str(cluster.kubeconfig)  # a file that exists here
+    # kube-scheduler loads the extender's tlsConfig files at start: a pair where the chart's
+    # secret would be copied (scheduler.tlsDir), issued by a CA made here
+    tls = config["extenders"][0]["tlsConfig"]
+    folder = tmp_path / "gpupool-extender"
+    folder.mkdir()
+    ca = pki.Authority("test-extender-ca", dt.datetime.now(dt.UTC))
+    cert, key = ca.issue(pki.name("system:kube-scheduler"), server=False)
+    for field, stem in (("caFile", "ca.crt"), ("certFile", "tls.crt"), ("keyFile", "tls.key")):
+        assert Path(tls[field]).name == stem, tls
+        tls[field] = str(folder / stem)
+    pki.write_cert(folder / "ca.crt", ca.cert)
+    pki.write_cert(folder / "tls.crt", cert)
+    pki.write_key(folder / "tls.key", key)
     path = tmp_path / "scheduler.yaml"
     path.write_text(yaml.safe_dump(config))
     written = tmp_path / "effective.yaml"
@@ -177,6 +192,7 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
     effective = yaml.safe_load(written.read_text())
     [extender] = effective["extenders"]
     assert extender["urlPrefix"] == config["extenders"][0]["urlPrefix"]
+    assert extender["enableHTTPS"] is True and extender["tlsConfig"]["certFile"] == tls["certFile"]
     assert {r["name"] for r in extender["managedResources"]} == {
         r["name"] for r in config["extenders"][0]["managedResources"]
     }
