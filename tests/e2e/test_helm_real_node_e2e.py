@@ -45,7 +45,7 @@ from support.real_node import (
     check_a_deployments_pod_runs_with_its_limit,
     check_a_pod_whose_lease_is_gone_is_refused_and_replaced,
     check_down_leaves_nothing_behind,
-    check_two_pods_on_one_card_see_their_own_limits,
+    check_pods_see_their_own_limits,
     create_namespace,
     up,
 )
@@ -57,7 +57,7 @@ from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.rbac import service_account_groups, service_account_user
 from gpupool.devcluster.realnode import host
-from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS, driver_uuid
+from gpupool.devcluster.realnode.fake_gpus import driver_uuid
 from gpupool.devcluster.realnode.layout import CONTAINERD_NAMESPACE, NODE_NAME, Layout
 from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig, write_scheduler_configuration
@@ -69,6 +69,9 @@ NAMESPACE = CHART_NAMESPACE
 # The chart's default image name, as the kubelet resolves it (image.repository gpupool).
 IMAGE = "docker.io/library/gpupool:0.1.0"
 COMPONENTS = ("extender", "controller", "webhook", "agent")
+# One card (the default real node has two): so that two pods are sure to share it, whatever the
+# placement policy prefers; test_real_node_e2e.py runs pods on two cards.
+HELM_GPUS = "1xA100-80GB"
 # The chart's secret with kube-scheduler's client pair for the extender (ca.crt, tls.crt, tls.key).
 SCHEDULER_CLIENT_SECRET = "gpupool-extender-scheduler-client"
 
@@ -132,7 +135,7 @@ def _values(root: Path, extender_port: int, webhook_port: int) -> dict[str, Any]
             "hostNetwork": True,
             "nodeSelector": {"nvidia.com/gpu.present": None, "type": "real"},
             "subcommand": ["dev-cluster", "agent"],
-            "extraArgs": [f"--fake-gpus={DEFAULT_GPUS}", "--heartbeat=5"],
+            "extraArgs": [f"--fake-gpus={HELM_GPUS}", "--heartbeat=5"],
             "hostPaths": {"state": str(root / "agent-host" / "state"),
                           "limiter": str(root / "agent-host" / "lib")},
             "kubeconfigSecret": "gpupool-agent-kubeconfig",
@@ -217,7 +220,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmRealNode]:
     spec = ClusterSpec(
         # no client pair yet: the chart makes it; kube-scheduler is pointed at it after install
         extender=ExtenderConfig(url_prefix=url),
-        real_node=RealNodeSpec(gpus=parse_gpu_spec(DEFAULT_GPUS)),
+        real_node=RealNodeSpec(gpus=parse_gpu_spec(HELM_GPUS)),
         ready_timeout_s=120.0,
     )
     real = up(root, spec)
@@ -337,9 +340,8 @@ def test_a_caller_without_kube_schedulers_certificate_is_refused(stack: HelmReal
 
 def test_two_12gi_pods_on_the_one_card_each_see_their_own_limit(stack: HelmRealNode) -> None:
     # beside the first test's 12Gi probe, still running: a second 12Gi pod and a 20Gi one
-    check_two_pods_on_one_card_see_their_own_limits(
-        stack.real, "helm-probe", {"twin": 12, "large": 20}
-    )
+    cards = check_pods_see_their_own_limits(stack.real, "helm-probe", {"twin": 12, "large": 20})
+    assert cards == {driver_uuid(0)}  # the node's one card (HELM_GPUS)
 
 
 def test_a_pod_whose_lease_is_gone_is_refused_by_the_agents_allocate_and_placed_again(

@@ -22,7 +22,8 @@ from support.real_node import (
     check_a_deployments_pod_runs_with_its_limit,
     check_a_pod_whose_lease_is_gone_is_refused_and_replaced,
     check_down_leaves_nothing_behind,
-    check_two_pods_on_one_card_see_their_own_limits,
+    check_pods_on_two_cards_each_see_their_own_card,
+    check_pods_see_their_own_limits,
     up,
 )
 
@@ -63,10 +64,10 @@ def test_the_real_node_is_ready_and_shows_the_agents_vgpus(real: RealNode) -> No
     assert info["containerRuntimeVersion"].startswith("containerd://")
     assert "kwok.x-k8s.io/node" not in (node["metadata"].get("annotations") or {})
     assert {"type": "InternalIP", "address": NODE_IP} in node["status"]["addresses"]
-    # the agent's device plugin, registered with this kubelet: one card, ten vgpus
-    assert node["status"]["allocatable"]["gpupool.io/vgpu"] == "10", node["status"]
+    # the agent's device plugin, registered with this kubelet: two cards, ten vgpus each
+    assert node["status"]["allocatable"]["gpupool.io/vgpu"] == "20", node["status"]
     gpunode = real.api.get(f"{GPUPOOL_API}/gpunodes/{NODE_NAME}")
-    assert [d["uuid"] for d in gpunode["status"]["devices"]] == [driver_uuid(0)]
+    assert [d["uuid"] for d in gpunode["status"]["devices"]] == [driver_uuid(0), driver_uuid(1)]
     # the kwok nodes are still kwok's, Ready and untainted
     for name in real.state.nodes:
         kwok = real.api.get(f"/api/v1/nodes/{name}")
@@ -86,12 +87,16 @@ def test_the_kubelet_api_refuses_anonymous_callers(real: RealNode) -> None:
     assert refused.value.code == 401
 
 
+def test_pods_on_both_cards_each_see_their_own_card(real: RealNode) -> None:
+    check_pods_on_two_cards_each_see_their_own_card(real, "probe-cards")
+
+
 def test_a_deployments_12gi_pod_runs_on_the_real_node_and_sees_12gi(real: RealNode) -> None:
     check_a_deployments_pod_runs_with_its_limit(real, "probe-12", "probe", 12)
 
 
-def test_two_pods_on_the_one_card_each_see_their_own_limit(real: RealNode) -> None:
-    check_two_pods_on_one_card_see_their_own_limits(real, "probe-two", {"small": 8, "large": 20})
+def test_two_more_pods_each_see_their_own_limit(real: RealNode) -> None:
+    check_pods_see_their_own_limits(real, "probe-two", {"small": 8, "large": 20})
 
 
 def test_a_pod_whose_lease_is_gone_is_refused_by_allocate_and_placed_again(

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.devcluster import ClusterSpec, DevCluster, DevClusterError
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
@@ -150,12 +151,19 @@ def finished_output(logs: str) -> str | None:
     return logs if "probe done" in logs else None
 
 
-def assert_probe_saw_its_limit(out: str, limit: int) -> None:
-    """The CUDA driver API and NVML report `limit` bytes (never the card's 80 GiB), an
-    allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY and one of half of it succeeds."""
-    assert f"cuda: device 0 {driver_uuid(0)} total {limit} " in out, out
+def card_of(pod: dict[str, Any]) -> str:
+    """The uuid of the one card the extender placed `pod` on (its gpupool.io/allocation)."""
+    [piece] = read_pod(pod).allocation
+    return piece.uuid
+
+
+def assert_probe_saw_its_limit(out: str, limit: int, card: str) -> None:
+    """The CUDA driver API and NVML report `limit` bytes (never the card's 80 GiB) on the card
+    `card`, the container's device 0; an allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY
+    and one of half of it succeeds."""
+    assert f"cuda: device 0 {card} total {limit} " in out, out
     assert f"cuda: cuMemGetInfo free {limit} total {limit}" in out, out
-    assert f"nvml: device 0 {driver_uuid(0)} total {limit} used 0" in out, out
+    assert f"nvml: device 0 {card} total {limit} used 0" in out, out
     assert "(past the total): CUDA_ERROR_OUT_OF_MEMORY" in out, out
     assert "(half the total): CUDA_SUCCESS" in out, out
     assert str(CARD_BYTES) not in out  # the whole card never shows through
@@ -185,17 +193,30 @@ def check_a_deployments_pod_runs_with_its_limit(
     name = pod["metadata"]["name"]
     out = poll_until(lambda: real.probe_output(ns, name), timeout_s=60, interval_s=0.5)
     assert out, f"no probe output:\n{real.kubectl('-n', ns, 'logs', name)}"
-    assert_probe_saw_its_limit(out, gib * GiB)
+    assert_probe_saw_its_limit(out, gib * GiB, card_of(pod))
     return pod
 
 
-def check_two_pods_on_one_card_see_their_own_limits(
-    real: RealNode, ns: str, sizes: dict[str, int]
-) -> None:
-    """One probe Deployment per entry (app -> GiB) in one namespace, all on the node's one card:
-    each pod's probe sees its own slice, not another's nor the card."""
-    for app, gib in sizes.items():
-        check_a_deployments_pod_runs_with_its_limit(real, ns, app, gib)
+def check_pods_see_their_own_limits(real: RealNode, ns: str, sizes: dict[str, int]) -> set[str]:
+    """One probe Deployment per entry (app -> GiB) in one namespace: each pod's probe sees its
+    own slice on its own card, not another's nor the card. Returns the cards they are on."""
+    return {
+        card_of(check_a_deployments_pod_runs_with_its_limit(real, ns, app, gib))
+        for app, gib in sizes.items()
+    }
+
+
+def check_pods_on_two_cards_each_see_their_own_card(real: RealNode, ns: str) -> None:
+    """Two pods too big to share an 80 GiB card (60 and 40 GiB) on a node of two: they land on
+    both cards, and each probe sees its own card's uuid as its device 0 with its own limit (the
+    fake driver shows a container the cards its NVIDIA_VISIBLE_DEVICES names, numbered from 0,
+    as NVIDIA's toolkit does). The namespace is deleted afterwards, giving the bytes back."""
+    cards = check_pods_see_their_own_limits(real, ns, {"sixty": 60, "forty": 40})
+    assert cards == {driver_uuid(0), driver_uuid(1)}, cards
+    real.api.delete(f"/api/v1/namespaces/{ns}")
+    # gone with its pods and their GpuLeases (namespaced: the namespace controller deletes them)
+    gone = poll_until(lambda: real.api.find(f"/api/v1/namespaces/{ns}") is None, timeout_s=120)
+    assert gone, f"namespace {ns} stayed:\n{real.logs()}"
 
 
 def check_a_pod_whose_lease_is_gone_is_refused_and_replaced(real: RealNode, ns: str) -> None:
