@@ -97,6 +97,10 @@ def test_helm_lint_passes_strictly(helm: Path, values: list[str]) -> None:
         ("agent.resources.limitz.memory=1Gi",
          "at '/agent/resources': additional properties 'limitz' not allowed"),
         ("agent.extraArgs={fake-gpus=1xT4}", "at '/agent/extraArgs/0'"),
+        ("extender.tls.source=vault",
+         "at '/extender/tls/source': value must be one of 'helm', 'cert-manager'"),
+        ("extender.tls.enabled=yes", "at '/extender/tls/enabled': got string, want boolean"),
+        ("scheduler.tlsDir=relative/dir", "at '/scheduler/tlsDir'"),
     ],
 )  # fmt: skip
 def test_a_wrong_value_fails_saying_where(helm: Path, setting: str, message: str) -> None:
