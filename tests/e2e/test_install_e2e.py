@@ -4,8 +4,9 @@ kube-scheduler binary.
 `kubectl apply --dry-run=server` runs every object of deploy/kustomization.yaml through the API
 server's decoding (strict: an unknown field fails), defaulting, validation and admission without
 storing it; the namespace and the CRDs are applied for real first, since namespaced objects and
-CRD-backed kinds need them. install/webhook-cert.yaml is left out: its kinds (cert-manager's
-Certificate and Issuer) exist only where cert-manager is installed, and this cluster has none.
+CRD-backed kinds need them. install/webhook-cert.yaml and install/extender-tls.yaml are left
+out: their kinds (cert-manager's Certificate and Issuer) exist only where cert-manager is
+installed, and this cluster has none.
 kube-scheduler reads deploy/scheduler/kube-scheduler-config.yaml with its own strict decoder and
 validation (`--write-config-to` loads, validates, writes and exits, contacting nothing).
 
@@ -23,6 +24,7 @@ tests/image builds the image. No GPU runs anywhere in the suite.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
+from gpupool.adapters import tls as pki
 from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.polling import poll_until
 
@@ -42,8 +45,14 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-CERT_MANAGER_FILE = "install/webhook-cert.yaml"  # needs cert-manager's CRDs
+# they need cert-manager's CRDs
+CERT_MANAGER_FILES = {"install/webhook-cert.yaml", "install/extender-tls.yaml"}
 CHART = DEPLOY / "helm" / "gpupool"
+EXTENDER_SECRETS = (
+    "gpupool-extender-ca",
+    "gpupool-extender-tls",
+    "gpupool-extender-scheduler-client",
+)
 NAMESPACE = "gpupool-system"
 FIRST = ("rbac/namespace.yaml", "crds/gpulease.yaml", "crds/gpunode.yaml", "crds/gpupool.yaml",
          "crds/gpuquota.yaml")  # fmt: skip
@@ -91,7 +100,7 @@ def cluster(dev_cluster: E2ECluster) -> E2ECluster:
 
 
 def test_every_manifest_passes_a_server_side_dry_run(cluster: E2ECluster) -> None:
-    files = [f for f in _resources() if f != CERT_MANAGER_FILE]
+    files = [f for f in _resources() if f not in CERT_MANAGER_FILES]
     result = _kubectl(
         cluster, "apply", "--dry-run=server", *[a for f in files for a in ("-f", str(DEPLOY / f))]
     )
@@ -152,6 +161,19 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
 ) -> None:
     config = yaml.safe_load((DEPLOY / "scheduler" / "kube-scheduler-config.yaml").read_text())
     config["clientConnection"]["kubeconfig"] = str(cluster.kubeconfig)  # a file that exists here
+    # kube-scheduler loads the extender's tlsConfig files at start: a pair where the chart's
+    # secret would be copied (scheduler.tlsDir), issued by a CA made here
+    tls = config["extenders"][0]["tlsConfig"]
+    folder = tmp_path / "gpupool-extender"
+    folder.mkdir()
+    ca = pki.Authority("test-extender-ca", dt.datetime.now(dt.UTC))
+    cert, key = ca.issue(pki.name("system:kube-scheduler"), server=False)
+    for field, stem in (("caFile", "ca.crt"), ("certFile", "tls.crt"), ("keyFile", "tls.key")):
+        assert Path(tls[field]).name == stem, tls
+        tls[field] = str(folder / stem)
+    pki.write_cert(folder / "ca.crt", ca.cert)
+    pki.write_cert(folder / "tls.crt", cert)
+    pki.write_key(folder / "tls.key", key)
     path = tmp_path / "scheduler.yaml"
     path.write_text(yaml.safe_dump(config))
     written = tmp_path / "effective.yaml"
@@ -170,6 +192,7 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
     effective = yaml.safe_load(written.read_text())
     [extender] = effective["extenders"]
     assert extender["urlPrefix"] == config["extenders"][0]["urlPrefix"]
+    assert extender["enableHTTPS"] is True and extender["tlsConfig"]["certFile"] == tls["certFile"]
     assert {r["name"] for r in extender["managedResources"]} == {
         r["name"] for r in config["extenders"][0]["managedResources"]
     }
@@ -285,11 +308,17 @@ def test_helm_install_creates_every_object_the_chart_renders(
     [hook] = cluster.api.get(webhooks)["webhooks"]
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     assert base64.b64decode(secret["data"]["ca.crt"]).startswith(b"-----BEGIN CERTIFICATE-----")
+    extender_tls = {
+        name: cluster.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}")["data"]
+        for name in EXTENDER_SECRETS
+    }
     # An upgrade keeps that certificate: a new one would leave running webhooks untrusted.
     upgraded = helm(cluster, "upgrade", "gpupool", str(CHART), "-n", NAMESPACE)
     assert upgraded.returncode == 0, upgraded.stderr
     again = cluster.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/gpupool-webhook-tls")
     assert again["data"] == secret["data"]
+    for name, kept in extender_tls.items():  # and the extender's pairs: kube-scheduler holds one
+        assert cluster.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}")["data"] == kept
     [hook] = cluster.api.get(webhooks)["webhooks"]
     assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
     # Uninstalled, nothing of it is left (CRDs aside: helm never deletes those).

@@ -518,6 +518,30 @@ def test_limits_file_by_uuid_and_index(limiter: Limiter, tmp_path: Path) -> None
     assert [(n["total"], n["used"]) for n in nvml] == [(100 * MI, 0), (200 * MI, 150 * MI)]
 
 
+def test_the_fake_driver_shows_the_cards_fake_cuda_uuids_names_numbered_from_0(
+    limiter: Limiter, tmp_path: Path
+) -> None:
+    """As NVIDIA's toolkit shows a container the cards NVIDIA_VISIBLE_DEVICES names: card 1 is
+    the process's device 0, and the limiter finds its line by uuid (the dev cluster's real node
+    gives pods on card 1 this way)."""
+    limits = tmp_path / "limits"
+    limits.write_text(
+        "GPU-fa4ec0de-0000-0000-0000-000000000000 100Mi\n"
+        "GPU-fa4ec0de-0000-0000-0000-000000000001 200Mi\n"
+    )
+    card = "GPU-fa4ec0de-0000-0000-0000-0000000000{:02x}".format
+    one = {"GPUPOOL_LIMITS_FILE": str(limits), "FAKE_CUDA_UUIDS": card(1)}
+    run = limiter.run("info", "nvml", "0", "alloc", "150Mi", "ctx", "1", extra=one)
+    assert run.first("info")["total"] == 200 * MI  # card 1's line, though it is device 0
+    assert run.first("nvml")["total"] == 200 * MI
+    assert run.rcs("alloc") == [0]
+    assert run.first("ctx")["rc"] == CUDA_ERROR_INVALID_VALUE  # one card: there is no device 1
+    both = {"GPUPOOL_LIMITS_FILE": str(limits), "FAKE_CUDA_UUIDS": f"{card(1)},{card(0)}"}
+    run = limiter.run("info", "ctx", "1", "info", "nvml", "0", "nvml", "1", extra=both)
+    assert [s["total"] for s in run.steps if s["op"] == "info"] == [200 * MI, 100 * MI]
+    assert [s["total"] for s in run.steps if s["op"] == "nvml"] == [200 * MI, 100 * MI]
+
+
 def test_a_device_missing_from_the_limits_file_is_refused(limiter: Limiter, tmp_path: Path) -> None:
     limits = tmp_path / "limits"
     limits.write_text("0 100Mi\n")

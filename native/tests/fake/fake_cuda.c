@@ -8,6 +8,12 @@
  * process's allocations. Frees of unknown pointers fail with CUDA_ERROR_INVALID_VALUE, as the
  * real driver does. Device d has the uuid GPU-fa4ec0de-0000-0000-0000-0000000000dd (dd = d in hex).
  *
+ * FAKE_CUDA_UUIDS=GPU-fa4ec0de-...-0000000000aa,GPU-...: the process sees these cards of the fake
+ * node, numbered from 0 in that order, as a container sees the cards NVIDIA's toolkit gives it
+ * for NVIDIA_VISIBLE_DEVICES (the dev cluster's runc wrapper sets it from that variable): device 0
+ * then reports the first uuid. A name that is not one of this driver's uuids is left out (the
+ * toolkit would refuse the container). It overrides FAKE_CUDA_DEVICES.
+ *
  * Two ways to keep the limiter from learning the current device, as some drivers and shims do:
  *   - FAKE_CUDA_CTX_GET_DEVICE_ERROR=<code>: cuCtxGetDevice fails with that CUresult;
  *   - built with -DFAKE_NO_CTX_GET_DEVICE (build/fake-no-ctx-device/libcuda.so.1): the driver has
@@ -39,11 +45,43 @@ static size_t used[MAX_DEVICES];
 static int initialised;
 static __thread int current_dev = 0; /* a context is current on device 0 after cuInit */
 
+#define UUID_STEM "GPU-fa4ec0de-0000-0000-0000-0000000000"
+
+static pthread_once_t visible_once = PTHREAD_ONCE_INIT;
+static int visible[MAX_DEVICES]; /* device d is the fake node's card visible[d] */
+static int nvisible;             /* 0: FAKE_CUDA_UUIDS unset or naming none of ours */
+
+static void parse_visible(void) {
+    const char *v = getenv("FAKE_CUDA_UUIDS");
+    const size_t stem = strlen(UUID_STEM);
+    while (v != NULL && *v != '\0' && nvisible < MAX_DEVICES) {
+        const char *end = strchr(v, ',');
+        size_t len = end ? (size_t)(end - v) : strlen(v);
+        char hex[3] = {0};
+        if (len == stem + 2 && strncmp(v, UUID_STEM, stem) == 0) {
+            memcpy(hex, v + stem, 2);
+            char *rest;
+            long card = strtol(hex, &rest, 16);
+            if (*rest == '\0' && card >= 0 && card < MAX_DEVICES) visible[nvisible++] = (int)card;
+        }
+        v = end ? end + 1 : NULL;
+    }
+}
+
+static int nvisible_devices(void) {
+    pthread_once(&visible_once, parse_visible);
+    return nvisible;
+}
+
 static int ndevices(void) {
+    if (nvisible_devices() > 0) return nvisible;
     const char *v = getenv("FAKE_CUDA_DEVICES");
     int n = v ? atoi(v) : 1;
     return n < 1 ? 1 : n > MAX_DEVICES ? MAX_DEVICES : n;
 }
+
+/* The fake node's card that device d is: its uuid's last byte. */
+static int card_of(CUdevice d) { return nvisible_devices() > 0 ? visible[d] : d; }
 
 static size_t total_mem(void) {
     const char *v = getenv("FAKE_CUDA_TOTAL_MEM");
@@ -113,7 +151,7 @@ EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) {
     static const unsigned char prefix[4] = {0xfa, 0x4e, 0xc0, 0xde};
     memset(u->bytes, 0, sizeof u->bytes);
     memcpy(u->bytes, prefix, 4);
-    u->bytes[15] = (char)d;
+    u->bytes[15] = (char)card_of(d);
     return CUDA_SUCCESS;
 }
 

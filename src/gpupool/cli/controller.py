@@ -178,11 +178,13 @@ def run(args: argparse.Namespace) -> int:
             may_write=elector.is_leader if elector else None,
         )
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
+        metrics = ControllerMetrics()
         leases = LeaseReconciler(
             api,
             time.time,
             retention_s=args.lease_retention,
             reserved_timeout_s=args.reserved_timeout,
+            on_integrity=metrics.record_integrity,
         )
         nodes = NodeHealthReconciler(
             api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
@@ -198,7 +200,6 @@ def run(args: argparse.Namespace) -> int:
             api, api, source, time.time, interval_s=args.autoscale_interval
         )
         drain = BudgetDrainReconciler(api)
-        metrics = ControllerMetrics()
         observer = MetricsObserver(api, metrics)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 

@@ -133,7 +133,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     up.add_argument(
         "--real-node-gpus",
         default=DEFAULT_GPUS,
-        help=f"the real node's fake cards (default {DEFAULT_GPUS}; one card, see docs)",
+        help=f"the real node's fake cards (default {DEFAULT_GPUS}; 8 at most, each named as the "
+        "project's fake CUDA driver names it)",
     )
     up.add_argument("--extender-weight", type=int, default=1, help="extender priority weight")
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")

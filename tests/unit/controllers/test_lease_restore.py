@@ -13,6 +13,7 @@ from fake_cluster import FakeCluster, GiB, lease_json, pod_json
 
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.leases.restore import RestorePlan, plan_restores
 
@@ -141,3 +142,34 @@ def test_a_pod_reported_unadmitted_gets_one_event_not_one_per_round() -> None:
     reconciler = _round(cluster)
     _round(cluster, reconciler)
     assert [r for _, r, _ in cluster.events] == ["NotAdmitted"]
+
+
+def _findings(metrics: ControllerMetrics) -> dict[str, float]:
+    """gpupool_controller_integrity_findings_total by reason, as /metrics shows it."""
+    return {
+        s.labels["reason"]: s.value
+        for family in metrics.registry.collect()
+        if family.name == "gpupool_controller_integrity_findings"
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+
+
+def test_each_integrity_event_moves_the_controllers_counter_once() -> None:
+    metrics = ControllerMetrics()
+    assert _findings(metrics) == {"NotAdmitted": 0, "LeaseRestored": 0, "Fenced": 0}
+    unadmitted = pod_json("x", "alpha", node="n1", phase="Running",
+                          annotations={"gpupool.io/allocation": allocation(60, 12)})  # fmt: skip
+    other = running("b", 0, 40)
+    lost = running("a", 0, 16, created=1.0)  # inside b's live lease: fenced
+    gone = running("c", 40, 16, created=2.0)  # free bytes: its lease is made again
+    cluster = FakeCluster(
+        pods=[unadmitted, other, lost, gone],
+        leases=[lease_json(unadmitted, phase="Active"), lease_json(other, gib=40, phase="Active")],
+    )
+    reconciler = LeaseReconciler(cluster, lambda: NOW, on_integrity=metrics.record_integrity)
+    _round(cluster, reconciler)
+    assert sorted(r for _, r, _ in cluster.events) == ["Fenced", "LeaseRestored", "NotAdmitted"]
+    assert _findings(metrics) == {"NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1}
+    _round(cluster, reconciler)  # nothing new: the lease is back, the fenced pod gone, x reported
+    assert _findings(metrics) == {"NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1}

@@ -97,6 +97,10 @@ def test_helm_lint_passes_strictly(helm: Path, values: list[str]) -> None:
         ("agent.resources.limitz.memory=1Gi",
          "at '/agent/resources': additional properties 'limitz' not allowed"),
         ("agent.extraArgs={fake-gpus=1xT4}", "at '/agent/extraArgs/0'"),
+        ("extender.tls.source=vault",
+         "at '/extender/tls/source': value must be one of 'helm', 'cert-manager'"),
+        ("extender.tls.enabled=yes", "at '/extender/tls/enabled': got string, want boolean"),
+        ("scheduler.tlsDir=relative/dir", "at '/scheduler/tlsDir'"),
     ],
 )  # fmt: skip
 def test_a_wrong_value_fails_saying_where(helm: Path, setting: str, message: str) -> None:
@@ -226,16 +230,22 @@ def test_the_scheduler_configuration_follows_the_extenders_service(helm: Path) -
     configmap = _one(docs, "ConfigMap", "gpupool-scheduler-config")
     config = yaml.safe_load(configmap["data"]["kube-scheduler-config.yaml"])
     [extender] = config["extenders"]
+    tls = Path("/etc/kubernetes/gpupool-extender")  # scheduler.tlsDir
     assert (
         extender
-        == ExtenderConfig(url_prefix="http://gpupool-extender.gpu.svc:80/gpupool").to_json()
+        == ExtenderConfig(
+            url_prefix="https://gpupool-extender.gpu.svc:80/gpupool",
+            ca_file=tls / "ca.crt",
+            cert_file=tls / "tls.crt",
+            key_file=tls / "tls.key",
+        ).to_json()
     )
     container = _container(docs, "Deployment", "gpupool-extender")
     args = _parse(container["args"])
-    assert args.port == 9000 and args.advertise_url == "http://$(POD_IP):9000"
+    assert args.port == 9000 and args.advertise_url == "https://$(POD_IP):9000"
     [port] = _one(docs, "Service", "gpupool-extender")["spec"]["ports"]
-    assert port["port"] == 80 and port["targetPort"] == "http"
-    assert {"name": "http", "containerPort": 9000, "protocol": "TCP"} in container["ports"]
+    assert port["port"] == 80 and port["targetPort"] == "https"
+    assert {"name": "https", "containerPort": 9000, "protocol": "TCP"} in container["ports"]
     assert container["readinessProbe"]["httpGet"]["port"] == 9000
 
 

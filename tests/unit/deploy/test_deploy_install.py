@@ -242,9 +242,10 @@ def test_the_extenders_port_probe_and_service_agree() -> None:
     container = _container("gpupool-extender")
     args = _parse(container["args"])
     assert args.host == "0.0.0.0", "listening on loopback, the Service cannot reach it"
-    assert _port(container, "http") == args.port
+    assert _port(container, "https") == args.port
     probe = container["readinessProbe"]["httpGet"]
     assert probe["path"] == "/healthz"
+    assert probe["scheme"] == "HTTPS" and args.tls_cert is not None  # it serves TLS only
     assert _port(container, probe["port"]) == args.port
     service = _one(_install(), "Service", "gpupool-extender")
     assert _service_target(service, container)[1] == args.port
@@ -287,8 +288,8 @@ def test_the_extender_elects_a_leader_per_pod_where_its_role_allows() -> None:
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     # The leader advertises where the standby's forwarded binds reach it: its own pod, its port.
     advertised = urllib.parse.urlsplit(args.advertise_url)
-    assert advertised.scheme == "http" and advertised.path == ""
-    assert args.advertise_url.startswith("http://$(POD_IP):")
+    assert advertised.scheme == "https" and advertised.path == ""  # it serves TLS only
+    assert args.advertise_url.startswith("https://$(POD_IP):")
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert advertised.port == args.port
     assert _may_hold_lease("gpupool-extender", args.leader_namespace, args.leader_name)
@@ -317,8 +318,22 @@ def test_the_scheduler_config_extender_is_what_the_code_builds_for_the_extender_
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
     [extender] = config["extenders"]
-    assert extender == ExtenderConfig(url_prefix=extender["urlPrefix"]).to_json()
-    match = re.fullmatch(r"http://([^.]+)\.([^.]+)\.svc:(\d+)/gpupool", extender["urlPrefix"])
+    tls = {k: Path(v) for k, v in extender["tlsConfig"].items()}
+    assert (
+        extender
+        == ExtenderConfig(
+            url_prefix=extender["urlPrefix"],
+            ca_file=tls["caFile"],
+            cert_file=tls["certFile"],
+            key_file=tls["keyFile"],
+        ).to_json()
+    )
+    # the files of the secret kube-scheduler's client pair is issued into, in one folder
+    assert {p.name for p in tls.values()} == {"ca.crt", "tls.crt", "tls.key"}
+    assert len({p.parent for p in tls.values()}) == 1
+    client = _one(_install(), "Certificate", "gpupool-extender-scheduler-client")["spec"]
+    assert client["commonName"] in _args("gpupool-extender").allowed_client
+    match = re.fullmatch(r"https://([^.]+)\.([^.]+)\.svc:(\d+)/gpupool", extender["urlPrefix"])
     assert match, extender["urlPrefix"]
     service = _one(_install(), "Service", match[1])
     assert service["metadata"]["namespace"] == match[2]

@@ -89,6 +89,12 @@ def test_the_toolkit_mounts_the_driver_only_for_gpu_containers(tmp_path: Path) -
     cuda = mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]
     assert cuda["source"] == str(tmp_path / "libcuda.so.1") and "ro" in cuda["options"]
     assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" in mounts
+    # the fake driver shows the container the cards the device plugin named, and only those
+    assert once["process"]["env"] == [
+        "PATH=/",
+        "NVIDIA_VISIBLE_DEVICES=GPU-1",
+        "FAKE_CUDA_UUIDS=GPU-1",
+    ]
 
 
 def test_the_toolkit_rewrites_the_bundle_and_runs_runc(tmp_path: Path) -> None:
@@ -143,11 +149,14 @@ def _member(tar: tarfile.TarFile, name: str) -> bytes:
 
 
 def test_the_agents_card_has_the_uuid_the_fake_driver_reports() -> None:
-    source = (REPO / "native" / "tests" / "fake" / "fake_nvml.c").read_text()
-    assert '"GPU-fa4ec0de-0000-0000-0000-0000000000%02x"' in source
-    [card] = driver_matched_inventory("1xA100-80GB", node="real-node-0").devices()
-    assert card.uuid == driver_uuid(0) == "GPU-fa4ec0de-0000-0000-0000-000000000000"
-    assert card.model == "A100-80GB"
-    with pytest.raises(InvalidClusterSpec, match="exactly one card"):
-        driver_matched_inventory("2xA100-80GB", node="real-node-0")
+    for name in ("fake_nvml.c", "fake_cuda.c"):
+        source = (REPO / "native" / "tests" / "fake" / name).read_text()
+        assert '#define UUID_STEM "GPU-fa4ec0de-0000-0000-0000-0000000000"' in source
+        assert "FAKE_CUDA_UUIDS" in source
+    cards = driver_matched_inventory("2xA100-80GB", node="real-node-0").devices()
+    assert [c.uuid for c in cards] == [driver_uuid(0), driver_uuid(1)]
+    assert driver_uuid(1) == "GPU-fa4ec0de-0000-0000-0000-000000000001"
+    assert {c.model for c in cards} == {"A100-80GB"}
+    with pytest.raises(InvalidClusterSpec, match="8 cards at most"):
+        driver_matched_inventory("9xA100-80GB", node="real-node-0")
     assert re.fullmatch(r"GPU-fa4ec0de-(0000-){3}0000000000ff", driver_uuid(255))

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 from lightkube import AsyncClient
+from support.bind_api import BindApi, one_card_cache
 from support.lease_api import NAME, NS, Clock, FakeLeaseApi
 from support.waiting import wait_until_async
 
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
-from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
 from gpupool.adapters.kubernetes.leader import (
@@ -27,8 +26,6 @@ from gpupool.adapters.kubernetes.leader import (
     Step,
     decide,
 )
-from gpupool.adapters.kubernetes.node import read_node
-from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 
 LEASE_S, DEADLINE_S, RETRY_S = 15, 10.0, 2.0
@@ -414,63 +411,6 @@ def test_a_takeover_replaces_the_dead_holders_url() -> None:
 
 
 # ---- LeaderOnlyWrites: a bind that outlives the term writes nothing ----------------------------
-
-
-class BindApi:
-    """The ExtenderApi bind uses; `during_read` runs inside get_pod (leadership lost meanwhile)."""
-
-    def __init__(self) -> None:
-        self.writes: list[str] = []
-        self.during_read: Callable[[], None] = lambda: None
-
-    async def get_pod(self, namespace: str, name: str) -> ScheduledPod:
-        self.during_read()
-        limits = {"gpupool.io/gpu-memory": "8Gi", "gpupool.io/vgpu": "1"}
-        return ScheduledPod.from_json(
-            {
-                "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}"},
-                "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-            }
-        )
-
-    async def leases_on_node(self, node: str) -> list[LeaseRecord]:
-        return []
-
-    async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
-        return None
-
-    async def create_lease(self, lease: LeaseRecord) -> LeaseRecord:
-        self.writes.append(f"create {lease.key}")
-        return lease
-
-    async def delete_lease(self, namespace: str, name: str) -> None:
-        self.writes.append(f"delete {namespace}/{name}")
-
-    async def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self.writes.append(f"annotate {namespace}/{name}")
-
-    async def bind_pod(
-        self,
-        namespace: str,
-        name: str,
-        uid: str,
-        node: str,
-        annotations: dict[str, str] | None = None,
-    ) -> None:
-        self.writes.append(f"bind {namespace}/{name} {node}")
-
-
-def one_card_cache(node: str = "n") -> ClusterCache:
-    """A cache holding one ready node with one A100-80GB and no leases."""
-    cache = ClusterCache()
-    labels = {"gpupool.io/gpu-model": "A100-80GB", "gpupool.io/gpu-count": "1"}
-    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
-    cache.rebuild(
-        [read_node(n) for n in [{"metadata": {"name": node, "labels": labels}, "status": ready}]],
-        [],
-        [],
-    )
-    return cache
 
 
 def _bind_setup(leader: list[bool]) -> tuple[Extender, BindApi]:

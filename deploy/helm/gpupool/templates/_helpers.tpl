@@ -33,9 +33,92 @@ tolerations:
 {{- end }}
 {{- end }}
 
-{{/* The extender's Service name in the cluster's DNS, and the URL kube-scheduler calls. */}}
+{{/*
+The URL kube-scheduler calls: scheduler.extenderURL, or the extender Service's cluster DNS name
+(https unless extender.tls.enabled=false).
+*/}}
 {{- define "gpupool.extenderURL" -}}
-{{- .Values.scheduler.extenderURL | default (printf "http://gpupool-extender.%s.svc:%d/gpupool" .Release.Namespace (int .Values.extender.servicePort)) }}
+{{- $scheme := ternary "https" "http" .Values.extender.tls.enabled }}
+{{- .Values.scheduler.extenderURL | default (printf "%s://gpupool-extender.%s.svc:%d/gpupool" $scheme .Release.Namespace (int .Values.extender.servicePort)) }}
+{{- end }}
+
+{{/*
+The names the extender's serving certificate covers, as JSON {"dns": [...], "ips": [...]}: the
+Service's DNS names, the host of scheduler.extenderURL (an address or a name: kube-scheduler
+checks the certificate against the URL it dials), extender.tls.extraDNSNames and extraIPs.
+*/}}
+{{- define "gpupool.extenderSANs" -}}
+{{- $ns := .Release.Namespace }}
+{{- $dns := list (printf "gpupool-extender.%s.svc" $ns) (printf "gpupool-extender.%s.svc.cluster.local" $ns) (printf "gpupool-extender.%s" $ns) }}
+{{- $ips := list }}
+{{- with .Values.scheduler.extenderURL }}
+{{- $host := (urlParse .).hostname }}
+{{- if regexMatch "^[0-9.]+$|:" $host }}
+{{- $ips = append $ips $host }}
+{{- else }}
+{{- $dns = append $dns $host }}
+{{- end }}
+{{- end }}
+{{- toJson (dict "dns" (concat $dns .Values.extender.tls.extraDNSNames | uniq) "ips" (concat $ips .Values.extender.tls.extraIPs | uniq)) }}
+{{- end }}
+
+{{/*
+The extender's certificates when the chart makes them (extender.tls.source=helm), base64, as a
+dict: ca.crt, ca.key (a CA of its own), tls.crt and tls.key (the serving pair, CN
+gpupool-extender; sprig gives it the server and client usages, so a standby forwards binds to
+the leader with it), client.crt and client.key (kube-scheduler's pair, CN
+extender.tls.schedulerClientName). Memoised on .Values like the webhook's. On upgrade each
+secret already in the cluster is kept, and a missing one is issued again from the kept CA: so
+deleting gpupool-extender-tls alone renews the serving pair (new names, say) without touching
+the control plane's copy of the client pair, and deleting the CA's secret renews all three.
+*/}}
+{{- define "gpupool.extenderTLS" -}}
+{{- if not (hasKey .Values "__extenderTLS") }}
+{{- $ns := .Release.Namespace }}
+{{- $t := .Values.extender.tls }}
+{{- $days := int $t.days }}
+{{- $old := dict }}
+{{- range $name := list "gpupool-extender-ca" "gpupool-extender-tls" "gpupool-extender-scheduler-client" }}
+{{- $found := lookup "v1" "Secret" $ns $name }}
+{{- if and $found (hasKey ($found.data | default dict) "tls.key") }}
+{{- $_ := set $old $name $found.data }}
+{{- end }}
+{{- end }}
+{{- $tls := dict }}
+{{- $ca := dict }}
+{{- if hasKey $old "gpupool-extender-ca" }}
+{{- $kept := get $old "gpupool-extender-ca" }}
+{{- $ca = buildCustomCert (index $kept "tls.crt") (index $kept "tls.key") }}
+{{- $_ := set $tls "ca.crt" (index $kept "tls.crt") }}
+{{- $_ := set $tls "ca.key" (index $kept "tls.key") }}
+{{- else }}
+{{- $ca = genCA "gpupool-extender-ca" $days }}
+{{- $_ := set $tls "ca.crt" ($ca.Cert | b64enc) }}
+{{- $_ := set $tls "ca.key" ($ca.Key | b64enc) }}
+{{- $old = dict }}
+{{- end }}
+{{- $serving := get $old "gpupool-extender-tls" }}
+{{- if and $serving (eq (index $serving "ca.crt") (get $tls "ca.crt")) }}
+{{- $_ := set $tls "tls.crt" (index $serving "tls.crt") }}
+{{- $_ := set $tls "tls.key" (index $serving "tls.key") }}
+{{- else }}
+{{- $sans := include "gpupool.extenderSANs" . | fromJson }}
+{{- $cert := genSignedCert "gpupool-extender" $sans.ips $sans.dns $days $ca }}
+{{- $_ := set $tls "tls.crt" ($cert.Cert | b64enc) }}
+{{- $_ := set $tls "tls.key" ($cert.Key | b64enc) }}
+{{- end }}
+{{- $client := get $old "gpupool-extender-scheduler-client" }}
+{{- if and $client (eq (index $client "ca.crt") (get $tls "ca.crt")) }}
+{{- $_ := set $tls "client.crt" (index $client "tls.crt") }}
+{{- $_ := set $tls "client.key" (index $client "tls.key") }}
+{{- else }}
+{{- $cert := genSignedCert $t.schedulerClientName nil nil $days $ca }}
+{{- $_ := set $tls "client.crt" ($cert.Cert | b64enc) }}
+{{- $_ := set $tls "client.key" ($cert.Key | b64enc) }}
+{{- end }}
+{{- $_ := set .Values "__extenderTLS" $tls }}
+{{- end }}
+{{- toJson (get .Values "__extenderTLS") }}
 {{- end }}
 
 {{/* The DNS names the webhook's serving certificate covers: the apiserver dials the first. */}}

@@ -22,6 +22,8 @@ from gpupool.adapters.metrics.fragmentation import MEASURE
 
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 4 * 3600.0)
 CARD_LABELS = ("Hostname", "gpu", "UUID", "modelName")
+# The lease reconciler's integrity events (controllers.leases.reconcile), one series each.
+INTEGRITY_REASONS = ("NotAdmitted", "LeaseRestored", "Fenced")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,21 @@ class ControllerMetrics:
             buckets=WAIT_BUCKETS,
             registry=self.registry,
         )
+
+        self.integrity = Counter(
+            "gpupool_controller_integrity_findings",
+            "What the lease reconciler found and did, by the reason of the Warning event it wrote: "
+            "NotAdmitted (a bound GPU pod without an admission record, once per pod), "
+            "LeaseRestored (a bound pod's lost lease made again), Fenced (a pod deleted whose "
+            "lease could not be restored)",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in INTEGRITY_REASONS:  # every series from the start: rate() needs a zero
+            self.integrity.labels(reason)
+
+    def record_integrity(self, reason: str) -> None:
+        self.integrity.labels(reason).inc()
 
     def observe(self, reading: ControllerReading) -> None:
         self._latest.reading = reading

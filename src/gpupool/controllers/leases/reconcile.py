@@ -5,14 +5,15 @@ it); it also gives leases their expiry, renews them, and notices and evicts the 
 ones (`leases.expiry`, applied by `leases.expiry_reconcile`), and reconciles the leases against
 the pods (`leases.restore` decides): a bound GPU pod whose lease is gone gets it made again from
 its allocation annotation, or, when that cannot be trusted, is fenced (deleted); each repair is a
-Warning event on the pod and a log line, and so is a bound GPU pod that holds capacity without an
-admission record. A write that fails (the API server answers an error) raises: the manager logs
+Warning event on the pod, a log line and a call of `on_integrity` with the event's reason (the
+controller counts them), and so is a bound GPU pod that holds capacity without an admission
+record. A write that fails (the API server answers an error) raises: the manager logs
 it and the next round plans the same move again from what the API server holds."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
 from gpupool.adapters.kubernetes.pod_view import read_pod
@@ -85,8 +86,11 @@ class LeaseReconciler:
         *,
         retention_s: float = 3600.0,
         reserved_timeout_s: float | None = RESERVED_TIMEOUT_S,
+        on_integrity: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.api = api
+        # each integrity event written, by its reason (the controller's metrics count them)
+        self.on_integrity = on_integrity
         self.clock = clock
         self.retention_s = retention_s
         self.reserved_timeout_s = reserved_timeout_s
@@ -189,11 +193,13 @@ class LeaseReconciler:
             log.warning("%s", message)
             await self.api.event(by_uid[pod.uid], "NotAdmitted", message, warning=True,
                                  now_rfc3339=stamp)  # fmt: skip
+            self.on_integrity("NotAdmitted")
         for item in plan.restore:
             if await self.api.create_lease(lease_to_json(item.lease)):
                 log.warning("%s", item.message)
                 await self.api.event(by_uid[item.pod.uid], "LeaseRestored", item.message,
                                      warning=True, now_rfc3339=stamp)  # fmt: skip
+                self.on_integrity("LeaseRestored")
         if plan.fence:
             # Fence only what a fresh read still shows: the lists may predate a bind's lease.
             again = plan_restores(
@@ -208,4 +214,5 @@ class LeaseReconciler:
                 await self.api.event(by_uid[fence.pod.uid], "Fenced", fence.message,
                                      warning=True, now_rfc3339=stamp)  # fmt: skip
                 await self.api.delete_pod(fence.pod.namespace, fence.pod.name)
+                self.on_integrity("Fenced")
         return plan

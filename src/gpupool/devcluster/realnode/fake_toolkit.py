@@ -2,10 +2,12 @@
 
 NVIDIA's runtime sits between containerd and runc, and for a container whose environment names
 GPUs (NVIDIA_VISIBLE_DEVICES, which gpupool's device plugin sets) it adds the driver's
-libraries to the container before runc creates it. This does the same with the project's fake
-CUDA driver and fake NVML (native/build/fake), so that a container on the real node finds a
-"driver" where the real one would be, and gpupool's limiter, mounted by the device plugin,
-wraps it. Every other call goes to runc unchanged.
+libraries to the container before runc creates it, showing it only the cards named there. This
+does the same with the project's fake CUDA driver and fake NVML (native/build/fake), so that a
+container on the real node finds a "driver" where the real one would be, and gpupool's limiter,
+mounted by the device plugin, wraps it; FAKE_CUDA_UUIDS tells the fake driver which of the fake
+node's cards the container sees (NVIDIA_VISIBLE_DEVICES: the device plugin writes the lease's
+card uuids there). Every other call goes to runc unchanged.
 
 It runs as a script (`python -I fake_toolkit.py --runc R --driver-dir D -- RUNC-ARGS`), once per
 runc call, so it imports only the standard library.
@@ -27,16 +29,23 @@ _NO_GPUS = ("", "void", "none")
 _GLOBAL_WITH_VALUE = ("--root", "--log", "--log-format", "--criu", "--rootless")
 
 
-def wants_gpus(spec: dict[str, Any]) -> bool:
+def visible_devices(spec: dict[str, Any]) -> str | None:
+    """NVIDIA_VISIBLE_DEVICES of the container, None when it names no GPU."""
     for entry in (spec.get("process") or {}).get("env") or []:
         key, _, value = str(entry).partition("=")
         if key == "NVIDIA_VISIBLE_DEVICES":
-            return value not in _NO_GPUS
-    return False
+            return value if value not in _NO_GPUS else None
+    return None
+
+
+def wants_gpus(spec: dict[str, Any]) -> bool:
+    return visible_devices(spec) is not None
 
 
 def add_driver(spec: dict[str, Any], driver_dir: Path) -> dict[str, Any]:
-    """The spec with the driver libraries bind-mounted read-only (once, however often called)."""
+    """The spec with the driver libraries bind-mounted read-only and FAKE_CUDA_UUIDS set to the
+    cards NVIDIA_VISIBLE_DEVICES names (once, however often called). `all` (no uuids) leaves
+    FAKE_CUDA_UUIDS out: the fake driver then shows its default card 0, as before."""
     mounts = list(spec.get("mounts") or [])
     present = {m.get("destination") for m in mounts}
     for name in LIBRARIES:
@@ -51,7 +60,12 @@ def add_driver(spec: dict[str, Any], driver_dir: Path) -> dict[str, Any]:
                 "options": ["rbind", "ro", "nosuid", "nodev"],
             }
         )
-    return {**spec, "mounts": mounts}
+    process = dict(spec.get("process") or {})
+    env = [e for e in process.get("env") or [] if not str(e).startswith("FAKE_CUDA_UUIDS=")]
+    visible = visible_devices(spec)
+    if visible is not None and visible.startswith("GPU-"):
+        env.append(f"FAKE_CUDA_UUIDS={visible}")
+    return {**spec, "mounts": mounts, "process": {**process, "env": env}}
 
 
 def bundle_of(runc_args: list[str]) -> Path | None:

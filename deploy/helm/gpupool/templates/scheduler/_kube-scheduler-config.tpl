@@ -18,7 +18,13 @@ tools/helm/render-manifests.sh, into deploy/scheduler/kube-scheduler-config.yaml
 #
 # urlPrefix: kube-scheduler usually runs on the host network, where the cluster's DNS names may not
 # resolve; if so, set the chart's scheduler.extenderURL to the Service's ClusterIP
-# (`kubectl -n NAMESPACE get svc gpupool-extender -o jsonpath='{.spec.clusterIP}'`).
+# (`kubectl -n NAMESPACE get svc gpupool-extender -o jsonpath='{.spec.clusterIP}'`): the chart
+# puts that URL's host into the extender's serving certificate.
+#
+# tlsConfig: kube-scheduler checks the extender's serving certificate against caFile and presents
+# certFile/keyFile, the only client certificate besides the extender's own that it answers.
+# Copy the three keys of the secret gpupool-extender-scheduler-client into that folder on every
+# control-plane node (docs/install.md) and mount it read-only into kube-scheduler's pod.
 #
 # The `extenders` entry is what gpupool.devcluster.scheduler_config.ExtenderConfig(url_prefix=...)
 # builds for the dev cluster's kube-scheduler (tests/unit/deploy checks they are equal). The rest
@@ -37,7 +43,15 @@ extenders:
     bindVerb: bind
     weight: 1
     nodeCacheCapable: true
-    enableHTTPS: false
+    enableHTTPS: {{ hasPrefix "https://" (include "gpupool.extenderURL" .) }}
+    {{- if .Values.extender.tls.enabled }}
+    # kube-scheduler's client pair for the extender and the CA that signed the extender's serving
+    # certificate: the files of the secret gpupool-extender-scheduler-client, copied here.
+    tlsConfig:
+      certFile: {{ .Values.scheduler.tlsDir }}/tls.crt
+      keyFile: {{ .Values.scheduler.tlsDir }}/tls.key
+      caFile: {{ .Values.scheduler.tlsDir }}/ca.crt
+    {{- end }}
     httpTimeout: 5s
     managedResources:
       - {name: gpupool.io/vgpu, ignoredByScheduler: true}
