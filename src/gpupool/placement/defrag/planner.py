@@ -52,9 +52,15 @@ def plan_defrag(
     sizes: CommonSizes,
     rules: DefragRules,
     budgets: Mapping[str, int] | None = None,
+    scope: BoolArray | None = None,
 ) -> DefragPlan:
-    """The moves that clear the most fragmented memory with the fewest moves (see the module)."""
-    return _Round(snap, sizes, rules, dict(budgets or {})).plan(residents)
+    """The moves that clear the most fragmented memory with the fewest moves (see the module).
+    `scope` (nodes × card slots): the cards of the pool being defragmented, the only sources
+    and targets (None: every card)."""
+    rnd = _Round(snap, sizes, rules, dict(budgets or {}))
+    if scope is not None:
+        rnd.closed |= ~scope
+    return rnd.plan(residents, scope)
 
 
 @dataclass
@@ -73,14 +79,15 @@ class _Round:
         self.closed = np.zeros_like(self.snap.present)
 
     # -- the round ----------------------------------------------------------------------------
-    def plan(self, residents: Sequence[Resident]) -> DefragPlan:
+    def plan(self, residents: Sequence[Resident], scope: BoolArray | None = None) -> DefragPlan:
         snap = self.snap
         pool_before = pool_fragmentation(snap, self.sizes)
         on_card: dict[Card, list[Resident]] = {}
         for r in residents:
             for slot in r.decision.cards:
                 on_card.setdefault((r.decision.node_index, slot), []).append(r)
-        over = np.argwhere(snap.present & (self.frag > self.rules.threshold + _EPS))
+        inside = snap.present if scope is None else snap.present & scope
+        over = np.argwhere(inside & (self.frag > self.rules.threshold + _EPS))
         skipped: list[Skip] = []
         sources: list[tuple[tuple[int, float, int, int], Card, list[Resident]]] = []
         for i, slot in ((int(a), int(b)) for a, b in over):
