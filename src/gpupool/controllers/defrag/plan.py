@@ -150,40 +150,41 @@ def _hold_for(
             snap.assume(m.source)
 
 
-def _new_round(
-    pool: PoolObject,
+def rules_of(pool: PoolObject) -> DefragRules:
+    assert pool.defrag is not None
+    d = pool.defrag
+    return DefragRules(float(d.threshold_pct), d.max_moves, d.move_orphans)
+
+
+def plan_one(
+    pool: PoolObject | None,
+    rules: DefragRules,
     placement: Placement,
     pods: Sequence[PodView],
     budgets: Sequence[DisruptionBudget],
-    skip_nodes: set[str],
-    closable: Collection[str] | None,
+    skip_nodes: Collection[str] = (),
+    closable: Collection[str] | None = None,
 ) -> Round:
-    assert pool.defrag is not None
-    d = pool.defrag
-    rules = DefragRules(float(d.threshold_pct), d.max_moves, d.move_orphans)
+    """One round's moves over the pool's cards (`pool` None: every card) with `rules`, and who
+    each cleared card is held for: what the loop would start now (`gpupool defrag plan` on a
+    live cluster prints it)."""
     residents, allowed = residents_of(pods, placement.decisions, budgets, skip_nodes=skip_nodes)
     snap = placement.snap
-    plan = plan_defrag(
-        snap,
-        residents,
-        common_sizes(pods),
-        rules,
-        allowed,
-        pool_scope(snap, pool, placement, closable),
-    )
+    scope = None if pool is None else pool_scope(snap, pool, placement, closable)
+    plan = plan_defrag(snap, residents, common_sizes(pods), rules, allowed, scope)
     waiting = sorted(
         (p for p in pods if waits_for_room(p)),
         key=lambda p: (-p.priority, p.admitted.at if p.admitted else 0.0, p.key),
     )
     held_for = _hold_for(placement, plan, waiting)
     message = (
-        f"defragmentation round (threshold {d.threshold_pct}%): {len(plan.moves)} moves clear "
-        f"{len(plan.cleared)} cards; pool fragmentation {100 * plan.pool_before:.1f}% -> "
+        f"defragmentation round (threshold {rules.threshold_pct:g}%): {len(plan.moves)} moves "
+        f"clear {len(plan.cleared)} cards; pool fragmentation {100 * plan.pool_before:.1f}% -> "
         f"{100 * plan.pool_after:.1f}%"
     )
     if held_for:
         message += "; room held for " + ", ".join(sorted(set(held_for.values())))
-    return Round(pool.name, plan, held_for, message)
+    return Round(pool.name if pool is not None else "", plan, held_for, message)
 
 
 def plan_defrag_round(
@@ -287,7 +288,15 @@ def plan_defrag_round(
         d = settings
         if pool.last_round is not None and now - pool.last_round < d.interval_s:
             continue
-        rnd = _new_round(pool, placement, pods, budgets, set(standing) | set(held_nodes), closable)
+        rnd = plan_one(
+            pool,
+            rules_of(pool),
+            placement,
+            pods,
+            budgets,
+            set(standing) | set(held_nodes),
+            closable,
+        )
         rounds.append(rnd)
         gpus_of: dict[str, list[int]] = {}
         snap = placement.snap

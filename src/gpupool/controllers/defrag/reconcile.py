@@ -13,6 +13,7 @@ live there).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.kubernetes.pdb import read_budget
@@ -25,10 +26,12 @@ from gpupool.controllers.defrag.plan import DefragRound, PoolCondition, plan_def
 from gpupool.controllers.reads import read_leases
 from gpupool.controllers.reclaim.notices import evict_noticed, give_notice, withdraw_patch
 from gpupool.controllers.reclaim.plan import EvictPod
-from gpupool.controllers.reclaim.room import build_placement
+from gpupool.controllers.reclaim.room import Placement, build_placement
 from gpupool.ports import Clock, DefragApi, Json
 from gpupool.rfc3339 import format_time
-from gpupool.state.nodes import DefragMark
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.nodes import DefragMark, GpuNodeObject
+from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.defrag")
 
@@ -53,6 +56,43 @@ def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """One read of what a defragmentation round decides over, decoded once."""
+
+    placement: Placement
+    pods: list[PodView]
+    raw_pods: dict[str, Json]
+    budgets: list[DisruptionBudget]
+    held_nodes: frozenset[str]  # nodes where a room hold stands now
+    closable: frozenset[str]  # nodes with a GpuNode to carry a mark
+
+
+async def read_live(api: DefragApi, gpunodes: list[GpuNodeObject], now: float) -> LiveState:
+    """Nodes, GpuLeases, tenant pods and PodDisruptionBudgets, with the GpuNodes already read,
+    into the extender's snapshot (`reclaim.room.build_placement`) and the pods' views."""
+    nodes = [read_node(n) for n in await api.nodes()]
+    leases = read_leases(await api.leases(), log)
+    raw_pods = {
+        f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p
+        for p in await api.tenant_pods()
+    }
+    pods = [read_pod(p) for p in raw_pods.values()]
+    budgets = [read_budget(b) for b in await api.disruption_budgets()]
+    holders = {p.uid for p in pods if p.holds_quota}
+    held = frozenset(
+        le.room_hold.node for le in leases if le.room_hold is not None and le.room_hold.until > now
+    )
+    return LiveState(
+        build_placement(nodes, gpunodes, leases, holders),
+        pods,
+        raw_pods,
+        budgets,
+        held,
+        frozenset(g.name for g in gpunodes),
+    )
+
+
 class DefragReconciler:
     def __init__(self, api: DefragApi, clock: Clock, metrics: DefragMetrics | None = None) -> None:
         self.api = api
@@ -70,25 +110,18 @@ class DefragReconciler:
             plan = plan_defrag_round(pools, build_placement([], [], []), [], [], {}, now)
             await self._conditions(plan, pool_objs, now)
             return plan
-        nodes = [read_node(n) for n in await self.api.nodes()]
-        leases = read_leases(await self.api.leases(), log)
-        raw_pods = {
-            f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p
-            for p in await self.api.tenant_pods()
-        }
-        pods = [read_pod(p) for p in raw_pods.values()]
-        budgets = [read_budget(b) for b in await self.api.disruption_budgets()]
-        holders = {p.uid for p in pods if p.holds_quota}
-        placement = build_placement(nodes, gpunodes, leases, holders)
-        held_nodes = {
-            le.room_hold.node
-            for le in leases
-            if le.room_hold is not None and le.room_hold.until > now
-        }
+        live = await read_live(self.api, gpunodes, now)
         plan = plan_defrag_round(
-            pools, placement, pods, budgets, marks, now, held_nodes, {g.name for g in gpunodes}
+            pools,
+            live.placement,
+            live.pods,
+            live.budgets,
+            marks,
+            now,
+            live.held_nodes,
+            live.closable,
         )
-        await self._apply(plan, pool_objs, raw_pods, now)
+        await self._apply(plan, pool_objs, live.raw_pods, now)
         return plan
 
     async def _conditions(self, plan: DefragRound, pool_objs: list[Json], now: float) -> None:
@@ -220,4 +253,4 @@ class DefragReconciler:
             )
 
 
-__all__ = ["CONDITION", "DefragMark", "DefragReconciler"]
+__all__ = ["CONDITION", "DefragMark", "DefragReconciler", "LiveState", "read_live"]
