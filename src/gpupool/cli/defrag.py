@@ -141,6 +141,10 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 async def _live_round(args: argparse.Namespace) -> tuple[Round, DefragRules]:
+    if args.threshold is None and not args.pool:
+        raise MissingThreshold(
+            "give --threshold, or --pool naming a GpuPool with spec.defrag.enabled"
+        )
     client = async_client(args.kubeconfig, field_manager="gpupool-defrag-plan")
     api = KubeClusterApi(client, may_write=lambda: False)  # a dry run: every write refused
     try:
