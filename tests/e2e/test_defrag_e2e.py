@@ -59,21 +59,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The stack, with the fake node agents' GpuNodes heartbeating (`gpupool dev-cluster
     heartbeat`, as `dev-cluster up` runs it): a mark lives on a node's GpuNode."""
     root = tmp_path_factory.mktemp("defrag-e2e")
-    with process_stack(root, "1xA100-80GB", "defrag", nodes=3) as s:
-        with (root / "heartbeat.log").open("wb") as log:
-            beat = subprocess.Popen(
-                [GPUPOOL, "dev-cluster", "heartbeat", "--kubeconfig", s.kubeconfig,
-                 "--interval", "5"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            try:
-                assert poll_until(
-                    lambda: len(s.api.get(f"{GROUP}/gpunodes")["items"]) == len(NODES),
-                    timeout_s=60,
-                ), (root / "heartbeat.log").read_text()
-                yield s
-            finally:
-                stop_process(beat)
+    with (
+        process_stack(root, "1xA100-80GB", "defrag", nodes=3) as s,
+        (root / "heartbeat.log").open("wb") as log,
+    ):
+        beat = subprocess.Popen(
+            [GPUPOOL, "dev-cluster", "heartbeat", "--kubeconfig", s.kubeconfig, "--interval", "5"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            assert poll_until(
+                lambda: len(s.api.get(f"{GROUP}/gpunodes")["items"]) == len(NODES), timeout_s=60
+            ), (root / "heartbeat.log").read_text()
+            yield s
+        finally:
+            stop_process(beat)
 
 
 def _cordon(api: KubeApi, node: str, on: bool) -> None:
