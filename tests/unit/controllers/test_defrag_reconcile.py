@@ -237,3 +237,24 @@ def test_the_next_round_waits_for_the_interval() -> None:
     run(api, T0 + 100)
     assert len(api.written("annotate_gpu_node")) == before
     assert json.loads(json.dumps(api.pool_objects["default"]["status"]["defrag"]))["lastRound"]
+
+
+def test_the_metrics_say_what_moved() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from gpupool.adapters.metrics.defrag import DefragMetrics
+
+    registry = CollectorRegistry()
+    api = cluster()
+    metrics = DefragMetrics(registry)
+    for t in (T0, T0 + 31, T0 + 32):
+        asyncio.run(DefragReconciler(api, lambda t=t: t, metrics).reconcile())
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"pool": "default", **labels})
+
+    assert value("gpupool_controller_defrag_rounds_total") == 1
+    assert value("gpupool_controller_defrag_moves_total", outcome="noticed") == 2
+    assert value("gpupool_controller_defrag_moves_total", outcome="evicted") == 2
+    assert value("gpupool_controller_defrag_released_total", why="cleared") == 1
+    assert value("gpupool_controller_defrag_marked_cards") == 0
