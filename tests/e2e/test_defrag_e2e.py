@@ -5,25 +5,27 @@ of this module: three kwok nodes with one A100-80GB each (72Gi allocatable per c
 cluster runs kube-controller-manager, so Deployments recreate the pods defragmentation evicts and
 the disruption controller fills in PodDisruptionBudgets' `disruptionsAllowed`. The layout (each
 Deployment placed while the other nodes are cordoned):
-  gpu-node-0: Deployment `mover`, 2 × 8Gi, priority 10
+  gpu-node-0: Deployments `low` (1 × 8Gi, priority 10) and `mid` (1 × 8Gi, priority 20)
   gpu-node-1: Deployment `guarded`, 2 × 8Gi, priority 5, under a PodDisruptionBudget that allows
               no disruption
   gpu-node-2: pod `solo`, 16Gi, exclusive (gpupool.io/exclusive), priority 0
 Each card has 56Gi free; `large` (60Gi) fits on none and waits, Unschedulable. With the common
 sizes 8Gi, 16Gi and 60Gi every card is 13% fragmented. `gpupool defrag plan` (live, threshold 10)
 then shows: gpu-node-1 is tried first (its priority is the lowest) but kept for its budget,
-gpu-node-2 is kept for its exclusive pod, gpu-node-0 is cleared by moving mover's two pods.
-A GpuPool with `spec.defrag.enabled` makes the controller do it: gpu-node-0's card is marked
-(GpuNode annotation), mover's pods get the notice naming `large`, are evicted after the buffer
-time, their Deployment recreates them elsewhere (the marked card takes no new slice, and the room
-hold keeps the node for `large`), `large` runs on gpu-node-0, the mark is released, and
-guarded's and solo's pods are untouched. A second test: settings the schema cannot refuse (a
+gpu-node-2 is kept for its exclusive pod, gpu-node-0 is fixed by one move, its lowest-priority
+slice (`low`'s pod: 64Gi free then, room for `large`). A GpuPool with `spec.defrag.enabled`
+makes the controller do it: gpu-node-0's card is marked (GpuNode annotation), low's pod gets the
+notice naming `large`, is evicted after the buffer time, its Deployment recreates it elsewhere
+(the marked card takes no new slice, and the room hold keeps the node for `large`), `large` runs
+on gpu-node-0 beside mid's pod, the mark is released, and mid's, guarded's and solo's pods are
+untouched. A second test: settings the schema cannot refuse (a
 timeout shorter than the notice) give a False condition and move nothing; a threshold over 100
 is refused by the API server.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import subprocess
@@ -107,7 +109,7 @@ def _namespace(s: Stack, tenant: str) -> str:
     return name
 
 
-def _deployment(api: KubeApi, ns: str, name: str, priority_class: str) -> None:
+def _deployment(api: KubeApi, ns: str, name: str, priority_class: str, replicas: int) -> None:
     template = pod_json(name, gpu_memory="8Gi", priority_class=priority_class, grace_s=0,
                         labels={"app": name})  # fmt: skip
     template.pop("apiVersion")
@@ -116,7 +118,7 @@ def _deployment(api: KubeApi, ns: str, name: str, priority_class: str) -> None:
     api.create(
         f"/apis/apps/v1/namespaces/{ns}/deployments",
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": name}},
+         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                   "template": template}},
     )  # fmt: skip
 
@@ -142,8 +144,8 @@ def _unschedulable(api: KubeApi, ns: str, name: str) -> bool:
     )
 
 
-def _fragmented(s: Stack) -> tuple[str, dict[str, str], dict[str, str], str]:
-    """The layout of the module docstring; returns (namespace, mover's and guarded's pods (uid ->
+def _fragmented(s: Stack) -> tuple[str, dict[str, dict[str, str]], str]:
+    """The layout of the module docstring; returns (namespace, each Deployment's pods (uid ->
     node), solo's uid)."""
     api = s.api
     tenant = f"t-{secrets.token_hex(3)}"
@@ -153,12 +155,16 @@ def _fragmented(s: Stack) -> tuple[str, dict[str, str], dict[str, str], str]:
          "spec": {"nominal": "400Gi"}},
     )  # fmt: skip
     ns = _namespace(s, tenant)
-    low, lower = _priority_class(api, 10), _priority_class(api, 5)
+    lowest, low, mid = (_priority_class(api, v) for v in (5, 10, 20))
+    placed: dict[str, dict[str, str]] = {}
     try:
         _only(api, NODES[0])
-        _deployment(api, ns, "mover", low)
-        movers = poll_until(lambda: _running_on(api, ns, "mover", 2), timeout_s=90)
-        assert movers is not None and set(movers.values()) == {NODES[0]}, s.tail()
+        _deployment(api, ns, "low", low, 1)
+        _deployment(api, ns, "mid", mid, 1)
+        for app in ("low", "mid"):
+            got = poll_until(functools.partial(_running_on, api, ns, app, 1), timeout_s=90)
+            assert got is not None and set(got.values()) == {NODES[0]}, s.tail()
+            placed[app] = got
         _only(api, NODES[1])
         api.create(
             f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
@@ -166,21 +172,22 @@ def _fragmented(s: Stack) -> tuple[str, dict[str, str], dict[str, str], str]:
              "metadata": {"name": "guarded"},
              "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "guarded"}}}},
         )  # fmt: skip
-        _deployment(api, ns, "guarded", lower)
+        _deployment(api, ns, "guarded", lowest, 2)
         guarded = poll_until(lambda: _running_on(api, ns, "guarded", 2), timeout_s=90)
         assert guarded is not None and set(guarded.values()) == {NODES[1]}, s.tail()
+        placed["guarded"] = guarded
         _only(api, NODES[2])
         solo = pod_json("solo", gpu_memory="16Gi", grace_s=0, labels={"app": "solo"},
                         annotations={"gpupool.io/exclusive": "true"})  # fmt: skip
         api.create(f"/api/v1/namespaces/{ns}/pods", solo)
-        placed = poll_until(lambda: _running_on(api, ns, "solo", 1), timeout_s=90)
-        assert placed is not None and set(placed.values()) == {NODES[2]}, s.tail()
+        alone = poll_until(lambda: _running_on(api, ns, "solo", 1), timeout_s=90)
+        assert alone is not None and set(alone.values()) == {NODES[2]}, s.tail()
     finally:
         for n in NODES:
             _cordon(api, n, False)
     api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("large", gpu_memory="60Gi", grace_s=0))
     assert poll_until(lambda: _unschedulable(api, ns, "large"), timeout_s=60), s.tail()
-    return ns, movers, guarded, next(iter(placed))
+    return ns, placed, next(iter(alone))
 
 
 def _pool(api: KubeApi, name: str, threshold: int, **defrag: Any) -> None:
@@ -203,19 +210,20 @@ def _mark(api: KubeApi, node: str) -> str | None:
     return annotations.get(MARK)
 
 
-def test_the_fragmented_card_is_cleared_and_the_large_pod_runs(stack: Stack) -> None:
+def test_the_fragmented_card_is_fixed_and_the_large_pod_runs(stack: Stack) -> None:
     api = stack.api
-    ns, movers, guarded, solo = _fragmented(stack)
+    ns, placed, solo = _fragmented(stack)
+    (low_uid,) = placed["low"]
 
     dry = subprocess.run(
-        [GPUPOOL, "defrag", "plan", "--threshold", "10", "--kubeconfig",
-         stack.kubeconfig, "-o", "json"],
+        [GPUPOOL, "defrag", "plan", "--threshold", "10", "--kubeconfig", stack.kubeconfig,
+         "-o", "json"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     plan = json.loads(dry.stdout)
-    assert {m["from"]["node"] for m in plan["moves"]} == {NODES[0]}, plan
-    assert {m["pod"].split("/")[1].rsplit("-", 2)[0] for m in plan["moves"]} == {"mover"}, plan
+    assert [(m["from"]["node"], m["priority"]) for m in plan["moves"]] == [(NODES[0], 10)], plan
+    assert plan["moves"][0]["pod"].startswith(f"{ns}/low-"), plan
     kept = {k["node"]: k["reason"] for k in plan["kept"]}
     assert kept.get(NODES[1]) == "disruption_budget" and kept.get(NODES[2]) == "exclusive", plan
     assert plan["held_for"] == [{"node": NODES[0], "card": 0, "pod": f"{ns}/large"}], plan
@@ -231,27 +239,30 @@ def test_the_fragmented_card_is_cleared_and_the_large_pod_runs(stack: Stack) -> 
         lambda: (p := pod_get(api, ns, "large")) and p["status"].get("phase") == "Running" and p,
         timeout_s=120,
     )
-    assert large and large["spec"]["nodeName"] == NODES[0], (
-        f"{pod_get(api, ns, 'large')}\n{stack.tail()}"
-    )
-    # mover's pods were moved: new ones run, not on gpu-node-0
+    assert large, f"{pod_get(api, ns, 'large')}\n{stack.tail()}"
+    assert large["spec"]["nodeName"] == NODES[0]
+    # low's pod was moved: a new one runs, not on gpu-node-0
     moved = poll_until(
-        lambda: (r := _running_on(api, ns, "mover", 2)) and not set(r) & set(movers) and r,
-        timeout_s=90,
+        lambda: (r := _running_on(api, ns, "low", 1)) and low_uid not in r and r, timeout_s=90
     )
     assert isinstance(moved, dict) and NODES[0] not in set(moved.values()), stack.tail()
     assert poll_until(lambda: _mark(api, NODES[0]) is None, timeout_s=60), stack.tail()
-    # guarded (its budget forbids it) and solo (exclusive) were never touched
-    assert _running_on(api, ns, "guarded", 2) == guarded
-    for pod in [*_pods_of(api, ns, "guarded"), *_pods_of(api, ns, "solo")]:
+    # mid (a higher priority: one move was enough), guarded (its budget forbids it) and solo
+    # (exclusive) were never touched
+    for app in ("mid", "guarded"):
+        assert _running_on(api, ns, app, len(placed[app])) == placed[app], app
+    for pod in [*_pods_of(api, ns, "mid"), *_pods_of(api, ns, "guarded"),
+                *_pods_of(api, ns, "solo")]:  # fmt: skip
         assert NOTICE not in pod_annotations(pod), pod["metadata"]["name"]
     assert set(_running_on(api, ns, "solo", 1) or {}) == {solo}
 
     events = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
-    reasons = [e["reason"] for e in events if e["involvedObject"]["name"].startswith("mover")]
-    assert reasons.count("DefragNotice") == 2 and reasons.count("DefragMoved") == 2, reasons
+    reasons = [e["reason"] for e in events if e["involvedObject"]["name"].startswith("low-")]
+    assert reasons.count("DefragNotice") == 1 and reasons.count("DefragMoved") == 1, reasons
     noticed = next(e for e in events if e["reason"] == "DefragNotice")
     assert f"GpuPool {pool}" in noticed["message"] and f"{ns}/large" in noticed["message"]
+    assert not [e for e in events if e["reason"] == "DefragNotice"
+                and not e["involvedObject"]["name"].startswith("low-")]  # fmt: skip
     pool_events = [e for e in api.get("/api/v1/namespaces/default/events")["items"]
                    if e["involvedObject"].get("name") == pool]  # fmt: skip
     assert {"DefragRound", "DefragReleased"} <= {e["reason"] for e in pool_events}, pool_events

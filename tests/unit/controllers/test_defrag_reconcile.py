@@ -4,8 +4,8 @@ after the buffer time through the Eviction API, records the room hold on their l
 releases the mark once the card holds nothing; bad settings give a condition and move nothing.
 
 The cluster: nodes n1, n2 with one A100-80GB each (72Gi allocatable). a1, a2 (8Gi, priority 1)
-run on n1, b1, b2 (8Gi, priority 5) on n2; L (64Gi) is admitted and waits, Unschedulable: it
-fits on neither card, but on n1 once a1 and a2 move to n2.
+run on n1, b1, b2 (8Gi, priority 5) on n2; L (72Gi, a whole card) is admitted and waits,
+Unschedulable: it fits on neither card, but on n1 once a1 and a2 move to n2.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def cluster(pool: dict[str, Any] | None = None, *, budgets: list[Any] | None = N
     pods[3]["metadata"]["labels"]["app"] = "b"
     if exclusive_a1:
         pods[0]["metadata"]["annotations"]["gpupool.io/exclusive"] = "true"
-    large = pod_json("large", "t", 64, admitted_at=T0 - 50)
+    large = pod_json("large", "t", 72, admitted_at=T0 - 50)
     large["status"]["conditions"] = [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
     ]

@@ -66,6 +66,7 @@ class ReleaseMark:
     node: str
     mark: DefragMark
     why: str
+    kind: str  # cleared | timeout | disabled (the metric's label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,23 +232,22 @@ def plan_defrag_round(
             )
 
     held = _lease_cards(placement)
+    moving = {  # nodes with a pod still to move off them (or still terminating after it)
+        p.defrag_notice.room for p in pods if p.defrag_notice is not None and not p.terminal
+    }
     releases: list[ReleaseMark] = []
     standing: dict[str, DefragMark] = {}  # node -> mark still in force after this round
     for node, mark in sorted(marks.items()):
         owner = by_name.get(mark.pool)
         if owner is None or owner.defrag is None:
-            releases.append(ReleaseMark(node, mark, f"GpuPool {mark.pool} no longer defragments"))
+            why = f"GpuPool {mark.pool} no longer defragments"
+            releases.append(ReleaseMark(node, mark, why, "disabled"))
         elif now >= mark.until:
-            releases.append(
-                ReleaseMark(
-                    node,
-                    mark,
-                    "the round timed out before its cards were "
-                    "cleared; the pods still on them stay",
-                )
-            )
-        elif not any((node, g) in held for g in mark.gpus):
-            releases.append(ReleaseMark(node, mark, "its cards hold no slice any more"))
+            why = "the round timed out before its cards were fixed; the pods still on them stay"
+            releases.append(ReleaseMark(node, mark, why, "timeout"))
+        elif node not in moving or not any((node, g) in held for g in mark.gpus):
+            why = "the pods it moved are gone: its cards take new slices again"
+            releases.append(ReleaseMark(node, mark, why, "cleared"))
         else:
             standing[node] = mark
 

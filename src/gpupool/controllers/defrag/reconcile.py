@@ -163,12 +163,7 @@ class DefragReconciler:
                     now_rfc3339=stamp,
                 )
                 if m is not None:
-                    why = (
-                        "timeout"
-                        if "timed out" in release.why
-                        else ("cleared" if "no slice" in release.why else "disabled")
-                    )
-                    m.release(release.mark.pool, why)
+                    m.release(release.mark.pool, release.kind)
         for rnd in plan.rounds:
             last = {
                 "lastRound": stamp,
