@@ -200,7 +200,7 @@ def run_live(args: argparse.Namespace) -> int:
     else:
         print(describe(rnd.plan, rules, time.time(), where=f"live, {where}"))
         for (node, card), pod in sorted(rnd.held_for.items()):
-            print(f"  hold {node}/{card} for pod {pod} once cleared")
+            print(f"  hold {node}/{card} for pod {pod} once fixed")
     return 0
 
 
@@ -213,7 +213,7 @@ def describe(plan: DefragPlan, rules: DefragRules, at: float, where: str = "") -
     when = f"({where})" if where else f"at replay time {at:g} s"
     lines = [
         f"defrag plan {when}, threshold {rules.threshold_pct:g}%: "
-        f"{len(plan.moves)} moves clear {len(plan.cleared)} cards; pool fragmentation "
+        f"{len(plan.moves)} moves fix {len(plan.cleared)} cards; pool fragmentation "
         f"{100 * plan.pool_before:.1f}% -> {100 * plan.pool_after:.1f}%"
     ]
     for m in plan.moves:

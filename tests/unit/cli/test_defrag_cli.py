@@ -42,7 +42,7 @@ def test_plan_prints_the_moves_and_writes_json(
     args = ["defrag", "plan", *trace, "--cluster-fraction", "1", "--threshold", "10"]
     assert main([*args, "--at", "40.5", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "3 moves clear 3 cards" in text
+    assert "3 moves fix 3 cards" in text
     data = json.loads(out.read_text())
     assert len(data["moves"]) == 3
     assert data["pool_fragmentation_pct_after"] < data["pool_fragmentation_pct_before"]

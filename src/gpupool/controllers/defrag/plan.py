@@ -180,7 +180,7 @@ def plan_one(
     held_for = _hold_for(placement, plan, waiting)
     message = (
         f"defragmentation round (threshold {rules.threshold_pct:g}%): {len(plan.moves)} moves "
-        f"clear {len(plan.cleared)} cards; pool fragmentation {100 * plan.pool_before:.1f}% -> "
+        f"fix {len(plan.cleared)} cards; pool fragmentation {100 * plan.pool_before:.1f}% -> "
         f"{100 * plan.pool_after:.1f}%"
     )
     if held_for:
