@@ -1,11 +1,12 @@
 """The defragmentation loop's series on the controller's /metrics: what moved and why.
 
 - `gpupool_controller_defrag_rounds_total{pool}`: rounds planned;
-- `gpupool_controller_defrag_moves_total{pool, outcome}`: pods noticed to move (`noticed`), evicted
-  (`evicted`), refused by the Eviction API (`blocked`: a PodDisruptionBudget), notices withdrawn
-  when a round ended (`withdrawn`);
+- `gpupool_controller_defrag_moves_total{pool, outcome}`: pods noticed to move (`noticed`),
+  evicted (`evicted`), refused by the Eviction API (`blocked`: a PodDisruptionBudget), notices
+  withdrawn when a round ended (`withdrawn`);
 - `gpupool_controller_defrag_marked_cards{pool}`: cards closed to new slices now;
-- `gpupool_controller_defrag_released_total{pool, why}`: marks released (`cleared`, `timeout`, `disabled`).
+- `gpupool_controller_defrag_released_total{pool, why}`: marks released (`cleared`, `timeout`,
+  `disabled`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 class DefragMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.rounds = Counter(
-            "gpupool_controller_defrag_rounds", "Defragmentation rounds planned", ["pool"], registry=registry
+            "gpupool_controller_defrag_rounds",
+            "Defragmentation rounds planned",
+            ["pool"],
+            registry=registry,
         )
         self.moves = Counter(
             "gpupool_controller_defrag_moves",
