@@ -8,18 +8,19 @@ the pool a False `Defragmentation` condition and nothing of it moves. For an ena
   since the last (`status.defrag.lastRound`). The placement core's planner
   (`placement.defrag.plan_defrag`) chooses over the pool's cards: lowest priority first, never an
   exclusive pod, never more than a PodDisruptionBudget allows now, a pod without an owner only
-  with `moveOrphans`, at most `maxMoves`. Each card it clears gets a **mark** (the GpuNode
+  with `moveOrphans`, at most `maxMoves`; a card is fixed with the fewest moves. Each card it
+  fixes gets a **mark** (the GpuNode
   annotation `gpupool.io/defrag`, until now + `timeoutSeconds`): the extender's filter refuses
   new slices there, with the reason. Each pod to move gets a **notice**
   (`gpupool.io/defrag-notice`, the reclaim notice's JSON: the eviction time is on the pod, so a
   restarted controller carries on) and an event.
 - **The room is held** for the waiting large request: the highest-priority pod that waits for
-  room (`reclaim.room.waits_for_room`) and fits the emptied card is named in the notices
-  (`for`), and the last eviction on the card records the room hold the extender honours
+  room (`reclaim.room.waits_for_room`) and fits the fixed card once the moves are done is named
+  in the notices (`for`), and each eviction from the card records the room hold the extender honours
   (`status.reclaim` on the victim's GpuLease, as reclaim for room does).
 - Once a notice's buffer time is over, the pod is **evicted through the Eviction API**; a refusal
   (429: a PodDisruptionBudget) is written into the notice once and retried every round.
-- **A mark is released** when its cards hold no lease any more (cleared), when the round times
+- **A mark is released** when the pods it moved are gone (cleared), when the round times
   out (its remaining notices are withdrawn: the pods stay), or when the pool no longer
   defragments.
 Nothing here reads a clock or the API server.
