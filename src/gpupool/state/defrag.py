@@ -56,7 +56,9 @@ def budget_of(pod: PodView, budgets: Sequence[DisruptionBudget]) -> DisruptionBu
 
 
 def movable(pod: PodView) -> bool:
-    """A running GPU pod that no notice already claims and that is not on its way out."""
+    """A running GPU pod that no notice already claims (reclaim, lease expiry, budget drain,
+    defragmentation), that is not on its way out, and that is not a gang member (a gang is
+    placed whole: moving one member alone would split it)."""
     return (
         pod.node is not None
         and not pod.terminal
@@ -64,7 +66,9 @@ def movable(pod: PodView) -> bool:
         and pod.request is not None
         and pod.reclaim_notice is None
         and pod.expiry_notice is None
+        and pod.drain_notice is None
         and pod.defrag_notice is None
+        and pod.gang is None
     )
 
 
