@@ -85,6 +85,22 @@ class ClusterApi(Protocol):
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
 
 
+class DefragApi(ClusterApi, Protocol):
+    """What the defragmentation loop needs besides the other reconcilers' reads and writes."""
+
+    async def gpu_pools(self) -> list[Json]: ...
+
+    async def disruption_budgets(self) -> list[Json]:
+        """Every PodDisruptionBudget (policy/v1), in all namespaces."""
+        ...
+
+    async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
+        """Set (None: remove) one annotation of a GpuNode; False when it is gone."""
+        ...
+
+    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
     """What discovery learns about one card beyond the domain `Gpu` (for the GpuNode report)."""

@@ -88,6 +88,7 @@ class Stack:
     logs: Path
     controller: Controller
     namespaces: list[str] = field(default_factory=list)  # for a test's own clean-up
+    kubeconfig: str = ""  # the cluster admin's (for a gpupool command a test runs)
 
     def tail(self) -> str:
         parts = []
@@ -103,12 +104,12 @@ def _established(api: KubeApi, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
+def process_stack(root: Path, gpus: str, label: str, *, nodes: int = 2) -> Iterator[Stack]:
     ext_port, hook_port = free_port(), free_port()
     cluster = DevCluster(root / "cluster")
     state = cluster.up(
         ClusterSpec(
-            nodes=tuple(node_specs(2, parse_gpu_spec(gpus))),
+            nodes=tuple(node_specs(nodes, parse_gpu_spec(gpus))),
             extender=ExtenderConfig(url_prefix=f"http://127.0.0.1:{ext_port}/gpupool"),
         ),
         die_with_parent=True,
@@ -168,7 +169,7 @@ def process_stack(root: Path, gpus: str, label: str) -> Iterator[Stack]:
             timeout_s=30,
         )
         assert registered, (root / "webhook.log").read_text()
-        yield Stack(api, selector, root, controller)
+        yield Stack(api, selector, root, controller, kubeconfig=kubeconfig)
     finally:
         if controller is not None:
             controller.stop()

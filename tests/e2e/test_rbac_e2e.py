@@ -200,6 +200,12 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-controller", "create", "gpuleases", "gpupool.io", NS, None, True),
     ("gpupool-controller", "create", "pods/binding", "", NS, None, False),
     ("gpupool-controller", "list", "secrets", "", None, None, False),
+    # defragmentation: the GpuNode mark, the GpuPool's condition, budgets read; no node writes
+    ("gpupool-controller", "patch", "gpunodes", "gpupool.io", None, "n", True),
+    ("gpupool-controller", "patch", "gpupools/status", "gpupool.io", None, "any", True),
+    ("gpupool-controller", "list", "poddisruptionbudgets", "policy", None, None, True),
+    ("gpupool-controller", "patch", "nodes", "", None, "n", False),
+    ("gpupool-controller", "delete", "gpunodes", "gpupool.io", None, "n", False),
     # the autoscaler: workloads through their scale subresource, its record annotation on them
     ("gpupool-controller", "patch", "deployments/scale", "apps", NS, None, True),
     ("gpupool-controller", "update", "statefulsets/scale", "apps", NS, None, True),

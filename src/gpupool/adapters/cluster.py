@@ -20,6 +20,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.leader import NotLeader
@@ -31,6 +32,7 @@ log = logging.getLogger("gpupool.controller")
 GpuQuota = create_global_resource(names.GROUP, names.VERSION, "GpuQuota", "gpuquotas")
 GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunodes")
 GpuLease = create_namespaced_resource(names.GROUP, names.VERSION, "GpuLease", "gpuleases")
+GpuPool = create_global_resource(names.GROUP, names.VERSION, "GpuPool", "gpupools")
 
 COMPONENT = "gpupool-controller"
 WORKLOAD_KINDS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
@@ -83,6 +85,12 @@ class KubeClusterApi:
 
     async def gpu_nodes(self) -> list[Json]:
         return [_dict(n) async for n in self.client.list(GpuNode)]
+
+    async def gpu_pools(self) -> list[Json]:
+        return [_dict(p) async for p in self.client.list(GpuPool)]
+
+    async def disruption_budgets(self) -> list[Json]:
+        return [_dict(b) async for b in self.client.list(PodDisruptionBudget, namespace="*")]
 
     async def pod(self, namespace: str, name: str) -> Json | None:
         try:
@@ -175,17 +183,18 @@ class KubeClusterApi:
     ) -> None:
         meta = pod.get("metadata") or {}
         namespace = str(meta.get("namespace") or "default")
-        self._writing(f"event {reason} on pod {namespace}/{meta.get('name')}")
+        kind = str(pod.get("kind") or "Pod")  # a GpuPool's events name it (cluster-scoped)
+        self._writing(f"event {reason} on {kind.lower()} {namespace}/{meta.get('name')}")
         event: Any = codecs.from_dict(
             {
                 "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {"generateName": f"{meta.get('name', 'pod')}.", "namespace": namespace},
                 "involvedObject": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
+                    "apiVersion": str(pod.get("apiVersion") or "v1"),
+                    "kind": kind,
                     "name": meta.get("name"),
-                    "namespace": namespace,
+                    "namespace": namespace if kind == "Pod" else None,
                     "uid": meta.get("uid"),
                 },
                 "reason": reason,
@@ -363,3 +372,26 @@ class KubeClusterApi:
             log.warning(
                 "could not record event %s on %s %s: %s", reason, kind, meta.get("name"), err
             )
+
+    async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
+        self._writing(f"annotation {key} of GpuNode {name}")
+        patch = {"metadata": {"annotations": {key: value}}}
+        try:
+            await self.client.patch(GpuNode, name, patch, patch_type=PatchType.MERGE)
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True
+
+    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
+        self._writing(f"status of GpuPool {name}")
+        try:
+            await self.client.patch(
+                GpuPool.Status, name, {"status": status}, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if err.status.code == 404:
+                return False
+            raise
+        return True

@@ -16,6 +16,7 @@ import aiohttp
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.metrics.controller import ControllerMetrics
+from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.metrics.http import parse_address, start_metrics_server
 from gpupool.adapters.metrics.utilisation import (
     DEFAULT_AGENT_URL,
@@ -33,6 +34,7 @@ from gpupool.cli.daemon import (
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.autoscale.reconcile import INTERVAL_S, AutoscaleReconciler
 from gpupool.controllers.budget.drain_reconcile import BudgetDrainReconciler
+from gpupool.controllers.defrag.reconcile import DefragReconciler
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Loop, run_loops
@@ -201,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         )
         drain = BudgetDrainReconciler(api)
         observer = MetricsObserver(api, metrics)
+        defrag = DefragReconciler(api, time.time, DefragMetrics(metrics.registry))
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 
         async def admission_then_reclaim() -> None:
@@ -223,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
                     Loop("leases", leases.reconcile),
                     Loop("admission+reclaim", admission_then_reclaim),
                     Loop("autoscale", autoscale.reconcile),
+                    Loop("defrag", defrag.reconcile),
                 ],
                 stop,
                 resync_s=args.resync,

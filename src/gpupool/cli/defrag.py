@@ -1,19 +1,37 @@
-"""`gpupool defrag plan`: a dry run of the defragmentation planner over a simulator state.
+"""`gpupool defrag plan`: a dry run of the defragmentation planner, over a simulator state or
+the live cluster.
 
-The state is a replay (the built-in pool's day, or a trace) stopped at `--at` seconds of replay
-time; the plan lists the moves, the cards they clear, the cards left over the threshold with the
-reason, and the pool's fragmentation before and after. Nothing is moved. (The dry run on a live
-cluster comes with the controller's defragmentation loop.)
+With `--builtin` or `--nodes`/`--pods` the state is a replay stopped at `--at` seconds of replay
+time. Without them it is the live cluster (the kubeconfig), read and decoded as the controller's
+loop reads it (`controllers.defrag.reconcile.read_live`: the extender's snapshot of Nodes,
+GpuNodes and GpuLeases, the tenant pods, the PodDisruptionBudgets), planned as its next round
+would be (`controllers.defrag.plan.plan_one`), for one GpuPool's cards and settings (`--pool`)
+or every card. The plan lists the moves, the cards they clear (and the waiting pod each is held
+for), the cards left over the threshold with the reason, and the fragmentation before and after.
+Nothing is moved.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
+import httpx2
+from lightkube.core.exceptions import ApiError
+
+from gpupool.adapters.cluster import KubeClusterApi
+from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.node import read_gpu_node
+from gpupool.adapters.kubernetes.pool import read_pool
+from gpupool.adapters.kubernetes.views_read import ClusterUnreachable
 from gpupool.cli.replay import replay_inputs
+from gpupool.controllers.defrag.plan import Round, plan_one, rules_of
+from gpupool.controllers.defrag.reconcile import read_live
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.units import format_bytes
 from gpupool.placement.defrag import DefragPlan, DefragRules
@@ -31,6 +49,14 @@ class InvalidReplayTime(GpupoolError):
     """`--at` is not a time of the replay."""
 
 
+class UnknownPool(GpupoolError):
+    """`--pool` names no GpuPool, or one whose settings cannot be used."""
+
+
+class MissingThreshold(GpupoolError):
+    """No threshold: neither `--threshold` nor a GpuPool with defragmentation settings."""
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     defrag = subparsers.add_parser(
         "defrag", help="defragmentation: which slices to move so fragmented cards clear"
@@ -39,15 +65,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     plan = actions.add_parser(
         "plan",
         help="dry run: the moves over a simulator state, and fragmentation before and after",
-        description="Replay the built-in pool (--builtin) or a trace (--nodes, --pods) up to "
-        "--at seconds of replay time, then plan one defragmentation round over that state and "
-        "print it. Nothing is moved.",
+        description="Without --builtin/--nodes/--pods: plan the controller's next "
+        "defragmentation round on the live cluster (the kubeconfig) for one GpuPool (--pool: its "
+        "cards and settings) or every card (--threshold). With them: replay the built-in pool "
+        "or a trace up to --at seconds of replay time and plan one round over that state. "
+        "Nothing is moved.",
     )
     plan.add_argument(
         "--threshold",
         type=float,
-        required=True,
-        help="clear cards whose fragmentation is above this percentage of their memory (0-100)",
+        help="clear cards whose fragmentation is above this percentage of their memory (0-100); "
+        "live with --pool: default the pool's spec.defragThresholdPercent",
+    )
+    plan.add_argument("--pool", help="live: the GpuPool whose cards and settings to plan with")
+    plan.add_argument(
+        "--kubeconfig", type=Path, default=None, help="live: default $KUBECONFIG, ~/.kube/config"
+    )
+    plan.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="live: text or JSON"
     )
     plan.add_argument("--max-moves", type=int, help="at most this many moves (default: no bound)")
     plan.add_argument("--builtin", action="store_true", help="the built-in pool over one day")
@@ -74,7 +109,11 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    if not (args.builtin or args.nodes or args.pods):
+        return run_live(args)
     try:
+        if args.threshold is None:
+            raise MissingThreshold("--threshold is required with a simulator state")
         rules = DefragRules(threshold_pct=args.threshold, max_moves=args.max_moves)
         if args.at is not None and not args.at >= 0:
             raise InvalidReplayTime(f"--at is a replay time in seconds, 0 or more; got {args.at:g}")
@@ -101,11 +140,80 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe(plan: DefragPlan, rules: DefragRules, at: float) -> str:
+async def _live_round(args: argparse.Namespace) -> tuple[Round, DefragRules]:
+    if args.threshold is None and not args.pool:
+        raise MissingThreshold(
+            "give --threshold, or --pool naming a GpuPool with spec.defrag.enabled"
+        )
+    client = async_client(args.kubeconfig, field_manager="gpupool-defrag-plan")
+    api = KubeClusterApi(client, may_write=lambda: False)  # a dry run: every write refused
+    try:
+        now = time.time()
+        gpunodes = [read_gpu_node(g) for g in await api.gpu_nodes()]
+        pool = None
+        if args.pool:
+            pools = {p.name: p for p in (read_pool(o) for o in await api.gpu_pools())}
+            pool = pools.get(args.pool)
+            if pool is None:
+                known = ", ".join(sorted(pools)) or "none"
+                raise UnknownPool(f"no GpuPool {args.pool!r} (GpuPools: {known})")
+            if pool.problem is not None:
+                raise UnknownPool(f"GpuPool {args.pool}: {pool.problem}")
+        if args.threshold is not None:
+            rules = DefragRules(args.threshold, args.max_moves, pool is not None and bool(
+                pool.defrag and pool.defrag.move_orphans))  # fmt: skip
+        elif pool is not None and pool.defrag is not None:
+            rules = rules_of(pool)
+            if args.max_moves is not None:
+                rules = DefragRules(rules.threshold_pct, args.max_moves, rules.move_orphans)
+        else:
+            raise MissingThreshold(
+                "give --threshold, or --pool naming a GpuPool with spec.defrag.enabled"
+            )
+        live = await read_live(api, gpunodes, now)
+        rnd = plan_one(
+            pool, rules, live.placement, live.pods, live.budgets, live.held_nodes, live.closable
+        )
+        return rnd, rules
+    except (ApiError, httpx2.HTTPError, OSError) as err:
+        raise ClusterUnreachable(
+            f"reading the cluster failed ({err.__class__.__name__}: {err}); check the "
+            "kubeconfig's server, your credentials and that the cluster is up"
+        ) from None
+    finally:
+        await client.close()
+
+
+def run_live(args: argparse.Namespace) -> int:
+    try:
+        rnd, rules = asyncio.run(_live_round(args))
+    except GpupoolError as exc:
+        print(f"gpupool defrag plan: {exc}", file=sys.stderr)
+        return 2
+    where = f"GpuPool {rnd.pool}" if rnd.pool else "every card"
+    if args.output == "json":
+        data = plan_json(rnd.plan, rules, time.time()) | {
+            "pool": rnd.pool or None,
+            "held_for": _held_json(rnd.held_for),
+        }
+        print(json.dumps(data, indent=2))
+    else:
+        print(describe(rnd.plan, rules, time.time(), where=f"live, {where}"))
+        for (node, card), pod in sorted(rnd.held_for.items()):
+            print(f"  hold {node}/{card} for pod {pod} once fixed")
+    return 0
+
+
+def _held_json(held: Mapping[tuple[str, int], str]) -> list[dict[str, object]]:
+    return [{"node": n, "card": c, "pod": p} for (n, c), p in sorted(held.items())]
+
+
+def describe(plan: DefragPlan, rules: DefragRules, at: float, where: str = "") -> str:
     """The plan in words: one line per move, then the cards left and the pool before/after."""
+    when = f"({where})" if where else f"at replay time {at:g} s"
     lines = [
-        f"defrag plan at replay time {at:g} s, threshold {rules.threshold_pct:g}%: "
-        f"{len(plan.moves)} moves clear {len(plan.cleared)} cards; pool fragmentation "
+        f"defrag plan {when}, threshold {rules.threshold_pct:g}%: "
+        f"{len(plan.moves)} moves fix {len(plan.cleared)} cards; pool fragmentation "
         f"{100 * plan.pool_before:.1f}% -> {100 * plan.pool_after:.1f}%"
     ]
     for m in plan.moves:

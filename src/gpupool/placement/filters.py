@@ -31,6 +31,7 @@ class Reason(IntEnum):
     GPU_COMPUTE = 11
     WHOLE_CARDS = 12
     SHARES = 13  # every card with room already holds as many pods as its share count
+    DEFRAG = 14  # the cards with room are being cleared by defragmentation: no new slices
 
 
 # Rejections that no amount of preemption on the node can cure.
@@ -122,6 +123,8 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
         mark(np.asarray(~mem_ok.any(axis=1), dtype=bool), Reason.GPU_MEMORY)
         mark(np.asarray(~room.any(axis=1), dtype=bool), Reason.GPU_COMPUTE)
         mark(np.asarray(~card_fit.any(axis=1), dtype=bool), Reason.SHARES)
+    card_fit = card_fit & ~snap.closed
+    mark(card_fit.sum(axis=1) < (req.gpu_count if req.whole_cards else 1), Reason.DEFRAG)
     return Feasibility(reason, card_fit, demand)
 
 
@@ -159,6 +162,8 @@ def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> s
     if why is Reason.WHOLE_CARDS:
         free = int((snap.fully_free()[i] & models_ok).sum())
         return f"needs {req.gpu_count} whole free GPUs; {free} free"
+    if why is Reason.DEFRAG:
+        return snap.closed_note[i] or "the cards with room are being cleared by defragmentation"
     usable = models_ok & snap.healthy[i]
     if why is Reason.SHARES:
         full = usable & (snap.shares_free[i] <= 0)

@@ -111,6 +111,9 @@ class ClusterSnapshot:
         self.gpu_count = np.array([node.gpu_count for node in nodes], dtype=np.int64)
         self.present: BoolArray = np.zeros((n, g), dtype=bool)
         self.healthy: BoolArray = np.zeros((n, g), dtype=bool)
+        # cards a defragmentation round is clearing: they take no new slices (`set_cards_closed`)
+        self.closed: BoolArray = np.zeros((n, g), dtype=bool)
+        self.closed_note: list[str | None] = [None] * n
         self.mem_known: BoolArray = np.zeros((n, g), dtype=bool)
         self.model_id: IntArray = np.full((n, g), -1, dtype=np.int64)
         self.gmem_total: IntArray = np.zeros((n, g), dtype=np.int64)
@@ -233,6 +236,18 @@ class ClusterSnapshot:
     def set_card_health(self, node: str, slot: int, healthy: bool) -> None:
         i = self.index[node]
         self.healthy[i, slot] = healthy
+        self._clock += 1
+        self.version[i] = self._clock
+
+    def set_cards_closed(self, node: str, slots: Sequence[int], note: str | None) -> None:
+        """Close these card slots of `node` to new slices, with the reason (`note`), and open
+        the node's others; no slots: all open."""
+        i = self.index[node]
+        self.closed[i, :] = False
+        for slot in slots:
+            if 0 <= slot < self.slots:
+                self.closed[i, slot] = True
+        self.closed_note[i] = note if len(slots) else None
         self._clock += 1
         self.version[i] = self._clock
 

@@ -189,6 +189,22 @@ class ClusterCache:
             condition = f"fenced: {unfit[0]}"
         if self._snap.condition[self._snap.index[name]] != condition:
             self._snap.set_condition(name, condition)
+        self._apply_closed(name)
+
+    def _apply_closed(self, name: str) -> None:
+        """Close the cards a defragmentation mark names (by GPU index) to new slices."""
+        assert self._snap is not None
+        gpunode = self.gpunodes.get(name)
+        mark = gpunode.defrag if gpunode is not None else None
+        i = self._snap.index[name]
+        slots: list[int] = []
+        if mark is not None:
+            slot_of = {g.index: s for s, g in enumerate(self._snap.nodes[i].gpus)}
+            slots = [slot_of[g] for g in mark.gpus if g in slot_of]
+        note = mark.note(name) if mark is not None and slots else None
+        have = [int(s) for s in self._snap.closed[i].nonzero()[0]]
+        if have != sorted(slots) or self._snap.closed_note[i] != note:
+            self._snap.set_cards_closed(name, slots, note)
 
     def set_node(self, node: NodeObject) -> None:
         self.nodes[node.name] = node

@@ -50,7 +50,7 @@ class ReclaimRecord:
     """`status.reclaim` of a GpuLease: reclaim evicted its pod (when, which kind, for whom)."""
 
     at: float
-    reason: str  # QuotaReclaim | RoomReclaim
+    reason: str  # QuotaReclaim | RoomReclaim | Defragmentation
     message: str
 
 

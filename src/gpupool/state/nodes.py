@@ -38,6 +38,25 @@ class NodeObject:
 
 
 @dataclass(frozen=True, slots=True)
+class DefragMark:
+    """Cards of a node that a defragmentation round of GpuPool `pool` is clearing (GPU indices,
+    as the GpuNode reports them): they take no new slices from `since` until the controller
+    removes the mark (at `until` at the latest, when the round times out)."""
+
+    pool: str
+    since: float
+    until: float
+    gpus: tuple[int, ...]
+
+    def note(self, node: str) -> str:
+        cards = ", ".join(str(g) for g in self.gpus)
+        return (
+            f"node {node}: GPU {cards} being cleared by defragmentation (GpuPool {self.pool}); "
+            f"they take no new slices"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class GpuNodeObject:
     """What gpupool reads from a GpuNode: the node's cards as the agent reports them, health."""
 
@@ -48,6 +67,7 @@ class GpuNodeObject:
     health_detail: str = ""  # the Heartbeat/Ready condition's message
     heartbeat: float | None = None  # the agent's last report (epoch s)
     problem: str | None = None  # the devices could not be read (and why)
+    defrag: DefragMark | None = None  # annotation gpupool.io/defrag (the controller's)
 
 
 def node_of(node: NodeObject, gpunode: GpuNodeObject | None) -> Node:

@@ -137,6 +137,12 @@ class PodView:
     drain_notice: ReclaimNotice | None = None
     # its gang (gpupool.io/gang, gang-size): admitted, placed and reclaimed with the others
     gang: GangMark | None = None
+    # what defragmentation needs: the pod's labels (PodDisruptionBudget selectors), whether a
+    # controller owns it (ownerReferences with controller: true, so an eviction is a move), and
+    # the notice given when a defragmentation round moves it (gpupool.io/defrag-notice)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    has_owner: bool = False
+    defrag_notice: ReclaimNotice | None = None
 
     @property
     def key(self) -> str:

@@ -42,7 +42,7 @@ def test_plan_prints_the_moves_and_writes_json(
     args = ["defrag", "plan", *trace, "--cluster-fraction", "1", "--threshold", "10"]
     assert main([*args, "--at", "40.5", "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "3 moves clear 3 cards" in text
+    assert "3 moves fix 3 cards" in text
     data = json.loads(out.read_text())
     assert len(data["moves"]) == 3
     assert data["pool_fragmentation_pct_after"] < data["pool_fragmentation_pct_before"]
@@ -89,7 +89,37 @@ def test_bad_input_exits_2_with_a_clear_message(
 
 
 def test_inputs_must_be_a_trace_or_the_builtin_pool(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["defrag", "plan", "--threshold", "10"]) == 2
+    assert main(["defrag", "plan", "--threshold", "10", "--nodes", "x.csv"]) == 2
     assert "--nodes NODES.csv and --pods PODS.csv (or --builtin)" in capsys.readouterr().err
     assert main(["defrag", "plan", "--threshold", "10", "--builtin", "--nodes", "x"]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_without_a_simulator_state_it_plans_on_the_live_cluster_and_says_when_it_cannot_reach_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    assert main(["defrag", "plan", "--threshold", "10", "--kubeconfig", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "gpupool defrag plan: reading the cluster failed" in err and "Traceback" not in err
+
+
+def test_live_without_a_threshold_or_a_pool_says_what_to_give(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    assert main(["defrag", "plan", "--kubeconfig", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "give --threshold, or --pool naming a GpuPool" in err

@@ -82,12 +82,16 @@ class FakeCluster:
         leases: Sequence[Json] = (),
         nodes: Sequence[Json] = (),
         gpu_nodes: Sequence[Json] = (),
+        pools: Sequence[Json] = (),
+        budgets: Sequence[Json] = (),
     ) -> None:
         self.pods = {_key(o): copy.deepcopy(o) for o in pods}
         self.quota_objects = {_key(o): copy.deepcopy(o) for o in quotas}
         self.lease_objects = {_key(o): copy.deepcopy(o) for o in leases}
         self.node_objects = {_key(o): copy.deepcopy(o) for o in nodes}
         self.gpu_node_objects = {_key(o): copy.deepcopy(o) for o in gpu_nodes}
+        self.pool_objects = {_key(o): copy.deepcopy(o) for o in pools}
+        self.budget_objects = {_key(o): copy.deepcopy(o) for o in budgets}
         self.writes: list[tuple[str, str, Any]] = []
         self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
         self.refuse_eviction: dict[str, str] = {}  # pod key -> the 429's message
@@ -124,6 +128,12 @@ class FakeCluster:
 
     async def gpu_nodes(self) -> list[Json]:
         return [copy.deepcopy(n) for n in self.gpu_node_objects.values()]
+
+    async def gpu_pools(self) -> list[Json]:
+        return [copy.deepcopy(p) for p in self.pool_objects.values()]
+
+    async def disruption_budgets(self) -> list[Json]:
+        return [copy.deepcopy(b) for b in self.budget_objects.values()]
 
     async def pod(self, namespace: str, name: str) -> Json | None:
         found = self.pods.get(f"{namespace}/{name}")
@@ -216,6 +226,17 @@ class FakeCluster:
         return await self._patch_status(
             self.gpu_node_objects, "patch_gpu_node_status", name, status
         )
+
+    async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
+        self._write("annotate_gpu_node", name, {key: value})
+        obj = self.gpu_node_objects.get(name)
+        if obj is None:
+            return False
+        _merge(obj.setdefault("metadata", {}).setdefault("annotations", {}), {key: value})
+        return True
+
+    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
+        return await self._patch_status(self.pool_objects, "patch_gpu_pool_status", name, status)
 
 
 # -- objects as the API server serves them -----------------------------------------------------

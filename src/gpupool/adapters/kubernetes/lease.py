@@ -34,10 +34,15 @@ def phase_name(phase: LeasePhase) -> str:
     return PHASES[phase]
 
 
+# Evictions that made room for one pod: reclaim for room, and defragmentation's for the pod its
+# cleared card is held for (controllers.defrag).
+HOLDING_REASONS = ("RoomReclaim", "Defragmentation")
+
+
 def read_room_hold(reclaim: object) -> RoomHold | None:
     """The hold a lease's `status.reclaim` carries; None when it carries none (a quota reclaim,
     a record without `holdUntil`: never written, or ended by the controller) or is unreadable."""
-    if not isinstance(reclaim, Mapping) or reclaim.get("reason") != "RoomReclaim":
+    if not isinstance(reclaim, Mapping) or reclaim.get("reason") not in HOLDING_REASONS:
         return None
     node, pod, uid = reclaim.get("room"), reclaim.get("for"), reclaim.get("forUid")
     until = parse_time(reclaim.get("holdUntil"))

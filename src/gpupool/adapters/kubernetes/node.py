@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.wire.names import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
+from gpupool.adapters.wire.defrag_mark import parse_mark
+from gpupool.adapters.wire.names import (
+    ANN_DEFRAG_MARK,
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_MODEL,
+)
 from gpupool.adapters.wire.times import parse_time
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu, Node
 from gpupool.domain.errors import GpupoolError
@@ -133,6 +139,9 @@ def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:
         health_detail=detail,
         heartbeat=parse_time(status.get("heartbeat")),
         problem=problem,
+        defrag=parse_mark(
+            ((gpunode.get("metadata") or {}).get("annotations") or {}).get(ANN_DEFRAG_MARK)
+        ),
     )
 
 

@@ -132,6 +132,12 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         expiry_notice=parse_notice(annotations.get(names.ANN_EXPIRY_NOTICE)),
         drain_notice=parse_notice(annotations.get(names.ANN_DRAIN_NOTICE)),
         gang=gang,
+        labels={str(k): str(v) for k, v in labels.items()},
+        has_owner=any(
+            isinstance(o, Mapping) and o.get("controller") is True
+            for o in meta.get("ownerReferences") or ()
+        ),
+        defrag_notice=parse_notice(annotations.get(names.ANN_DEFRAG_NOTICE)),
     )
 
 

@@ -58,6 +58,9 @@ ANN_REQUEUE = "gpupool.io/requeue"  # the extender: touched so kube-scheduler re
 ANN_EXPIRY_NOTICE = "gpupool.io/expiry-notice"
 # the controller, when the tenant's budget ran out under `onExhaustion: drain`: the same JSON
 ANN_DRAIN_NOTICE = "gpupool.io/drain-notice"
+# the controller, when defragmentation moves the pod: JSON {at, evictAt, claimant (the GpuPool),
+# for (the pod the room is held for, or ""), room (the node)} as the reclaim notice
+ANN_DEFRAG_NOTICE = "gpupool.io/defrag-notice"
 SYSTEM_ANNOTATIONS = (
     ANN_ALLOCATION,
     ANN_LEASE,
@@ -68,7 +71,12 @@ SYSTEM_ANNOTATIONS = (
     ANN_REQUEUE,
     ANN_EXPIRY_NOTICE,
     ANN_DRAIN_NOTICE,
+    ANN_DEFRAG_NOTICE,
 )
+
+# GpuNode annotation the controller writes: the cards a defragmentation round is clearing, which
+# take no new slices (JSON {"pool", "since", "until", "gpus": [index, ...]}; wire.defrag_mark)
+ANN_DEFRAG_MARK = "gpupool.io/defrag"
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)
 LABEL_NODE = "gpupool.io/node"  # on GpuLeases: the node the lease holds capacity on

@@ -16,8 +16,8 @@ class SkipReason(Enum):
     DISRUPTION_BUDGET = "a PodDisruptionBudget allows too few disruptions to move its pods"
     MULTI_CARD = "holds a pod spanning several cards"
     MOVE_LIMIT = "clearing it would pass the bound on moves per round"
-    NO_TARGET = "no other card can take one of its slices without passing the threshold"
-    STILL_FRAGMENTED = "memory no listed slice holds keeps it over the threshold"
+    NO_TARGET = "no other card can take enough of its slices without passing the threshold"
+    STILL_FRAGMENTED = "moving every slice that may move would still leave it over the threshold"
     RECEIVED = "it received moved slices this round"
 
 
@@ -54,7 +54,7 @@ class DefragPlan:
     they clear, and the pool's fragmentation (0..1) before and after the whole plan."""
 
     moves: tuple[Move, ...]
-    cleared: tuple[tuple[str, int], ...]  # (node, slot) of each card the moves empty
+    cleared: tuple[tuple[str, int], ...]  # (node, slot) of each card the moves fix (emptied or not)
     skipped: tuple[Skip, ...]
     pool_before: float
     pool_after: float

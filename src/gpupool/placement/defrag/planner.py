@@ -1,26 +1,29 @@
 """The defragmentation planner: pure, over a placement snapshot, with exact what-ifs.
 
 A card whose fragmentation (`card_fragmentation`, the operators' figure) is above the threshold is
-a *source*. The planner tries to clear whole sources — every slice on it moved to another card —
-because an emptied card is usable by every request again, which no partial clearing achieves.
-Sources are tried lowest priority first (the highest priority among a card's slices), then by how
-much memory a move gives back (the card's fragmentation over its number of slices), so that a bound
-on moves spends them where they recover most. On a source the slices move lowest priority first. A
-card is never cleared if it holds an exclusive pod, a pod spanning several cards, a pod no owner
-would recreate (unless moving orphans is on), or a pod whose PodDisruptionBudget allows too few
-disruptions; a budget named by a slice but absent from `budgets` allows none.
+a *source*. The planner *fixes* a source with the fewest moves: its slices move off lowest
+priority first (the larger first among equals) until the card's fragmentation is at or under the
+threshold. Often one or two moves suffice (the freed memory takes a common size again); a card
+whose free memory only whole-card requests would use must be emptied, and is. Sources are tried
+lowest priority first (the highest priority among the slices that may move), then by how much
+memory a move gives back (the card's fragmentation over its number of movable slices), so that a
+bound on moves spends them where they recover most. A slice never moves if it is an exclusive
+pod, spans several cards, or has no owner to recreate it (unless moving orphans is on); a slice
+whose PodDisruptionBudget allows no more disruptions stays too (a budget named by a slice but
+absent from `budgets` allows none), and so does one no card can take: the next slice is tried.
 
 Each move is asked of the placement filters on the snapshot with the slice's own placement
-forgotten (`feasibility`: model, health, cordons, CPU and memory of the node, room on the card),
-then assumed, so the moves in order are feasible one after another and never over-commit a card
-(`assume` refuses). A target must not be a source already cleared or being cleared, and must end at
-or below the threshold — or, if it was above already, no higher than it was: no move raises any
-card's fragmentation above the threshold. Nor is it an empty card: a slice moved there would only
-move the hole, and use up a card that whole-card requests can take. Among the targets that pass,
-the best fit (least free memory left, as a share of the card) wins, which fills holes and leaves
-empty cards empty. If one slice of a source has no target the card's earlier moves are undone and
-the card is skipped with that reason. A card that received slices is not cleared in the same round.
-The snapshot is left exactly as it was given (every what-if is undone with `forget`/`assume`).
+forgotten (`feasibility`: model, health, cordons and defragmentation marks, CPU and memory of the
+node, room on the card), then assumed, so the moves in order are feasible one after another and
+never over-commit a card (`assume` refuses). A target must not be a source already fixed or being
+fixed, and must end at or below the threshold — or, if it was above already, no higher than it
+was: no move raises any card's fragmentation above the threshold. Nor is it an empty card: a
+slice moved there would only move the hole, and use up a card that whole-card requests can take.
+Among the targets that pass, the best fit (least free memory left, as a share of the card) wins,
+which fills holes and leaves empty cards empty. If a source cannot get under the threshold, its
+moves are undone and it is kept with the reason that stopped it. A card that received slices is
+not fixed in the same round. The snapshot is left exactly as it was given (every what-if is
+undone with `forget`/`assume`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from gpupool.placement.fragmentation import (
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, Decision
 
 Card = tuple[int, int]  # (node index, slot)
+Block = tuple[SkipReason, str | None] | None  # why a card is kept, and the slice that kept it
 _EPS = 1e-9
 
 
@@ -52,9 +56,15 @@ def plan_defrag(
     sizes: CommonSizes,
     rules: DefragRules,
     budgets: Mapping[str, int] | None = None,
+    scope: BoolArray | None = None,
 ) -> DefragPlan:
-    """The moves that clear the most fragmented memory with the fewest moves (see the module)."""
-    return _Round(snap, sizes, rules, dict(budgets or {})).plan(residents)
+    """The moves that clear the most fragmented memory with the fewest moves (see the module).
+    `scope` (nodes × card slots): the cards of the pool being defragmented, the only sources
+    and targets (None: every card)."""
+    rnd = _Round(snap, sizes, rules, dict(budgets or {}))
+    if scope is not None:
+        rnd.closed |= ~scope
+    return rnd.plan(residents, scope)
 
 
 @dataclass
@@ -73,44 +83,46 @@ class _Round:
         self.closed = np.zeros_like(self.snap.present)
 
     # -- the round ----------------------------------------------------------------------------
-    def plan(self, residents: Sequence[Resident]) -> DefragPlan:
+    def plan(self, residents: Sequence[Resident], scope: BoolArray | None = None) -> DefragPlan:
         snap = self.snap
         pool_before = pool_fragmentation(snap, self.sizes)
         on_card: dict[Card, list[Resident]] = {}
         for r in residents:
             for slot in r.decision.cards:
                 on_card.setdefault((r.decision.node_index, slot), []).append(r)
-        over = np.argwhere(snap.present & (self.frag > self.rules.threshold + _EPS))
+        inside = snap.present if scope is None else snap.present & scope
+        over = np.argwhere(inside & (self.frag > self.rules.threshold + _EPS))
         skipped: list[Skip] = []
-        sources: list[tuple[tuple[int, float, int, int], Card, list[Resident]]] = []
+        sources: list[tuple[tuple[int, float, int, int], Card, list[Resident], Block]] = []
         for i, slot in ((int(a), int(b)) for a, b in over):
             here = on_card.get((i, slot), [])
-            blocked = self._static_block(here)
-            if blocked is not None:
-                skipped.append(self._skip((i, slot), *blocked))
+            if not here:
+                skipped.append(self._skip((i, slot), SkipReason.STILL_FRAGMENTED, None))
                 continue
-            key = (max(r.priority for r in here), -self.frag[i, slot] / len(here), i, slot)
-            sources.append((key, (i, slot), here))
+            movable = [r for r in here if self._held_back(r) is None]
+            held = self._first_held_back(here)
+            if not movable:
+                assert held is not None
+                skipped.append(self._skip((i, slot), *held))
+                continue
+            key = (max(r.priority for r in movable), -self.frag[i, slot] / len(movable), i, slot)
+            sources.append((key, (i, slot), movable, held))
         sources.sort(key=lambda s: s[0])
         cleared: list[Card] = []
         receivers: set[Card] = set()
-        for _, card, here in sources:
+        for _, card, movable, held in sources:
             if self.frag[card] <= self.rules.threshold + _EPS:
                 continue  # earlier moves filled its hole
-            why = self._round_block(card, here, receivers)
-            if why is not None:
-                skipped.append(self._skip(card, *why))
+            if card in receivers:
+                skipped.append(self._skip(card, SkipReason.RECEIVED, None))
                 continue
-            done = self._clear(card, here)
+            done = self._fix(card, movable, held)
             if isinstance(done, Skip):
                 skipped.append(done)
                 continue
             self.moves.extend(done)
             cleared.append(card)
             receivers.update((m.target.node_index, m.target.cards[0]) for m in done)
-            for r in here:
-                if r.disruption_budget is not None:
-                    self.budgets[r.disruption_budget] -= 1
         pool_after = pool_fragmentation(snap, self.sizes)
         moved = {(d.node_index, d.cards[0]) for m in self.moves for d in (m.source, m.target)}
         card_after = {self._name(c): float(self.frag[c]) for c in sorted(moved)}
@@ -128,54 +140,61 @@ class _Round:
             card_after=card_after,
         )
 
-    def _static_block(self, here: Sequence[Resident]) -> tuple[SkipReason, str | None] | None:
-        """Why no round could clear a card with these slices (None: it may be tried)."""
-        if not here:
-            return SkipReason.STILL_FRAGMENTED, None
-        for r in here:
-            if r.exclusive:
-                return SkipReason.EXCLUSIVE, r.id
-        for r in here:
-            if len(r.decision.cards) != 1:
-                return SkipReason.MULTI_CARD, r.id
-        if not self.rules.move_orphans:
-            for r in here:
-                if not r.has_owner:
-                    return SkipReason.NO_OWNER, r.id
+    def _held_back(self, r: Resident) -> SkipReason | None:
+        """Why this slice never moves (None: it may): an exclusive pod, one spanning several
+        cards, one no owner recreates (unless moving orphans is on)."""
+        if r.exclusive:
+            return SkipReason.EXCLUSIVE
+        if len(r.decision.cards) != 1:
+            return SkipReason.MULTI_CARD
+        if not self.rules.move_orphans and not r.has_owner:
+            return SkipReason.NO_OWNER
         return None
 
-    def _round_block(
-        self, card: Card, here: Sequence[Resident], receivers: set[Card]
-    ) -> tuple[SkipReason, str | None] | None:
-        """Why this round cannot clear the card, given what it has done so far."""
-        if card in receivers:
-            return SkipReason.RECEIVED, None
-        need = Counter(r.disruption_budget for r in here if r.disruption_budget is not None)
-        for name, count in sorted(need.items()):
-            if self.budgets.get(name, 0) < count:
-                blocker = next(r.id for r in here if r.disruption_budget == name)
-                return SkipReason.DISRUPTION_BUDGET, blocker
-        limit = self.rules.max_moves
-        if limit is not None and len(self.moves) + len(here) > limit:
-            return SkipReason.MOVE_LIMIT, None
-        return None
+    def _first_held_back(self, here: Sequence[Resident]) -> Block:
+        """The reason a card keeps slices that never move, the strongest first (exclusive, then
+        multi-card, then orphan), with the slice; None when every slice may move."""
+        found = [(why, r.id) for r in here if (why := self._held_back(r)) is not None]
+        order = (SkipReason.EXCLUSIVE, SkipReason.MULTI_CARD, SkipReason.NO_OWNER)
+        return min(found, key=lambda f: order.index(f[0])) if found else None
 
-    # -- clearing one card --------------------------------------------------------------------
-    def _clear(self, card: Card, here: Sequence[Resident]) -> list[Move] | Skip:
+    # -- fixing one card ----------------------------------------------------------------------
+    def _fix(self, card: Card, movable: Sequence[Resident], held: Block) -> list[Move] | Skip:
+        """Move the card's movable slices off, lowest priority first (the larger first among
+        equals: fewer moves), until its fragmentation is at or under the threshold. A slice
+        whose PodDisruptionBudget allows no more disruptions, or that no card can take, stays
+        and the next is tried; if the card cannot get under the threshold, every move is undone
+        and the card is kept with the reason that stopped it."""
         before = float(self.frag[card])
         self.closed[card] = True
         done: list[Move] = []
-        for r in sorted(here, key=lambda r: (r.priority, r.id)):
+        used: Counter[str] = Counter()
+        stopped: Block = None
+        limit = self.rules.max_moves
+        for r in sorted(movable, key=lambda r: (r.priority, -r.decision.mem_bytes[0], r.id)):
+            if self.frag[card] <= self.rules.threshold + _EPS:
+                break
+            budget = r.disruption_budget
+            if budget is not None and self.budgets.get(budget, 0) - used[budget] < 1:
+                stopped = stopped or (SkipReason.DISRUPTION_BUDGET, r.id)
+                continue
+            if limit is not None and len(self.moves) + len(done) >= limit:
+                stopped = (SkipReason.MOVE_LIMIT, None)
+                break
             target = self._move_one(r)
             if target is None:
-                self._undo(done)
-                self.closed[card] = False
-                return self._skip(card, SkipReason.NO_TARGET, r.id, before)
+                stopped = stopped or (SkipReason.NO_TARGET, r.id)
+                continue
             done.append(Move(r.id, r.priority, r.decision, target))
+            if budget is not None:
+                used[budget] += 1
         if self.frag[card] > self.rules.threshold + _EPS:
             self._undo(done)
             self.closed[card] = False
-            return self._skip(card, SkipReason.STILL_FRAGMENTED, None, before)
+            why, who = stopped or held or (SkipReason.STILL_FRAGMENTED, None)
+            return self._skip(card, why, who, before)
+        for name, count in used.items():
+            self.budgets[name] -= count
         return done
 
     def _move_one(self, r: Resident) -> Decision | None:

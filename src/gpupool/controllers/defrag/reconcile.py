@@ -1,0 +1,251 @@
+"""Live defragmentation, applied: `DefragReconciler` reads the GpuPools and, when one
+defragments or a mark stands, the pods, GpuLeases, Nodes, GpuNodes and PodDisruptionBudgets; asks
+the pure `defrag.plan.plan_defrag_round`; and writes it: the pools' `Defragmentation` condition
+and `status.defrag`, marks on GpuNodes (annotation `gpupool.io/defrag`), notices
+(`gpupool.io/defrag-notice` + event, reclaim's `give_notice`), evictions through the Eviction API
+(reclaim's `evict_noticed`: a 429 is written into the notice once and retried every round), the
+room hold on the evicted pod's GpuLease when a waiting pod is named, withdrawals and released
+marks, with an event on the GpuPool for each round and release. A failed write raises and ends
+the round; the next one plans again from what the API server holds (marks, notices and deadlines
+live there).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.pdb import read_budget
+from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.kubernetes.pool import read_pool
+from gpupool.adapters.metrics.defrag import DefragMetrics
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.defrag_mark import mark_annotation
+from gpupool.controllers.defrag.plan import DefragRound, PoolCondition, plan_defrag_round
+from gpupool.controllers.reads import read_leases
+from gpupool.controllers.reclaim.notices import evict_noticed, give_notice, withdraw_patch
+from gpupool.controllers.reclaim.plan import EvictPod
+from gpupool.controllers.reclaim.room import Placement, build_placement
+from gpupool.ports import Clock, DefragApi, Json
+from gpupool.rfc3339 import format_time
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.nodes import DefragMark, GpuNodeObject
+from gpupool.state.pods import PodView
+
+log = logging.getLogger("gpupool.controller.defrag")
+
+CONDITION = "Defragmentation"
+
+
+def _pool_ref(name: str) -> Json:
+    """What an event on a GpuPool names (cluster-scoped: the event lives in `default`)."""
+    return {"apiVersion": names.API_VERSION, "kind": "GpuPool", "metadata": {"name": name}}
+
+
+def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
+    status = "True" if c.ok else "False"
+    same = old is not None and old.get("status") == status and old.get("reason") == c.reason
+    return {
+        "type": CONDITION,
+        "status": status,
+        "reason": c.reason,
+        "message": c.message[:1024],
+        "lastTransitionTime": str(old.get("lastTransitionTime")) if same and old else stamp,
+        "observedGeneration": c.generation,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """One read of what a defragmentation round decides over, decoded once."""
+
+    placement: Placement
+    pods: list[PodView]
+    raw_pods: dict[str, Json]
+    budgets: list[DisruptionBudget]
+    held_nodes: frozenset[str]  # nodes where a room hold stands now
+    closable: frozenset[str]  # nodes with a GpuNode to carry a mark
+
+
+async def read_live(api: DefragApi, gpunodes: list[GpuNodeObject], now: float) -> LiveState:
+    """Nodes, GpuLeases, tenant pods and PodDisruptionBudgets, with the GpuNodes already read,
+    into the extender's snapshot (`reclaim.room.build_placement`) and the pods' views."""
+    nodes = [read_node(n) for n in await api.nodes()]
+    leases = read_leases(await api.leases(), log)
+    raw_pods = {
+        f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p
+        for p in await api.tenant_pods()
+    }
+    pods = [read_pod(p) for p in raw_pods.values()]
+    budgets = [read_budget(b) for b in await api.disruption_budgets()]
+    holders = {p.uid for p in pods if p.holds_quota}
+    held = frozenset(
+        le.room_hold.node for le in leases if le.room_hold is not None and le.room_hold.until > now
+    )
+    return LiveState(
+        build_placement(nodes, gpunodes, leases, holders),
+        pods,
+        raw_pods,
+        budgets,
+        held,
+        frozenset(g.name for g in gpunodes),
+    )
+
+
+class DefragReconciler:
+    def __init__(self, api: DefragApi, clock: Clock, metrics: DefragMetrics | None = None) -> None:
+        self.api = api
+        self.clock = clock
+        self.metrics = metrics
+
+    async def reconcile(self) -> DefragRound:
+        pool_objs = await self.api.gpu_pools()
+        pools = [read_pool(p) for p in pool_objs]
+        gpunode_objs = await self.api.gpu_nodes()
+        gpunodes = [read_gpu_node(g) for g in gpunode_objs]
+        marks = {g.name: g.defrag for g in gpunodes if g.defrag is not None}
+        now = self.clock()
+        if not marks and not any(p.defrag is not None for p in pools):
+            plan = plan_defrag_round(pools, build_placement([], [], []), [], [], {}, now)
+            await self._conditions(plan, pool_objs, now)
+            return plan
+        live = await read_live(self.api, gpunodes, now)
+        plan = plan_defrag_round(
+            pools,
+            live.placement,
+            live.pods,
+            live.budgets,
+            marks,
+            now,
+            live.held_nodes,
+            live.closable,
+        )
+        await self._apply(plan, pool_objs, live.raw_pods, now)
+        return plan
+
+    async def _conditions(self, plan: DefragRound, pool_objs: list[Json], now: float) -> None:
+        stamp = format_time(now)
+        by_name = {str(p["metadata"]["name"]): p for p in pool_objs}
+        for c in plan.conditions:
+            obj = by_name.get(c.pool) or {}
+            status = obj.get("status") or {}
+            old = next(
+                (x for x in status.get("conditions") or () if x.get("type") == CONDITION), None
+            )
+            new = _condition(c, stamp, old)
+            if old is not None and all(old.get(k) == v for k, v in new.items()):
+                continue
+            others = [x for x in status.get("conditions") or () if x.get("type") != CONDITION]
+            await self.api.patch_gpu_pool_status(c.pool, {"conditions": [*others, new]})
+            if not c.ok and c.reason == "InvalidSpec":
+                await self.api.event(
+                    _pool_ref(c.pool),
+                    "InvalidDefragSpec",
+                    c.message,
+                    warning=True,
+                    now_rfc3339=stamp,
+                )
+
+    async def _apply(
+        self, plan: DefragRound, pool_objs: list[Json], raw: dict[str, Json], now: float
+    ) -> None:
+        stamp = format_time(now)
+        await self._conditions(plan, pool_objs, now)
+        m = self.metrics
+        for release in plan.releases:
+            if await self.api.annotate_gpu_node(release.node, names.ANN_DEFRAG_MARK, None):
+                log.info("defrag mark on %s released: %s", release.node, release.why)
+                await self.api.event(
+                    _pool_ref(release.mark.pool),
+                    "DefragReleased",
+                    f"node {release.node} GPU {list(release.mark.gpus)}: {release.why}",
+                    now_rfc3339=stamp,
+                )
+                if m is not None:
+                    m.release(release.mark.pool, release.kind)
+        for rnd in plan.rounds:
+            last = {
+                "lastRound": stamp,
+                "moves": len(rnd.plan.moves),
+                "cleared": len(rnd.plan.cleared),
+                "fragmentationBefore": f"{100 * rnd.plan.pool_before:.1f}%",
+                "fragmentationAfter": f"{100 * rnd.plan.pool_after:.1f}%",
+            }
+            await self.api.patch_gpu_pool_status(rnd.pool, {"defrag": last})
+            if m is not None:
+                m.round(rnd.pool)
+            if rnd.plan.moves:
+                log.warning("GpuPool %s: %s", rnd.pool, rnd.message)
+                await self.api.event(
+                    _pool_ref(rnd.pool), "DefragRound", rnd.message, now_rfc3339=stamp
+                )
+        for mark in plan.marks:
+            await self.api.annotate_gpu_node(
+                mark.node, names.ANN_DEFRAG_MARK, mark_annotation(mark.mark)
+            )
+        for item in plan.notices:
+            pod = raw[item.pod.key]
+            if (
+                await give_notice(
+                    api=self.api,
+                    pod=pod,
+                    view=item.pod,
+                    notice=item.notice,
+                    message=item.message,
+                    stamp=stamp,
+                    annotation=names.ANN_DEFRAG_NOTICE,
+                    reason="DefragNotice",
+                )
+                and m is not None
+            ):
+                m.move(item.notice.claimant, "noticed")
+        for eviction in plan.evictions:
+            await self._evict(eviction, raw[eviction.pod.key], stamp)
+        for w in plan.withdrawals:
+            patch = withdraw_patch(w.pod.uid, names.ANN_DEFRAG_NOTICE)
+            if await self.api.patch_pod(w.pod.namespace, w.pod.name, patch, json_patch=True):
+                await self.api.event(
+                    raw[w.pod.key], "DefragWithdrawn", w.message, now_rfc3339=stamp
+                )
+                if m is not None and w.pod.defrag_notice is not None:
+                    m.move(w.pod.defrag_notice.claimant, "withdrawn")
+        if m is not None:
+            m.marked_cards(plan.marked_cards)
+
+    async def _evict(self, eviction: EvictPod, pod: Json, stamp: str) -> None:
+        notice = eviction.notice
+        why = f"defragmentation of GpuPool {notice.claimant}"
+        m = self.metrics
+        if not await evict_noticed(
+            self.api,
+            pod,
+            eviction.pod,
+            notice,
+            stamp,
+            annotation=names.ANN_DEFRAG_NOTICE,
+            blocked_why=why,
+        ):
+            if m is not None and notice.blocked is None:
+                m.move(notice.claimant, "blocked")
+            return
+        log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
+        if m is not None:
+            m.move(notice.claimant, "evicted")
+        await self.api.event(pod, "DefragMoved", eviction.message, warning=True, now_rfc3339=stamp)
+        if eviction.hold_until is not None and eviction.pod.uid:
+            record = {
+                "at": stamp,
+                "reason": "Defragmentation",
+                "message": eviction.message[:1024],
+                "room": notice.room,
+                "for": notice.claimant_pod,
+                "forUid": eviction.claimant_uid,
+                "holdUntil": format_time(eviction.hold_until),
+            }
+            await self.api.patch_lease_status(
+                eviction.pod.namespace, eviction.pod.uid, {"reclaim": record}
+            )
+
+
+__all__ = ["CONDITION", "DefragMark", "DefragReconciler", "LiveState", "read_live"]
