@@ -149,6 +149,7 @@ def test_a_spent_drain_budget_evicts_the_running_pod_after_its_grace(stack: Stac
     api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("d2", gpu_memory="12Gi", grace_s=0))
 
     assert poll_until(lambda: pod_get(api, ns, "d1") is None, timeout_s=30), stack.tail()
+
     # the eviction's event is written after the Eviction call returns: the pod may be gone first
     def both_events() -> list[str] | None:
         reasons = [e["reason"] for e in pod_events(api, ns, "d1")]
