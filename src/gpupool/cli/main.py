@@ -20,6 +20,7 @@ MODULES = (
     "gpupool.cli.controller",
     "gpupool.cli.defrag",
     "gpupool.cli.views",
+    "gpupool.cli.web",
 )
 
 

@@ -1,0 +1,334 @@
+"""The web view's HTTP side: the page (plain HTML, CSS and JS shipped in the package, no CDN),
+its JSON API and the server-sent events that keep it live.
+
+Every answer is the terminal views' JSON (`adapters.views_json`, `views.gpupool.io/v1`) of the
+one `StatusView` the `StateSource` holds, cut to what the caller may see (`Scope`, by
+SubjectAccessReview). Routes:
+
+    GET  /                      the page (pool map, tenant pages, node pages: #/tenant/T, #/node/N)
+    GET  /api/v1/state          {status, queue, leases} for the page (?tenant=T, ?node=N,
+                                ?namespace=NS)
+    GET  /api/v1/status|queue|leases   the documents `gpupool status|queue|leases -o json` print
+    GET  /api/v1/events         the same as /api/v1/state, pushed on every change (SSE)
+    GET  /api/v1/whoami         who the token is and what they may see
+    POST /api/v1/login          {"token": "..."}: checks it, keeps it in an HttpOnly cookie
+    POST /api/v1/logout
+    GET  /healthz               200 once the cluster was read
+
+A token comes as `Authorization: Bearer`, or in the cookie the login set (EventSource cannot send
+headers). Errors answer JSON `kind: Error` with a message that says what to do; never a trace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from gpupool.adapters import views_json
+from gpupool.adapters.web.access import Access, ReviewFailed, Unauthenticated, Viewer
+from gpupool.adapters.web.source import Snapshot, StateSource
+from gpupool.domain.errors import GpupoolError
+from gpupool.state.views.scope import Scope, in_namespace, namespaces_of, visible
+from gpupool.state.views.status import StatusView
+
+log = logging.getLogger("gpupool.web")
+
+STATIC = Path(__file__).parent / "static"
+COOKIE = "gpupool-token"
+KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies from closing an idle stream
+MAX_TOKEN = 16384
+
+Json = dict[str, Any]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SOURCE: web.AppKey[StateSource] = web.AppKey("source", StateSource)
+ACCESS: web.AppKey[Access] = web.AppKey("access", Access)
+SECURE: web.AppKey[bool] = web.AppKey("secure", bool)
+
+
+class Refused(Exception):
+    """An answer other than 200, with its message (turned into a JSON error)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+def error_doc(code: int, reason: str, message: str) -> Json:
+    return views_json.document("Error", {"code": code, "reason": reason, "message": message})
+
+
+def _json(doc: Json, status: int = 200) -> web.Response:
+    return web.Response(
+        text=json.dumps(doc, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except Refused as err:
+        return _json(error_doc(err.code, err.reason, err.message), err.code)
+    except Unauthenticated as err:
+        return _json(error_doc(401, "Unauthorized", str(err)), 401)
+    except ReviewFailed as err:
+        return _json(error_doc(503, "ServiceUnavailable", f"{err}; try again shortly"), 503)
+    except GpupoolError as err:
+        return _json(error_doc(400, "BadRequest", str(err)), 400)
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        return _json(error_doc(err.status, err.reason, err.text or err.reason), err.status)
+    except Exception:
+        log.exception("the web view failed on %s %s", request.method, request.path)
+        return _json(
+            error_doc(500, "InternalError", "the web view failed; its log has the details"), 500
+        )
+
+
+def _token(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(COOKIE) or None
+
+
+async def _viewer(request: web.Request) -> Viewer:
+    return await request.app[ACCESS].viewer(_token(request))
+
+
+def _snapshot(request: web.Request) -> tuple[Snapshot, StatusView]:
+    snapshot = request.app[SOURCE].current
+    if snapshot.view is None:
+        raise Refused(
+            503,
+            "ServiceUnavailable",
+            f"the web view has not read the cluster yet ({snapshot.error or 'starting'}); "
+            "reload in a few seconds",
+        )
+    return snapshot, snapshot.view
+
+
+async def _scope(request: web.Request, viewer: Viewer, view: StatusView) -> Scope:
+    tenants = {t.name for t in view.tenants} | {q.tenant for q in view.queue}
+    return await request.app[ACCESS].scope(viewer, namespaces_of(view), tenants)
+
+
+def _check(
+    full: StatusView,
+    shown: StatusView,
+    scope: Scope,
+    tenant: str | None,
+    node: str | None,
+    namespace: str | None = None,
+) -> None:
+    """403 for a tenant, node or namespace the viewer may not see; 404 for one not there."""
+    if namespace is not None and not scope.sees_namespace(namespace):
+        mine = ", ".join(sorted(scope.namespaces)) or "none"
+        raise Refused(
+            403,
+            "Forbidden",
+            f"{scope.user} may not read namespace {namespace!r} (RBAC: list gpuleases there); "
+            f"the namespaces you may read: {mine}",
+        )
+    if tenant is not None and not any(t.name == tenant for t in shown.tenants):
+        if scope.everything:
+            full.check_tenant(tenant)  # raises UnknownTenant with the known names
+        mine = ", ".join(t.name for t in shown.tenants) or "none"
+        raise Refused(
+            403,
+            "Forbidden",
+            f"{scope.user} may not read tenant {tenant!r} (RBAC: get gpuquotas/{tenant}); "
+            f"the tenants you may read: {mine}",
+        )
+    if node is not None and shown.pool.node(node) is None:
+        if scope.nodes:
+            full.check_node(node)  # raises UnknownNode
+        raise Refused(
+            403,
+            "Forbidden",
+            f"{scope.user} may not list nodes, and node {node!r} holds none of your slices",
+        )
+
+
+def _query(request: web.Request, key: str) -> str | None:
+    value = request.query.get(key)
+    return value or None
+
+
+def state_doc(
+    view: StatusView, viewer: Viewer, scope: Scope, tenant: str | None, node: str | None
+) -> Json:
+    return views_json.document(
+        "WebState",
+        {
+            "user": viewer.user,
+            "operator": scope.everything,
+            "status": views_json.status_doc(view, node, tenant),
+            "queue": views_json.queue_doc(view, tenant),
+            "leases": views_json.leases_doc(view, tenant),
+        },
+    )
+
+
+async def _visible(request: web.Request) -> tuple[Viewer, Scope, StatusView, Snapshot]:
+    viewer = await _viewer(request)
+    snapshot, full = _snapshot(request)
+    scope = await _scope(request, viewer, full)
+    shown = visible(full, scope)
+    namespace = _query(request, "namespace")
+    _check(full, shown, scope, _query(request, "tenant"), _query(request, "node"), namespace)
+    if namespace is not None:
+        shown = in_namespace(shown, namespace)
+    return viewer, scope, shown, snapshot
+
+
+async def get_state(request: web.Request) -> web.Response:
+    viewer, scope, shown, _ = await _visible(request)
+    doc = state_doc(shown, viewer, scope, _query(request, "tenant"), _query(request, "node"))
+    return _json(doc)
+
+
+async def get_status(request: web.Request) -> web.Response:
+    _, _, shown, _ = await _visible(request)
+    return _json(views_json.status_doc(shown, _query(request, "node"), _query(request, "tenant")))
+
+
+async def get_queue(request: web.Request) -> web.Response:
+    _, _, shown, _ = await _visible(request)
+    return _json(views_json.queue_doc(shown, _query(request, "tenant")))
+
+
+async def get_leases(request: web.Request) -> web.Response:
+    _, _, shown, _ = await _visible(request)
+    return _json(views_json.leases_doc(shown, _query(request, "tenant")))
+
+
+async def get_whoami(request: web.Request) -> web.Response:
+    viewer = await _viewer(request)
+    _, full = _snapshot(request)
+    scope = await _scope(request, viewer, full)
+    body = {
+        "user": viewer.user,
+        "groups": list(viewer.groups),
+        "anonymous": viewer.anonymous,
+        "operator": scope.everything,
+        "nodes": scope.nodes,
+        "namespaces": sorted(scope.namespaces),
+        "tenants": sorted(scope.tenants),
+    }
+    return _json(views_json.document("WhoAmI", body))
+
+
+async def get_events(request: web.Request) -> web.StreamResponse:
+    token = _token(request)
+    access = request.app[ACCESS]
+    source = request.app[SOURCE]
+    await _visible(request)  # refuse before the stream starts: the page shows the message
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",
+        }
+    )
+    await response.prepare(request)
+    version = -1
+    tenant, node = _query(request, "tenant"), _query(request, "node")
+    while True:
+        snapshot = await source.after(version, KEEPALIVE_S)
+        if snapshot is None:
+            await response.write(b": keepalive\n\n")
+            continue
+        version = snapshot.version
+        try:
+            viewer = await access.viewer(token)  # a token that expires ends the stream
+            if snapshot.view is None:
+                continue
+            scope = await _scope(request, viewer, snapshot.view)
+            shown = visible(snapshot.view, scope)
+            _check(snapshot.view, shown, scope, tenant, node)
+            doc = state_doc(shown, viewer, scope, tenant, node)
+            event = "state"
+        except Unauthenticated as err:
+            doc, event = error_doc(401, "Unauthorized", str(err)), "failure"
+        except (Refused, GpupoolError) as err:
+            code = err.code if isinstance(err, Refused) else 404
+            doc, event = error_doc(code, "Refused", str(err)), "failure"
+        data = json.dumps(doc, separators=(",", ":"))
+        await response.write(f"event: {event}\nid: {version}\ndata: {data}\n\n".encode())
+        if event == "failure":
+            return response
+
+
+async def post_login(request: web.Request) -> web.Response:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise Refused(400, "BadRequest", 'send JSON: {"token": "<bearer token>"}') from None
+    token = body.get("token") if isinstance(body, dict) else None
+    if not isinstance(token, str) or not token.strip() or len(token) > MAX_TOKEN:
+        raise Refused(400, "BadRequest", 'send JSON: {"token": "<bearer token>"} with a token')
+    viewer = await request.app[ACCESS].viewer(token.strip())
+    response = _json(views_json.document("Login", {"user": viewer.user}))
+    response.set_cookie(
+        COOKIE,
+        token.strip(),
+        httponly=True,
+        samesite="Strict",
+        secure=request.app[SECURE],
+        path="/",
+    )
+    return response
+
+
+async def post_logout(request: web.Request) -> web.Response:
+    response = _json(views_json.document("Logout", {}))
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def get_healthz(request: web.Request) -> web.Response:
+    if not request.app[SOURCE].ready.is_set():
+        return web.Response(status=503, text="not read the cluster yet\n")
+    return web.Response(text="ok\n")
+
+
+async def get_index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+async def not_found(request: web.Request) -> web.Response:
+    raise Refused(404, "NotFound", f"no such page {request.path!r}; the view is at /")
+
+
+def make_app(source: StateSource, access: Access, *, secure_cookie: bool) -> web.Application:
+    app = web.Application(middlewares=[errors], client_max_size=64 * 1024)
+    app[SOURCE] = source
+    app[ACCESS] = access
+    app[SECURE] = secure_cookie
+    app.router.add_get("/", get_index)
+    app.router.add_static("/static/", STATIC, append_version=False)
+    app.router.add_get("/healthz", get_healthz)
+    app.router.add_get("/api/v1/state", get_state)
+    app.router.add_get("/api/v1/status", get_status)
+    app.router.add_get("/api/v1/queue", get_queue)
+    app.router.add_get("/api/v1/leases", get_leases)
+    app.router.add_get("/api/v1/events", get_events)
+    app.router.add_get("/api/v1/whoami", get_whoami)
+    app.router.add_post("/api/v1/login", post_login)
+    app.router.add_post("/api/v1/logout", post_logout)
+    app.router.add_route("*", "/{tail:.*}", not_found)
+    return app
