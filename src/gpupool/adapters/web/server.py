@@ -33,6 +33,7 @@ from gpupool.adapters import views_json
 from gpupool.adapters.web.access import Access, ReviewFailed, Unauthenticated, Viewer
 from gpupool.adapters.web.source import Snapshot, StateSource
 from gpupool.domain.errors import GpupoolError
+from gpupool.state.views.errors import UnknownNode, UnknownTenant
 from gpupool.state.views.scope import Scope, in_namespace, namespaces_of, visible
 from gpupool.state.views.status import StatusView
 
@@ -84,6 +85,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _json(error_doc(401, "Unauthorized", str(err)), 401)
     except ReviewFailed as err:
         return _json(error_doc(503, "ServiceUnavailable", f"{err}; try again shortly"), 503)
+    except (UnknownNode, UnknownTenant) as err:
+        return _json(error_doc(404, "NotFound", str(err)), 404)
     except GpupoolError as err:
         return _json(error_doc(400, "BadRequest", str(err)), 400)
     except web.HTTPException as err:
@@ -265,7 +268,7 @@ async def get_events(request: web.Request) -> web.StreamResponse:
         except Unauthenticated as err:
             doc, event = error_doc(401, "Unauthorized", str(err)), "failure"
         except (Refused, GpupoolError) as err:
-            code = err.code if isinstance(err, Refused) else 404
+            code = err.code if isinstance(err, Refused) else 404  # UnknownNode, UnknownTenant
             doc, event = error_doc(code, "Refused", str(err)), "failure"
         data = json.dumps(doc, separators=(",", ":"))
         await response.write(f"event: {event}\nid: {version}\ndata: {data}\n\n".encode())

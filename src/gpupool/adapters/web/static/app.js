@@ -5,6 +5,7 @@
 "use strict";
 
 const GiB = 1024 ** 3;
+const ANONYMOUS = "system:anonymous";
 const MAX_NODES = 200; // on the pool page; the rest are a count and a link to each node page
 const $ = (id) => document.getElementById(id);
 let stream = null;
@@ -379,7 +380,8 @@ async function load() {
     return;
   }
   clearMessage();
-  $("logout").hidden = doc.user === "system:anonymous";
+  $("logout").hidden = doc.user === ANONYMOUS;
+  $("login-open").hidden = doc.user !== ANONYMOUS; // dev clusters (--dev-insecure) only
   render(doc, r);
   stream = new EventSource(`/api/v1/events${query(r)}`);
   stream.addEventListener("open", () => setLive("live"));
@@ -408,7 +410,13 @@ $("login").addEventListener("submit", async (e) => {
     return;
   }
   $("token").value = "";
+  $("login").hidden = true;
   load();
+});
+
+$("login-open").addEventListener("click", () => {
+  $("login").hidden = false;
+  $("token").focus();
 });
 
 $("logout").addEventListener("click", async () => {
