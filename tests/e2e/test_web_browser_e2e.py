@@ -229,7 +229,9 @@ def test_the_web_view_draws_the_pool_live_and_shows_a_tenant_only_its_own(
 
             # ---- tenant a, logged in with its token through the form --------------------------
             await page.navigate(url)
-            await page.wait_for("!document.getElementById('login-open').hidden", "log-in button")
+            await page.wait_for(
+                "document.getElementById('login-open')?.hidden === false", "log-in button"
+            )
             await page.evaluate(
                 "document.getElementById('login-open').click();"
                 f"document.getElementById('token').value = {json.dumps(token_a)};"
@@ -252,7 +254,7 @@ def test_the_web_view_draws_the_pool_live_and_shows_a_tenant_only_its_own(
             await page.screenshot(out / "tenant-pool.png")
             await page.navigate(f"{url}#/tenant/{a}")
             await page.wait_for(
-                f'document.querySelector(\'#view[data-page="tenant"] .quota[data-tenant="{a}"]\')',
+                f'!!document.querySelector(\'#view[data-page="tenant"] .quota[data-tenant="{a}"]\')',
                 "a's tenant page",
             )
             await page.screenshot(out / "tenant-page.png")

@@ -69,7 +69,13 @@ class Page:
         async def check() -> Any:
             return await self.evaluate(expression)
 
-        return await wait_for_async(check, timeout_s, what)
+        try:
+            return await wait_for_async(check, timeout_s, what)
+        except AssertionError as err:
+            shown = await self.evaluate(
+                "location.href + '\\n' + (document.body?.innerText ?? '').slice(0, 3000)"
+            )
+            raise AssertionError(f"{err}; the page at that point:\n{shown}") from None
 
     async def screenshot(self, path: Path) -> Path:
         shot = await self.send(
