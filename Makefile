@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: venv
-	$(BIN)/gpupool simulate
+# The product on a local dev cluster (docs/views.md "make demo"): builds the control plane on
+# first use, plays the built-in demo, prints `gpupool status` and the web view's URL; Ctrl-C (or
+# DEMO_ARGS=--once) takes it all down. `gpupool simulate` stays the simulator's one command.
+demo: venv k8s
+	$(BIN)/gpupool demo $(DEMO_ARGS)
 
 lint: venv
 	$(BIN)/ruff check src tests bench tools

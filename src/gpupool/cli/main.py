@@ -21,6 +21,7 @@ MODULES = (
     "gpupool.cli.defrag",
     "gpupool.cli.views",
     "gpupool.cli.web",
+    "gpupool.cli.demo",
 )
 
 
