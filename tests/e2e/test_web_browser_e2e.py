@@ -254,8 +254,8 @@ def test_the_web_view_draws_the_pool_live_and_shows_a_tenant_only_its_own(
             await page.screenshot(out / "tenant-pool.png")
             await page.navigate(f"{url}#/tenant/{a}")
             await page.wait_for(
-                "!!document.querySelector('#view[data-page=\"tenant\"] "
-                f".quota[data-tenant=\"{a}\"]')",
+                '!!document.querySelector(\'#view[data-page="tenant"] '
+                f'.quota[data-tenant="{a}"]\')',
                 "a's tenant page",
             )
             await page.screenshot(out / "tenant-page.png")

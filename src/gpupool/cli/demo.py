@@ -39,8 +39,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="the product on a local dev cluster: four tenants sharing fake GPUs, live",
         description=(
             "Starts the dev cluster with fake GPU nodes and all of gpupool, plays the built-in "
-            "multi-tenant demo (inference slices, quarter-card notebooks, a 4-GPU training job "
-            "borrowing an idle tenant's quota and reclaimed when it comes back), prints "
+            "multi-tenant demo (inference slices, quarter-card notebooks, a training job of "
+            "whole GPUs borrowing an idle tenant's quota and reclaimed when it comes back), prints "
             "`gpupool status` after each step and the web view's URL; Ctrl-C stops it and "
             "takes the cluster down."
         ),

@@ -72,9 +72,11 @@ def pod_object(req: Request) -> dict[str, Any]:
 
 
 def apply_tenants(api: KubeApi, quotas: list[TenantQuota]) -> None:
+    """On the demo's fresh cluster: nothing of these exists yet."""
     for quota in quotas:
-        for obj in quota_objects(quota):
-            api.create_or_replace(obj)
+        namespace, gpuquota = quota_objects(quota)
+        api.create("/api/v1/namespaces", namespace)
+        api.create(f"/apis/{names.API_VERSION}/gpuquotas", gpuquota)
 
 
 def start_pod(api: KubeApi, req: Request) -> None:

@@ -21,6 +21,7 @@ headers). Errors answer JSON `kind: Error` with a message that says what to do; 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -237,8 +238,6 @@ async def get_whoami(request: web.Request) -> web.Response:
 
 async def get_events(request: web.Request) -> web.StreamResponse:
     token = _token(request)
-    access = request.app[ACCESS]
-    source = request.app[SOURCE]
     await _visible(request)  # refuse before the stream starts: the page shows the message
     response = web.StreamResponse(
         headers={
@@ -248,6 +247,15 @@ async def get_events(request: web.Request) -> web.StreamResponse:
         }
     )
     await response.prepare(request)
+    with contextlib.suppress(ConnectionResetError):  # the page went away
+        await _stream(request, response, token)
+    return response
+
+
+async def _stream(request: web.Request, response: web.StreamResponse, token: str | None) -> None:
+    """Push the caller's state on every new snapshot until the caller leaves or is refused."""
+    access = request.app[ACCESS]
+    source = request.app[SOURCE]
     version = -1
     tenant, node = _query(request, "tenant"), _query(request, "node")
     while True:
@@ -273,7 +281,7 @@ async def get_events(request: web.Request) -> web.StreamResponse:
         data = json.dumps(doc, separators=(",", ":"))
         await response.write(f"event: {event}\nid: {version}\ndata: {data}\n\n".encode())
         if event == "failure":
-            return response
+            return
 
 
 async def post_login(request: web.Request) -> web.Response:
