@@ -116,9 +116,9 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         headers = {"Authorization": "Bearer operator"}
         async with session.get(f"{url}/events", headers=headers) as resp:
             event = b""
-            async for line in resp.content:
-                event += line
-                if line == b"\n" and event.strip():
+            async for chunk in resp.content.iter_any():
+                event += chunk
+                if b"data: " in event and event.endswith(b"\n\n"):
                     break
         sizes["event"] = len(event)
     await runner.cleanup()

@@ -112,11 +112,12 @@ def run(args: argparse.Namespace) -> int:
         _say(started, f"web view: {state.web_url}  (the operator's view; no token needed here)")
         _say(started, f"kubeconfig: {kubeconfig}  (gpupool status --kubeconfig {kubeconfig})")
         api = cluster.api()
-        pool = _view(kubeconfig).pool.totals.memory_bytes
-        tenancy = load_tenancy(DEMO_DIR / "tenants.yaml", {Resource.GPU_MEMORY: pool})
+        totals = _view(kubeconfig).pool.totals  # the percentages are of the live pool
+        capacity = {Resource.GPU: totals.cards * 1000, Resource.GPU_MEMORY: totals.memory_bytes}
+        tenancy = load_tenancy(DEMO_DIR / "tenants.yaml", capacity)
         live.apply_tenants(api, [r.quota for r in tenancy.rules])
         _say(started, "tenants: " + ", ".join(
-            f"{r.quota.name} (nominal {r.quota.nominal / 2**30:g}Gi)" for r in tenancy.rules
+            f"{r.quota.name} ({r.quota.resource.format(r.quota.nominal)})" for r in tenancy.rules
         ))  # fmt: skip
         t0 = time.monotonic()
         for step in demo.steps:

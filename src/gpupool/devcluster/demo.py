@@ -9,6 +9,7 @@ from gpupool.adapters.wire import names
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.domain.requests import Request
 from gpupool.domain.units import MiB
+from gpupool.quota.resource import Resource
 from gpupool.quota.spec import TenantQuota
 
 IMAGE = "registry.example/gpupool-demo:1"  # kwok nodes run no container: any name does
@@ -16,19 +17,23 @@ IMAGE = "registry.example/gpupool-demo:1"  # kwok nodes run no container: any na
 
 def quota_objects(quota: TenantQuota) -> list[dict[str, Any]]:
     """The tenant's namespace (named after it, labelled with it) and its GpuQuota."""
+
+    def amount(value: int) -> int | str:
+        return f"{value}m" if quota.resource is Resource.GPU else value  # milli-GPU | bytes
+
     spec: dict[str, Any] = {
         "resource": quota.resource.value,
-        "nominal": quota.nominal,
-        "guaranteed": quota.guaranteed,
+        "nominal": amount(quota.nominal),
+        "guaranteed": amount(quota.guaranteed),
         "priority": quota.priority,
         "reclaimGracePeriodSeconds": int(quota.reclaim_grace_s),
     }
     if quota.cohort is not None:
         spec["cohort"] = quota.cohort
     if quota.borrow_limit is not None:
-        spec["borrowLimit"] = quota.borrow_limit
+        spec["borrowLimit"] = amount(quota.borrow_limit)
     if quota.lend_limit is not None:
-        spec["lendLimit"] = quota.lend_limit
+        spec["lendLimit"] = amount(quota.lend_limit)
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
