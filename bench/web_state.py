@@ -9,8 +9,11 @@ API server's TokenReview/SubjectAccessReview are answered by a small in-process 
 answers are cached by the web view anyway). Measured, median of `--repeat`:
 
 - refresh_ms: one refresh, `build_status` over the pool (what each resync costs the server);
-- operator_ms, operator_bytes: GET /api/v1/state as an operator (the whole pool map);
-- tenant_ms, tenant_bytes: the same for one tenant (its namespace only, the other slices nameless);
+- operator_ms, operator_bytes, operator_gzip_bytes: GET /api/v1/state as an operator (the whole
+  pool map), the first after a refresh (it serialises the document), and what goes on the wire
+  when the client accepts gzip;
+- operator_again_ms: the same GET again on the same snapshot (served from `Rendered`);
+- tenant_ms, tenant_bytes: the first for one tenant (its namespace, the other slices nameless);
 - event_bytes: one server-sent event as an operator (the same document, pushed on each change).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import random
 import statistics
@@ -93,17 +97,19 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     url = f"http://127.0.0.1:{port}/api/v1"
-    refresh, operator, tenant = [], [], []
+    refresh, operator, again, tenant = [], [], [], []
     sizes: dict[str, int] = {}
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
 
         async def get(token: str) -> tuple[float, int]:
             t0 = time.perf_counter()
-            headers = {"Authorization": f"Bearer {token}"}
+            headers = {"Authorization": f"Bearer {token}", "Accept-Encoding": "gzip"}
             async with session.get(f"{url}/state", headers=headers) as resp:
                 body = await resp.read()
                 assert resp.status == 200, body[:300]
-            return (time.perf_counter() - t0) * 1000, len(body)
+            ms = (time.perf_counter() - t0) * 1000
+            sizes[f"{token}-wire"] = len(body)
+            return ms, len(gzip.decompress(body))
 
         for _ in range(args.repeat):
             t0 = time.perf_counter()
@@ -111,6 +117,8 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
             refresh.append((time.perf_counter() - t0) * 1000)
             ms, sizes["operator"] = await get("operator")
             operator.append(ms)
+            ms, _ = await get("operator")
+            again.append(ms)
             ms, sizes["tenant"] = await get(TENANTS[0])
             tenant.append(ms)
         headers = {"Authorization": "Bearer operator"}
@@ -131,6 +139,8 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
         "refresh_ms": round(statistics.median(refresh), 1),
         "operator_ms": round(statistics.median(operator), 1),
         "operator_bytes": sizes["operator"],
+        "operator_gzip_bytes": sizes["operator-wire"],
+        "operator_again_ms": round(statistics.median(again), 1),
         "tenant_ms": round(statistics.median(tenant), 1),
         "tenant_bytes": sizes["tenant"],
         "event_bytes": sizes["event"],

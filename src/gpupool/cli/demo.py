@@ -55,6 +55,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=run)
 
 
+def _amount(value: int, resource: Resource) -> str:
+    if resource is Resource.GPU:
+        return f"{value / 1000:g} GPUs"
+    return f"{value / 2**30:g}Gi"
+
+
 def _say(started: float, text: str) -> None:
     print(f"[{time.monotonic() - started:6.1f}s] {text}", flush=True)
 
@@ -117,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         tenancy = load_tenancy(DEMO_DIR / "tenants.yaml", capacity)
         live.apply_tenants(api, [r.quota for r in tenancy.rules])
         _say(started, "tenants: " + ", ".join(
-            f"{r.quota.name} ({r.quota.resource.format(r.quota.nominal)})" for r in tenancy.rules
+            f"{r.quota.name} ({_amount(r.quota.nominal, r.quota.resource)})" for r in tenancy.rules
         ))  # fmt: skip
         t0 = time.monotonic()
         for step in demo.steps:

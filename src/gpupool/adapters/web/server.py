@@ -32,6 +32,7 @@ from aiohttp import web
 
 from gpupool.adapters import views_json
 from gpupool.adapters.web.access import Access, ReviewFailed, Unauthenticated, Viewer
+from gpupool.adapters.web.rendered import Rendered
 from gpupool.adapters.web.source import Snapshot, StateSource
 from gpupool.domain.errors import GpupoolError
 from gpupool.state.views.errors import UnknownNode, UnknownTenant
@@ -51,6 +52,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SOURCE: web.AppKey[StateSource] = web.AppKey("source", StateSource)
 ACCESS: web.AppKey[Access] = web.AppKey("access", Access)
 SECURE: web.AppKey[bool] = web.AppKey("secure", bool)
+RENDERED: web.AppKey[Rendered] = web.AppKey("rendered", Rendered)
 
 
 class Refused(Exception):
@@ -65,6 +67,10 @@ class Refused(Exception):
 
 def error_doc(code: int, reason: str, message: str) -> Json:
     return views_json.document("Error", {"code": code, "reason": reason, "message": message})
+
+
+def _dumps(doc: Json) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def _json(doc: Json, status: int = 200) -> web.Response:
@@ -172,13 +178,11 @@ def _query(request: web.Request, key: str) -> str | None:
     return value or None
 
 
-def state_doc(
-    view: StatusView, viewer: Viewer, scope: Scope, tenant: str | None, node: str | None
-) -> Json:
+def state_doc(view: StatusView, scope: Scope, tenant: str | None, node: str | None) -> Json:
     return views_json.document(
         "WebState",
         {
-            "user": viewer.user,
+            "user": scope.user,
             "operator": scope.everything,
             "status": views_json.status_doc(view, node, tenant),
             "queue": views_json.queue_doc(view, tenant),
@@ -187,37 +191,67 @@ def state_doc(
     )
 
 
-async def _visible(request: web.Request) -> tuple[Viewer, Scope, StatusView, Snapshot]:
+Ask = tuple[str | None, str | None, str | None]  # tenant, node, namespace
+
+
+def _ask(request: web.Request) -> Ask:
+    return _query(request, "tenant"), _query(request, "node"), _query(request, "namespace")
+
+
+def _document(kind: str, shown: StatusView, scope: Scope, ask: Ask) -> Json:
+    tenant, node, _ = ask
+    if kind == "state":
+        return state_doc(shown, scope, tenant, node)
+    if kind == "status":
+        return views_json.status_doc(shown, node, tenant)
+    if kind == "queue":
+        return views_json.queue_doc(shown, tenant)
+    return views_json.leases_doc(shown, tenant)
+
+
+def _render(request: web.Request, snapshot: Snapshot, scope: Scope, kind: str, ask: Ask) -> bytes:
+    """The `kind` document of `snapshot` as `scope` may see it, serialised once per snapshot for
+    everyone who asks the same (a refusal raises, and is not kept)."""
+    full = snapshot.view
+    assert full is not None
+
+    def make() -> bytes:
+        shown = visible(full, scope)
+        tenant, node, namespace = ask
+        _check(full, shown, scope, tenant, node, namespace)
+        if namespace is not None:
+            shown = in_namespace(shown, namespace)
+        return json.dumps(_document(kind, shown, scope, ask), separators=(",", ":")).encode()
+
+    return request.app[RENDERED].get(snapshot.version, (kind, scope, ask), make)
+
+
+async def _answer(request: web.Request, kind: str) -> web.Response:
     viewer = await _viewer(request)
     snapshot, full = _snapshot(request)
     scope = await _scope(request, viewer, full)
-    shown = visible(full, scope)
-    namespace = _query(request, "namespace")
-    _check(full, shown, scope, _query(request, "tenant"), _query(request, "node"), namespace)
-    if namespace is not None:
-        shown = in_namespace(shown, namespace)
-    return viewer, scope, shown, snapshot
+    body = _render(request, snapshot, scope, kind, _ask(request))
+    response = web.Response(
+        body=body, content_type="application/json", headers={"Cache-Control": "no-store"}
+    )
+    response.enable_compression()  # when the client accepts it: the pool map compresses well
+    return response
 
 
 async def get_state(request: web.Request) -> web.Response:
-    viewer, scope, shown, _ = await _visible(request)
-    doc = state_doc(shown, viewer, scope, _query(request, "tenant"), _query(request, "node"))
-    return _json(doc)
+    return await _answer(request, "state")
 
 
 async def get_status(request: web.Request) -> web.Response:
-    _, _, shown, _ = await _visible(request)
-    return _json(views_json.status_doc(shown, _query(request, "node"), _query(request, "tenant")))
+    return await _answer(request, "status")
 
 
 async def get_queue(request: web.Request) -> web.Response:
-    _, _, shown, _ = await _visible(request)
-    return _json(views_json.queue_doc(shown, _query(request, "tenant")))
+    return await _answer(request, "queue")
 
 
 async def get_leases(request: web.Request) -> web.Response:
-    _, _, shown, _ = await _visible(request)
-    return _json(views_json.leases_doc(shown, _query(request, "tenant")))
+    return await _answer(request, "leases")
 
 
 async def get_whoami(request: web.Request) -> web.Response:
@@ -238,7 +272,9 @@ async def get_whoami(request: web.Request) -> web.Response:
 
 async def get_events(request: web.Request) -> web.StreamResponse:
     token = _token(request)
-    await _visible(request)  # refuse before the stream starts: the page shows the message
+    viewer = await _viewer(request)  # refuse before the stream starts: the page shows why
+    snapshot, full = _snapshot(request)
+    _render(request, snapshot, await _scope(request, viewer, full), "state", _ask(request))
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -257,30 +293,28 @@ async def _stream(request: web.Request, response: web.StreamResponse, token: str
     access = request.app[ACCESS]
     source = request.app[SOURCE]
     version = -1
-    tenant, node = _query(request, "tenant"), _query(request, "node")
+    ask = _ask(request)
     while True:
         snapshot = await source.after(version, KEEPALIVE_S)
         if snapshot is None:
             await response.write(b": keepalive\n\n")
             continue
         version = snapshot.version
+        if snapshot.view is None:
+            continue
+        event = b"state"
         try:
             viewer = await access.viewer(token)  # a token that expires ends the stream
-            if snapshot.view is None:
-                continue
             scope = await _scope(request, viewer, snapshot.view)
-            shown = visible(snapshot.view, scope)
-            _check(snapshot.view, shown, scope, tenant, node)
-            doc = state_doc(shown, viewer, scope, tenant, node)
-            event = "state"
+            data = _render(request, snapshot, scope, "state", ask)
         except Unauthenticated as err:
-            doc, event = error_doc(401, "Unauthorized", str(err)), "failure"
-        except (Refused, GpupoolError) as err:
-            code = err.code if isinstance(err, Refused) else 404  # UnknownNode, UnknownTenant
-            doc, event = error_doc(code, "Refused", str(err)), "failure"
-        data = json.dumps(doc, separators=(",", ":"))
-        await response.write(f"event: {event}\nid: {version}\ndata: {data}\n\n".encode())
-        if event == "failure":
+            event, data = b"failure", _dumps(error_doc(401, "Unauthorized", str(err)))
+        except Refused as err:
+            event, data = b"failure", _dumps(error_doc(err.code, err.reason, err.message))
+        except GpupoolError as err:  # UnknownNode, UnknownTenant
+            event, data = b"failure", _dumps(error_doc(404, "NotFound", str(err)))
+        await response.write(b"event: %s\nid: %d\ndata: %s\n\n" % (event, version, data))
+        if event == b"failure":
             return
 
 
@@ -330,6 +364,7 @@ def make_app(source: StateSource, access: Access, *, secure_cookie: bool) -> web
     app[SOURCE] = source
     app[ACCESS] = access
     app[SECURE] = secure_cookie
+    app[RENDERED] = Rendered()
     app.router.add_get("/", get_index)
     app.router.add_static("/static/", STATIC, append_version=False)
     app.router.add_get("/healthz", get_healthz)
