@@ -95,6 +95,8 @@ class Chromium:
     @classmethod
     def start(cls, binary: str, profile: Path, log: Path) -> Chromium:
         profile.mkdir(parents=True, exist_ok=True)
+        active = profile / "DevToolsActivePort"
+        active.unlink(missing_ok=True)  # a reused profile's file names a browser long gone
         argv = [
             binary,
             "--headless=new",
@@ -113,7 +115,6 @@ class Chromium:
         env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
         with log.open("wb") as out:
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
-        active = profile / "DevToolsActivePort"
 
         def port() -> int | None:
             if process.poll() is not None:

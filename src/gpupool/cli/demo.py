@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,7 +98,15 @@ def _settled(kubeconfig: Path, pods: list[str]) -> Callable[[], bool]:
     return check
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
+    # Ctrl-C, and SIGTERM (a supervisor, `kill`), take the cluster down; SIGINT explicitly, as a
+    # shell that starts the demo in the background leaves it ignored.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     demo = load_demo()
     state_dir = args.dir or default_state_dir().parent / "demo"

@@ -359,8 +359,15 @@ async def not_found(request: web.Request) -> web.Response:
     raise Refused(404, "NotFound", f"no such page {request.path!r}; the view is at /")
 
 
+async def _revalidate(request: web.Request, response: web.StreamResponse) -> None:
+    """The page's files are checked on every load, so an upgrade shows at once."""
+    if request.path.startswith("/static/"):
+        response.headers["Cache-Control"] = "no-cache"
+
+
 def make_app(source: StateSource, access: Access, *, secure_cookie: bool) -> web.Application:
     app = web.Application(middlewares=[errors], client_max_size=64 * 1024)
+    app.on_response_prepare.append(_revalidate)
     app[SOURCE] = source
     app[ACCESS] = access
     app[SECURE] = secure_cookie

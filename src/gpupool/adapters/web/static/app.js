@@ -41,11 +41,17 @@ function pct(x) {
   return x === null || x === undefined ? "-" : `${(100 * x).toFixed(1)}%`;
 }
 
+// Tenants get well-apart colours in the order the server lists them (by name), so two tenants on
+// one page never share one; a tenant the list does not name gets one from its name.
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#bcbd22", "#393b79"];
+let colours = new Map();
+
 function colour(tenant) {
   if (!tenant) return "";
+  if (colours.has(tenant)) return colours.get(tenant);
   let h = 0;
   for (const c of tenant) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return `hsl(${h % 360}, 62%, 52%)`;
+  return `hsl(${h % 360}, 55%, 45%)`;
 }
 
 function route() {
@@ -275,7 +281,7 @@ function queueTable(items) {
         el("td", {}, q.pod),
         el("td", {}, q.tenant),
         el("td", {}, q.stage),
-        el("td", {}, q.memoryBytes === null ? "share" : `${q.gpus}×${bytes(q.memoryBytes)}`),
+        el("td", {}, q.memoryBytes === null ? `${q.gpus} GPU` : `${q.gpus}×${bytes(q.memoryBytes)}`),
         el("td", {}, `${Math.round(q.waitedS)}s`),
         el("td", {}, q.reason),
       ),
@@ -308,6 +314,7 @@ function leasesTable(leases) {
 
 function render(doc, r) {
   const status = doc.status;
+  colours = new Map(status.tenants.map((t, i) => [t.name, PALETTE[i % PALETTE.length]]));
   $("who").textContent = doc.user + (doc.operator ? " (operator)" : "");
   $("who").dataset.user = doc.user;
   $("tenant-links").replaceChildren(
