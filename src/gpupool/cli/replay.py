@@ -103,7 +103,7 @@ class ReplayInputError(GpupoolError):
 
 def replay_inputs(args: argparse.Namespace) -> tuple[list[Node], list[TracePod], Tenancy | None]:
     """The nodes and pods to replay (and the built-in pool's own tenants), from the arguments."""
-    if args.demo:
+    if getattr(args, "demo", False):  # `gpupool defrag` shares this without --demo
         if args.builtin or args.nodes or args.pods:
             raise ReplayInputError("give --demo alone, without --builtin, --nodes or --pods")
         demo = load_demo()
