@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit venv clean k8s native helm image manifests realnode prometheus
+.PHONY: demo test lint unit venv clean k8s native helm image manifests realnode prometheus chromium
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: venv
-	$(BIN)/gpupool simulate
+# The product on a local dev cluster (docs/views.md "make demo"): builds the control plane on
+# first use, plays the built-in demo, prints `gpupool status` and the web view's URL; Ctrl-C (or
+# DEMO_ARGS=--once) takes it all down. `gpupool simulate` stays the simulator's one command.
+demo: venv k8s
+	$(BIN)/gpupool demo $(DEMO_ARGS)
 
 lint: venv
 	$(BIN)/ruff check src tests bench tools
@@ -31,7 +34,7 @@ unit: venv
 	tools/prometheus/install.sh || echo "make unit: promtool cannot be installed here; its tests skip"
 	$(BIN)/pytest -m "not e2e and not image"
 
-test: lint k8s native helm realnode prometheus
+test: lint k8s native helm realnode prometheus chromium
 	$(BIN)/pytest
 
 # The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
@@ -64,6 +67,11 @@ native:
 # tests and the metrics e2e (deploy/prometheus, deploy/grafana); a no-op when installed.
 prometheus:
 	tools/prometheus/install.sh
+
+# Debian's chromium (apt-get, as root) for the web view's headless browser test
+# (tests/e2e/test_web_browser_e2e.py); a no-op when installed; elsewhere that test skips.
+chromium:
+	tools/chromium/install.sh || [ "$$(id -u)" != 0 ]
 
 # The real node's host packages (containerd, runc, CNI plugins, iptables; apt-get, as root) and
 # its images (pause, GPU probe) for `gpupool dev-cluster up --real-node` and its e2e tests; see

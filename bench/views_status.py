@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit" / 
 
 from pool_fixture import NOW, big_pool
 
-from gpupool.cli import views_json, views_text
+from gpupool.adapters import views_json
+from gpupool.cli import views_text
 from gpupool.state.views.status import build_status
 
 

@@ -163,6 +163,7 @@ def test_cli_up_status_kubeconfig_down_leaves_no_process(tmp_path: Path) -> None
             "kwok",
             "gpupool-webhook",
             "gpupool-controller",
+            "gpupool-web",
             "gpupool-heartbeat",
         ]
         assert state.extender_url == "http://127.0.0.1:9/gpupool"

@@ -68,7 +68,7 @@ CHART = REPO / "deploy" / "helm" / "gpupool"
 NAMESPACE = CHART_NAMESPACE
 # The chart's default image name, as the kubelet resolves it (image.repository gpupool).
 IMAGE = "docker.io/library/gpupool:0.1.0"
-COMPONENTS = ("extender", "controller", "webhook", "agent")
+COMPONENTS = ("extender", "controller", "webhook", "agent", "web")
 # One card (the default real node has two): so that two pods are sure to share it, whatever the
 # placement policy prefers; test_real_node_e2e.py runs pods on two cards.
 HELM_GPUS = "1xA100-80GB"
@@ -131,6 +131,7 @@ def _values(root: Path, extender_port: int, webhook_port: int) -> dict[str, Any]
                        "extraArgs": [f"--metrics-address=127.0.0.1:{free_port()}"]},
         "webhook": {**on_real, "port": webhook_port,
                     "kubeconfigSecret": "gpupool-webhook-kubeconfig"},
+        "web": {**on_real, "port": free_port(), "kubeconfigSecret": "gpupool-web-kubeconfig"},
         "agent": {
             "hostNetwork": True,
             "nodeSelector": {"nvidia.com/gpu.present": None, "type": "real"},

@@ -223,6 +223,18 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-heartbeat", "get", "gpuquotas", "gpupool.io", None, "any", False),
     ("gpupool-heartbeat", "delete", "pods", "", NS, None, False),
     ("gpupool-heartbeat", "list", "secrets", "", None, None, False),
+    # The web view: reads what `gpupool status` reads, asks who a visitor is and what they may
+    # read; writes nothing.
+    ("gpupool-web", "list", "gpuleases", "gpupool.io", None, None, True),
+    ("gpupool-web", "list", "pods", "", None, None, True),
+    ("gpupool-web", "watch", "gpuquotas", "gpupool.io", None, None, True),
+    ("gpupool-web", "create", "tokenreviews", "authentication.k8s.io", None, None, True),
+    ("gpupool-web", "create", "subjectaccessreviews", "authorization.k8s.io", None, None, True),
+    ("gpupool-web", "patch", "pods", "", NS, None, False),
+    ("gpupool-web", "create", "gpuleases", "gpupool.io", NS, None, False),
+    ("gpupool-web", "patch", "gpuquotas/status", "gpupool.io", None, "any", False),
+    ("gpupool-web", "create", "pods/eviction", "", NS, None, False),
+    ("gpupool-web", "list", "secrets", "", None, None, False),
 ]
 
 

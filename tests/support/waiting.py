@@ -9,7 +9,7 @@ form yields to the event loop between checks, for tests that drive their own loo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from gpupool.devcluster.polling import poll_until
@@ -42,6 +42,23 @@ async def wait_until_async(
     try:
         async with asyncio.timeout(timeout_s):
             while not (result := check()):
+                await asyncio.sleep(interval_s)
+    except TimeoutError:
+        raise _gave_up(timeout_s, what) from None
+    return result
+
+
+async def wait_for_async(
+    check: Callable[[], Awaitable[T | None]],
+    timeout_s: float,
+    what: What,
+    *,
+    interval_s: float = 0.1,
+) -> T:
+    """As `wait_until_async`, for a check that must itself be awaited (a browser's DOM, say)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while not (result := await check()):
                 await asyncio.sleep(interval_s)
     except TimeoutError:
         raise _gave_up(timeout_s, what) from None

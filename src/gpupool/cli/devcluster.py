@@ -319,6 +319,8 @@ def _summary(
     print(f"  scheduler:  {'extender ' + state.extender_url if state.extender_url else 'plain'}")
     gpupool = [p.name for p in state.processes if p.name.startswith("gpupool-")]
     print(f"  gpupool:    {', '.join(gpupool) if gpupool else 'not running (--bare)'}")
+    if state.web_url:
+        print(f"  web view:   {state.web_url} (no token: the operator's view; dev only)")
     print(f"  kubeconfig: {state.kubeconfig}")
     print(f"  logs:       {cluster.log_dir}")
     print(f"  try:        {state.bin_dir}/kubectl --kubeconfig {state.kubeconfig} get nodes")

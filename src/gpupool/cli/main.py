@@ -20,6 +20,8 @@ MODULES = (
     "gpupool.cli.controller",
     "gpupool.cli.defrag",
     "gpupool.cli.views",
+    "gpupool.cli.web",
+    "gpupool.cli.demo",
 )
 
 

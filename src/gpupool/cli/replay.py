@@ -19,6 +19,7 @@ from gpupool.placement.policies import POLICIES
 from gpupool.quota.resource import Resource
 from gpupool.simulator.builtin import builtin_nodes
 from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
+from gpupool.simulator.demo_scenario import demo_timeline, load_demo
 from gpupool.simulator.openb import TracePod, load_nodes, load_pods
 from gpupool.simulator.replay_defrag import DEFAULT_INTERVAL_S, ReplayDefrag
 from gpupool.simulator.replay_experiment import (
@@ -52,6 +53,11 @@ def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--builtin",
         action="store_true",
         help="replay the built-in pool over one day with its four teams instead of a trace",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="replay the built-in demo (`gpupool demo`'s pool, tenants and timeline)",
     )
     parser.add_argument("--tenants", help="tenants YAML (default: three tenants by QoS)")
     parser.add_argument(
@@ -97,6 +103,11 @@ class ReplayInputError(GpupoolError):
 
 def replay_inputs(args: argparse.Namespace) -> tuple[list[Node], list[TracePod], Tenancy | None]:
     """The nodes and pods to replay (and the built-in pool's own tenants), from the arguments."""
+    if getattr(args, "demo", False):  # `gpupool defrag` shares this without --demo
+        if args.builtin or args.nodes or args.pods:
+            raise ReplayInputError("give --demo alone, without --builtin, --nodes or --pods")
+        demo = load_demo()
+        return list(demo.nodes), demo_timeline(demo), demo.tenancy
     if args.builtin:
         if args.nodes or args.pods:
             raise ReplayInputError("give either --builtin or --nodes with --pods, not both")
@@ -112,8 +123,8 @@ def run_replay(args: argparse.Namespace) -> int:
         nodes, pods, tenancy = replay_inputs(args)
         config = ReplayConfig(
             policy=args.policy,
-            time_scale=1.0 if args.builtin else args.time_scale,
-            cluster_fraction=1.0 if args.builtin else args.cluster_fraction,
+            time_scale=1.0 if args.builtin or args.demo else args.time_scale,
+            cluster_fraction=1.0 if args.builtin or args.demo else args.cluster_fraction,
             target_load=args.load,
             seed=args.seed,
             defrag=None if args.defrag is None else ReplayDefrag.parse(args.defrag),

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpupool.adapters import views_json
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.views_read import read_views
-from gpupool.cli import views_json, views_text
+from gpupool.cli import views_text
 from gpupool.state.views.status import StatusView, ViewInputs, build_status
 
 

@@ -257,6 +257,8 @@ class DevCluster:
         if gpupool is not None:
             ports["gpupool-webhook"] = claim("gpupool-webhook", None, taken)
             ports["gpupool-controller-metrics"] = claim("gpupool-controller", None, taken)
+            if gpupool.run_web:
+                ports["gpupool-web"] = claim("gpupool-web", None, taken)
             if gpupool.run_extender and extender is None:
                 ports["gpupool-extender"] = claim("gpupool-extender", None, taken)
                 # HTTPS with kube-scheduler's own client certificate: the extender takes filter,
@@ -494,6 +496,13 @@ class DevCluster:
         if spec.lost_after_s is not None:
             controller += ["--lost-after", f"{spec.lost_after_s:g}"]
         argvs["gpupool-controller"] = controller
+        if "gpupool-web" in ports:
+            # --dev-insecure: a page without a token is the operator's (a token still narrows it).
+            argvs["gpupool-web"] = [
+                *gpupool, "web", *kubeconfig("gpupool-web"),
+                "--host", LOOPBACK, "--port", str(ports["gpupool-web"]), "--dev-insecure",
+                "--resync-seconds", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+            ]  # fmt: skip
         argvs["gpupool-heartbeat"] = [
             *gpupool, "dev-cluster", "heartbeat", *kubeconfig("gpupool-heartbeat"),
             "--interval", f"{spec.heartbeat_s:g}", "--log-level", spec.log_level,
@@ -510,7 +519,7 @@ class DevCluster:
     ) -> None:
         """Ready: the extender answers /healthz (its cache is synced), the webhook answers
         /healthz (then `up` registers it), every fake GPU node has a GpuNode with a heartbeat,
-        and the controller still runs."""
+        the controller still runs and the web view answers /healthz (it has read the cluster)."""
         if "gpupool-extender" in started:
             url = f"https://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
             ca = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
@@ -529,6 +538,9 @@ class DevCluster:
             )
         if "gpupool-controller" in started:
             self._wait(started["gpupool-controller"], timeout_s, lambda: True)
+        if "gpupool-web" in started:
+            url = f"http://{LOOPBACK}:{ports['gpupool-web']}/healthz"
+            self._wait(started["gpupool-web"], timeout_s, lambda: _http_ok(url))
 
     @staticmethod
     def _gpunodes_beating(api: KubeApi, nodes: list[str]) -> bool:

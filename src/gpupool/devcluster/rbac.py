@@ -34,6 +34,7 @@ COMPONENT_ACCOUNTS: dict[str, str] = {
     "gpupool-webhook": "gpupool-webhook",
     "gpupool-controller": "gpupool-controller",
     "gpupool-heartbeat": "gpupool-agent",
+    "gpupool-web": "gpupool-web",
 }
 
 # Dev cluster only, not in deploy/rbac: a real agent reads just its own Node (`get`), but the

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpupool.devcluster.nodes import FakeNodeSpec
+from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode.node import HostBefore, RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig
@@ -32,6 +33,7 @@ class GpupoolSpec:
 
     `run_extender=False` keeps the extender out (e.g. when `ClusterSpec.extender` points at one
     the user runs). The times are the controller's node-health flags (None: its defaults).
+    `run_web`: the web view (`gpupool web --dev-insecure`, its URL in `ClusterState.web_url`).
     """
 
     policy: str = "gpupool"
@@ -41,6 +43,7 @@ class GpupoolSpec:
     suspect_after_s: float | None = None
     lost_after_s: float | None = None
     log_level: str = "INFO"
+    run_web: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,12 @@ class ClusterState:
     # The real node's name and what the host looked like before it (`down` restores that).
     real_node: str | None = None
     host_before: HostBefore | None = None
+
+    @property
+    def web_url(self) -> str | None:
+        """The web view's page, when gpupool runs with it."""
+        port = self.ports.get("gpupool-web")
+        return f"http://{LOOPBACK}:{port}/" if port else None
 
     def to_json(self) -> dict[str, Any]:
         return {

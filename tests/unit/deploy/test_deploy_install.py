@@ -165,7 +165,7 @@ def test_every_install_object_lives_in_gpupool_system_or_is_cluster_scoped() -> 
 
 def test_there_is_one_gpupool_container_per_component() -> None:
     commands = sorted(_parse(c["args"]).command for c in GPUPOOL_CONTAINERS.values())
-    assert commands == ["agent", "controller", "extender", "webhook"]
+    assert commands == ["agent", "controller", "extender", "web", "webhook"]
 
 
 @pytest.mark.parametrize("name", sorted(GPUPOOL_CONTAINERS))

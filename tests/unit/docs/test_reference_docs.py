@@ -41,7 +41,16 @@ def test_the_generated_reference_is_current(page: str) -> None:
 
 def test_the_flags_page_names_every_command() -> None:
     text = (ROOT / "docs" / "reference" / "flags.md").read_text()
-    for command in ("simulate", "dev-cluster", "agent", "webhook", "extender", "controller"):
+    for command in (
+        "simulate",
+        "dev-cluster",
+        "agent",
+        "webhook",
+        "extender",
+        "controller",
+        "web",
+        "demo",
+    ):
         assert f"## gpupool {command}\n" in text
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pool_fixture import NOW, big_pool, small_pool
 
-from gpupool.cli import views_json, views_text
+from gpupool.adapters import views_json
+from gpupool.cli import views_text
 from gpupool.cli.views import status_of
 from gpupool.state.views.errors import UnknownNode, UnknownTenant
 

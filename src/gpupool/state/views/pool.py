@@ -15,6 +15,7 @@ pool's figure is `pool_fragmentation`, the mean over the healthy cards.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpupool.placement.fragmentation import (
@@ -174,10 +175,17 @@ def build_pool(cache: ClusterCache, sizes: CommonSizes) -> PoolView:
                 cards=tuple(cards),
             )
         )
-    return PoolView(tuple(nodes), _totals(nodes, pool_fragmentation(snap, sizes)), tuple(unplaced))
+    totals = pool_totals(nodes, pool_fragmentation(snap, sizes))
+    return PoolView(tuple(nodes), totals, tuple(unplaced))
 
 
-def _totals(nodes: list[NodeView], fragmentation: float) -> PoolTotals:
+def pool_totals(nodes: Sequence[NodeView], fragmentation: float | None = None) -> PoolTotals:
+    """The totals of `nodes`. `fragmentation` None: the mean over their healthy cards of each
+    card's figure, which is what `pool_fragmentation` gives for the same cards (the web view's
+    totals of the part of the pool a tenant may see)."""
+    if fragmentation is None:
+        healthy = [c.fragmentation for n in nodes for c in n.cards if c.healthy]
+        fragmentation = sum(healthy) / len(healthy) if healthy else 0.0
     health: dict[str, int] = {}
     for node in nodes:
         health[node.health] = health.get(node.health, 0) + 1

@@ -1,7 +1,7 @@
-"""`-o json`: the view values as JSON, one stable shape (docs/views.md): every dataclass field in
-camelCase, amounts in bytes (or milli-GPU for a `gpu` quota), times in epoch seconds, fractions
-in 0..1, plus `apiVersion` and `kind` at the top. Fields are added, never renamed or removed,
-within `views.gpupool.io/v1`."""
+"""`-o json` and the web view's API: the view values as JSON, one stable shape (docs/views.md):
+every dataclass field in camelCase, amounts in bytes (or milli-GPU for a `gpu` quota), times in
+epoch seconds, fractions in 0..1, plus `apiVersion` and `kind` at the top. Fields are added,
+never renamed or removed, within `views.gpupool.io/v1`."""
 
 from __future__ import annotations
 
@@ -41,17 +41,21 @@ def plain(value: Any) -> Any:
     return value
 
 
-def dump(kind: str, body: dict[str, Any]) -> str:
-    return json.dumps({"apiVersion": API_VERSION, "kind": kind, **body}, indent=2) + "\n"
+def document(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
-def status_json(view: StatusView, node: str | None, tenant: str | None) -> str:
+def dump(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def status_doc(view: StatusView, node: str | None, tenant: str | None) -> dict[str, Any]:
     pool = view.pool
     nodes = [n for n in pool.nodes if node is None or n.name == node]
     if tenant is not None:
         nodes = [n for n in nodes if any(s.tenant == tenant for c in n.cards for s in c.slices)]
     tenants = [t for t in view.tenants if tenant is None or t.name == tenant]
-    return dump(
+    return document(
         "PoolStatus",
         {
             "now": view.now,
@@ -66,16 +70,16 @@ def status_json(view: StatusView, node: str | None, tenant: str | None) -> str:
     )
 
 
-def queue_json(view: StatusView, tenant: str | None) -> str:
+def queue_doc(view: StatusView, tenant: str | None) -> dict[str, Any]:
     items = [q for q in view.queue if tenant is None or q.tenant == tenant]
-    return dump("Queue", {"now": view.now, "notes": list(view.notes), "items": plain(items)})
+    return document("Queue", {"now": view.now, "notes": list(view.notes), "items": plain(items)})
 
 
-def leases_json(view: StatusView, tenant: str | None) -> str:
+def leases_doc(view: StatusView, tenant: str | None) -> dict[str, Any]:
     def mine(xs: Any) -> Any:
         return plain([x for x in xs if tenant is None or x.tenant == tenant])
 
-    return dump(
+    return document(
         "Leases",
         {
             "now": view.now,
@@ -85,3 +89,15 @@ def leases_json(view: StatusView, tenant: str | None) -> str:
             "recent": mine(view.leases.recent),
         },
     )
+
+
+def status_json(view: StatusView, node: str | None, tenant: str | None) -> str:
+    return dump(status_doc(view, node, tenant))
+
+
+def queue_json(view: StatusView, tenant: str | None) -> str:
+    return dump(queue_doc(view, tenant))
+
+
+def leases_json(view: StatusView, tenant: str | None) -> str:
+    return dump(leases_doc(view, tenant))
