@@ -116,30 +116,33 @@ def inflate(tasks: list[Task], capacity: int, rng: np.random.Generator) -> list[
     return [tasks[i] for i in order]
 
 
-def target_workload(tasks: list[Task]) -> list[tuple[tuple[int, int, int, tuple[str, ...]], float]]:
-    """Task shapes (cpu, milli, count, models) up to 95% popularity, with their frequencies."""
+def target_workload(tasks: list[Task]) -> list[tuple[tuple[int, int, int, tuple[str, ...]], int]]:
+    """Task shapes (cpu, milli, count, models) up to 95% popularity, with their counts."""
     shapes = Counter((t.cpu, t.milli, t.count, t.models) for t in tasks)
     # most frequent first; ties in the order (cpu, milli, count, 0, 0, models)
-    ordered = sorted(shapes.items(), key=lambda kv: (-kv[1], (kv[0][0], kv[0][1], kv[0][2], kv[0][3])))
+    ordered = sorted(
+        shapes.items(), key=lambda kv: (-kv[1], (kv[0][0], kv[0][1], kv[0][2], kv[0][3]))
+    )
     kept, running = [], 0
     for shape, count in ordered:
         kept.append((shape, count))
         running += count
         if running >= 0.95 * len(tasks):
             break
-    return [(shape, count / running) for shape, count in kept]
+    return kept
 
 
 class Fragmentation:
     """FGD's node fragmentation against the target workload, for all GPU shapes at once."""
 
-    def __init__(self, cluster: Cluster, workload: list[tuple[tuple, float]]) -> None:
-        self.cpu_only = sum(w for (_, _, count, _), w in workload if count == 0)
-        gpu = [(s, w) for s, w in workload if s[2] > 0]
+    def __init__(self, cluster: Cluster, workload: list[tuple[tuple, int]]) -> None:
+        self.population = sum(n for _, n in workload)
+        self.cpu_only = sum(n for (_, _, count, _), n in workload if count == 0)
+        gpu = [(s, n) for s, n in workload if s[2] > 0]
         self.cpu_need = np.array([s[0] for s, _ in gpu], dtype=np.int64)  # (S,)
         self.count = np.array([s[2] for s, _ in gpu], dtype=np.int64)
-        self.weight = np.array([w for _, w in gpu], dtype=np.float64)
-        thr = np.full((len(gpu),) + cluster.share.shape, NEVER, dtype=np.int64)  # (S, N, G)
+        self.count_weight = np.array([n for _, n in gpu], dtype=np.int64)
+        thr = np.full((len(gpu), *cluster.share.shape), NEVER, dtype=np.int64)  # (S, N, G)
         for k, ((_, milli, _, models), _) in enumerate(gpu):
             ok = cluster.present & accepts(cluster, models)
             thr[k][ok] = milli
@@ -148,20 +151,25 @@ class Fragmentation:
     def of(self, rows: np.ndarray, cpu: np.ndarray, share: np.ndarray) -> np.ndarray:
         """Fragmentation of nodes `rows` with free `cpu` (B,) and `share` (B, G)."""
         total = share.sum(axis=1)
-        if not len(self.weight):
-            return self.cpu_only * total
+        if not len(self.count_weight):
+            return self.cpu_only * total / self.population
         ok = share[None] >= self.thr[:, rows]  # (S, B, G)
         hostable = (ok.sum(axis=2) >= self.count[:, None]) & (cpu[None] >= self.cpu_need[:, None])
         partial = np.where(ok, 0, share[None]).sum(axis=2)  # (S, B)
         frag = np.where(hostable, partial, total[None])
-        return self.cpu_only * total + self.weight @ frag
+        # in whole counts, exactly (float weights would round differently for different batch
+        # sizes, and the score's truncation would see it); one division at the end
+        return (self.cpu_only * total + self.count_weight @ frag) / self.population
 
 
 def accepts(cluster: Cluster, models: tuple[str, ...]) -> np.ndarray:
     if not models:
         return cluster.present
     return np.array(
-        [[m in models for m in row] + [False] * (cluster.share.shape[1] - len(row)) for row in cluster.model],
+        [
+            [m in models for m in row] + [False] * (cluster.share.shape[1] - len(row))
+            for row in cluster.model
+        ],
         dtype=bool,
     )
 
@@ -177,7 +185,8 @@ class Run:
     frag_amount_pct: dict[int, float] = field(default_factory=dict)
 
 
-def fill(nodes_csv: Path, pods_csv: Path, seed: int) -> Run:
+def fill(nodes_csv: Path, pods_csv: Path, seed: int, log: list | None = None) -> Run:
+    """One seed; `log`, when given, gets each task's (node, cards) or None."""
     cluster = read_nodes(nodes_csv)
     pod_list = read_tasks(pods_csv)
     n = len(cluster.cpu)
@@ -231,11 +240,17 @@ def fill(nodes_csv: Path, pods_csv: Path, seed: int) -> Run:
                 cluster.share[i, cards] -= t.milli
                 cluster.pods[i, cards] -= 1
             version[i] = step
-            node_frag[i] = frag.of(np.array([i]), cluster.cpu[i : i + 1], cluster.share[i : i + 1])[0]
+            node_frag[i] = frag.of(np.array([i]), cluster.cpu[i : i + 1], cluster.share[i : i + 1])[
+                0
+            ]
             allocated += t.load
             run.placed += 1
+            if log is not None:
+                log.append((i, tuple(int(c) for c in cards) if t.count else ()))
         else:
             run.failed += 1
+            if log is not None:
+                log.append(None)
         arrived += t.load
         arrived_pct = 100.0 * arrived / capacity
         alloc_pct = 100.0 * allocated / capacity
@@ -244,7 +259,11 @@ def fill(nodes_csv: Path, pods_csv: Path, seed: int) -> Run:
             idle = int(cluster.share.sum())
             total_frag = float(node_frag.sum())
             samples[point].append(
-                (alloc_pct, 100.0 * total_frag / idle if idle else 0.0, 100.0 * total_frag / capacity)
+                (
+                    alloc_pct,
+                    100.0 * total_frag / idle if idle else 0.0,
+                    100.0 * total_frag / capacity,
+                )
             )
         if arrived_pct - last_curve >= 0.5:
             curve.append((arrived_pct, alloc_pct))
@@ -257,7 +276,7 @@ def fill(nodes_csv: Path, pods_csv: Path, seed: int) -> Run:
             run.frag_rate_pct[point] = float(arr[:, 1].mean())
             run.frag_amount_pct[point] = float(arr[:, 2].mean())
         else:  # the load jumped over this percent: interpolate, as gpupool's fill does
-            xs, ys = zip(*curve)
+            xs, ys = zip(*curve, strict=True)
             run.unallocated_gpu_pct[point] = 100.0 - float(np.interp(point, xs, ys))
             run.frag_rate_pct[point] = math.nan
             run.frag_amount_pct[point] = math.nan
@@ -287,7 +306,11 @@ def main() -> int:
     parser.add_argument("--seeds", default="42")
     args = parser.parse_args()
     nodes = args.nodes or args.trace / "openb_node_list_gpu_node.csv"
-    pods = Path(args.pods) if args.pods.endswith(".csv") else args.trace / f"openb_pod_list_{args.pods}.csv"
+    pods = (
+        Path(args.pods)
+        if args.pods.endswith(".csv")
+        else args.trace / f"openb_pod_list_{args.pods}.csv"
+    )
     runs = []
     for seed in seeds_of(args.seeds):
         t0 = time.perf_counter()
@@ -299,12 +322,28 @@ def main() -> int:
                 "tasks": run.tasks,
                 "placed": run.placed,
                 "failed": run.failed,
-                **{f"unallocated_gpu_pct_{p}": round(v, 4) for p, v in run.unallocated_gpu_pct.items()},
-                **{f"frag_rate_pct_{p}": round(v, 4) for p, v in run.frag_rate_pct.items() if p == 80},
-                **{f"frag_amount_pct_{p}": round(v, 4) for p, v in run.frag_amount_pct.items() if p == 80},
+                **{
+                    f"unallocated_gpu_pct_{p}": round(v, 4)
+                    for p, v in run.unallocated_gpu_pct.items()
+                },
+                **{
+                    f"frag_rate_pct_{p}": round(v, 4)
+                    for p, v in run.frag_rate_pct.items()
+                    if p == 80
+                },
+                **{
+                    f"frag_amount_pct_{p}": round(v, 4)
+                    for p, v in run.frag_amount_pct.items()
+                    if p == 80
+                },
             }
         )
-    print(json.dumps({"bench": "numpy-fill-fgd", "nodes": str(nodes), "pods": str(pods), "runs": runs}, indent=1))
+    print(
+        json.dumps(
+            {"bench": "numpy-fill-fgd", "nodes": str(nodes), "pods": str(pods), "runs": runs},
+            indent=1,
+        )
+    )
     return 0
 
 
