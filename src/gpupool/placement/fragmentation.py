@@ -87,7 +87,9 @@ class FragmentationModel:
         )
         self._count = np.array([g.count for g in self.groups], dtype=np.int64)[:, None]
         self._weight_total = np.array([g.weight_total for g in self.groups])[:, None]
-        cuts = np.unique(np.concatenate([g.cpu_sorted for g in self.groups] or [np.zeros(0)]))
+        cuts = np.unique(
+            np.concatenate([g.cpu_sorted for g in self.groups] or [np.zeros(0, dtype=np.int64)])
+        )
         self._cpu_cuts = cuts.astype(np.int64)
         self._fits_cpu = np.array(
             [
