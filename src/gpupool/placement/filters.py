@@ -87,6 +87,14 @@ def model_mask(snap: ClusterSnapshot, req: Request) -> BoolArray:
     return snap.present & np.isin(snap.model_id, ids)
 
 
+def _models_ok_row(snap: ClusterSnapshot, req: Request, i: int) -> BoolArray:
+    """`model_mask(snap, req)[i]`, for one node (explain runs per failed node)."""
+    if not req.models:
+        return np.asarray(snap.present[i], dtype=bool)
+    ids = [snap.model_ids[m] for m in req.models if m in snap.model_ids]
+    return np.asarray(snap.present[i] & np.isin(snap.model_id[i], ids), dtype=bool)
+
+
 @dataclass(frozen=True, slots=True)
 class Feasibility:
     reason: IntArray  # (N,) Reason per node; 0 where it fits
@@ -182,7 +190,7 @@ def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> s
     """The specific reason node `i` cannot take `req`, in words a user can act on."""
     why = Reason(int(feas.reason[i]))
     node = snap.nodes[i]
-    models_ok = model_mask(snap, req)[i]
+    models_ok = _models_ok_row(snap, req, i)
     if why is Reason.FITS:
         return ""
     if why is Reason.CONDITION:

@@ -12,7 +12,7 @@ from gpupool.adapters.extender_http.refusal import Refusal
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import MAX_EXTENDER_PRIORITY
 
-_SCORE_TAILS = tuple(f"{s}}}".encode() for s in range(MAX_EXTENDER_PRIORITY + 1))
+_SCORE_TAILS = tuple(f"{s}}},".encode() for s in range(MAX_EXTENDER_PRIORITY + 1))
 
 
 def scale_scores(values: np.ndarray) -> np.ndarray:
@@ -56,5 +56,10 @@ class PriorityEncoder:
             if len(self._heads) >= ROWS_MEMO:
                 self._heads.pop(next(iter(self._heads)))
             self._heads[names] = heads
-        tails = map(_SCORE_TAILS.__getitem__, scores)
-        return b"[" + b",".join(map(bytes.__add__, heads, tails)) + b"]"
+        if not names:
+            return b"[]"
+        # heads and tails interleaved in one list and joined once: no bytes object per host
+        parts: list[bytes] = [b"["] * (2 * len(names))
+        parts[0::2] = heads
+        parts[1::2] = map(_SCORE_TAILS.__getitem__, scores)
+        return b"[" + b"".join(parts)[:-1] + b"]"  # [:-1]: the last host's comma
