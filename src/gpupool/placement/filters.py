@@ -186,8 +186,27 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
     return Feasibility(reason, card_fit, demand)
 
 
+EXPLAIN_MEMO = 50_000  # explanations kept per snapshot before the memo starts over
+
+
 def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> str:
-    """The specific reason node `i` cannot take `req`, in words a user can act on."""
+    """The specific reason node `i` cannot take `req`, in words a user can act on.
+
+    Memoised on the snapshot per node state (its version) and the request's resources: the
+    extender explains every failed node of every filter call, and kube-scheduler asks about
+    pods of the same size over nodes that have not changed, call after call."""
+    key = ("explain", i, int(snap.version[i]), req.models, req.gpu_count, req.gpu_milli,
+           req.gpu_memory_bytes, req.compute_milli, req.cpu_milli, req.memory_mib)  # fmt: skip
+    text = snap.explain_memo.get(key)
+    if text is None:
+        if len(snap.explain_memo) >= EXPLAIN_MEMO:
+            snap.explain_memo.clear()
+        text = _explain(snap, req, feas, i)
+        snap.explain_memo[key] = text
+    return text
+
+
+def _explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> str:
     why = Reason(int(feas.reason[i]))
     node = snap.nodes[i]
     models_ok = _models_ok_row(snap, req, i)

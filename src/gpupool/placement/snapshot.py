@@ -148,6 +148,8 @@ class ClusterSnapshot:
         # set_card_health change (models, sizes, health, cordons), per kind of request;
         # emptied by those two.
         self.static_memo: dict[tuple[object, ...], object] = {}
+        # Reasons in words per node version and request size (filters.explain).
+        self.explain_memo: dict[tuple[object, ...], str] = {}
         self.gpu_milli_total = int(self.present.sum()) * MILLI
 
     @classmethod
