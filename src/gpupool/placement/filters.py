@@ -13,6 +13,7 @@ import numpy as np
 
 from gpupool.domain.requests import MILLI, Request
 from gpupool.domain.units import format_bytes
+from gpupool.placement.rows import row_any, row_count
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 
 
@@ -167,15 +168,15 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
         card_fit = np.zeros_like(snap.present)
     elif req.whole_cards:
         card_fit = static.usable & (snap.share_free == MILLI)  # the card is wholly free
-        checks.append((card_fit.sum(axis=1) < req.gpu_count, Reason.WHOLE_CARDS))
+        checks.append((row_count(card_fit) < req.gpu_count, Reason.WHOLE_CARDS))
     else:
         mem_ok = static.usable & (snap.gmem_free >= demand.mem)
         room = mem_ok & (snap.comp_free >= demand.compute)
         card_fit = room & (snap.shares_free > 0)
         checks += [
-            (np.asarray(~mem_ok.any(axis=1), dtype=bool), Reason.GPU_MEMORY),
-            (np.asarray(~room.any(axis=1), dtype=bool), Reason.GPU_COMPUTE),
-            (np.asarray(~card_fit.any(axis=1), dtype=bool), Reason.SHARES),
+            (~row_any(mem_ok), Reason.GPU_MEMORY),
+            (~row_any(room), Reason.GPU_COMPUTE),
+            (~row_any(card_fit), Reason.SHARES),
         ]
     if req.wants_gpu:
         card_fit = card_fit & ~snap.closed
