@@ -181,7 +181,7 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
     if req.wants_gpu:
         card_fit = card_fit & ~snap.closed
         needed = req.gpu_count if req.whole_cards else 1
-        checks.append((card_fit.sum(axis=1) < needed, Reason.DEFRAG))
+        checks.append((row_count(card_fit) < needed, Reason.DEFRAG))
     dynamic = first_reason(checks, len(snap))
     reason = np.where(static.reason != 0, static.reason, dynamic)
     return Feasibility(reason, card_fit, demand)
