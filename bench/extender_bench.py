@@ -38,12 +38,14 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import aiohttp
+import msgspec
 import numpy as np
 from aiohttp import web
 from extender_before import MSGSPEC, STDLIB, JsonCodec, make_before_app
 
 from gpupool.adapters.extender_http.server import make_app
 from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import ExtenderArgs
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.cli.daemon import run_loop
 from gpupool.domain.allocations import Slice
@@ -55,6 +57,7 @@ GPUS = 8
 CARD = 72 * GiB  # A100-80GB less the 10% reserve
 SHAPES = ("4Gi", "12Gi", "30Gi", "60Gi")
 JSON = {"Content-Type": "application/json"}
+TARGET_RATIO = 2.0  # issue 13: the round trip within 2x the echo floor's, per cluster size
 
 
 def synthetic_cache(n: int, seed: int) -> ClusterCache:
@@ -101,6 +104,13 @@ def pod(memory: str) -> dict[str, Any]:
 
 
 MODES: dict[str, dict[str, Any]] = {
+    # the wire's floor: the same HTTP stack and codec (aiohttp on uvloop, msgspec) decoding the
+    # same request bodies and encoding the same replies, with no extender behind them
+    "echo": {
+        "server": "echo",
+        "client": "own process",
+        "client_codec": "msgspec",
+    },
     # before: the first server (extender_before.py), the client in the server's process
     "before": {
         "server": "extender_before.py",
@@ -123,19 +133,62 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
+def echo_app(n: int, seed: int, policy: str, pods: int) -> web.Application:
+    """The wire floor: each POST is read and decoded with msgspec like the extender's, and
+    answered with the extender's own reply to the same call (worked out before the clock
+    starts, encoded with msgspec per call): the passing names and failure reasons for /filter,
+    a score per passing node for /prioritize. So the bytes each way are the real ones, and the
+    difference to `after` is the extender's own work."""
+    names = [f"node-{i:05d}" for i in range(n)]
+    extender = Extender(synthetic_cache(n, seed), policy=policy)
+    rng = random.Random(seed)
+    filters: list[Any] = []
+    priorities: list[Any] = []
+    for _ in range(pods + 20):  # the client's sequence of pods (same seed, same draws)
+        args = ExtenderArgs.from_json({"Pod": pod(rng.choice(SHAPES)), "NodeNames": names})
+        result = extender.filter(args)
+        filters.append(result.to_json())
+        ok = ExtenderArgs(args.pod, result.node_names or ())
+        priorities.append([h.to_json() for h in extender.prioritize(ok)])
+    served = {"filter": 0, "prioritize": 0}
+
+    def verb(kind: str, replies: list[Any]) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            msgspec.json.decode(await request.read())
+            k = served[kind] % len(replies)
+            served[kind] += 1
+            return web.Response(
+                body=msgspec.json.encode(replies[k]), content_type="application/json"
+            )
+
+        return handle
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/filter", verb("filter", filters))
+    app.router.add_post("/prioritize", verb("prioritize", priorities))
+    return app
+
+
 async def start_server(
-    n: int, seed: int, policy: str, mode: str
+    n: int, seed: int, policy: str, mode: str, pods: int
 ) -> tuple[web.AppRunner, int, list[float], float]:
     """The extender app on loopback over a synthetic cache; handler times (ms) go to a list."""
     started = time.perf_counter()
-    cache = synthetic_cache(n, seed)
-    build_s = time.perf_counter() - started
-    gc.freeze()  # as the extender does after each full sync (informer.py)
     spec = MODES[mode]
-    extender = Extender(cache, policy=policy)
-    app = (
-        make_before_app(extender) if spec["server"] == "extender_before.py" else make_app(extender)
-    )
+    if spec["server"] == "echo":
+        app = echo_app(n, seed, policy, pods)
+        build_s = time.perf_counter() - started
+        gc.freeze()
+    else:
+        cache = synthetic_cache(n, seed)
+        build_s = time.perf_counter() - started
+        gc.freeze()  # as the extender does after each full sync (informer.py)
+        extender = Extender(cache, policy=policy)
+        app = (
+            make_before_app(extender)
+            if spec["server"] == "extender_before.py"
+            else make_app(extender)
+        )
     handler_ms: list[float] = []
 
     @web.middleware
@@ -184,9 +237,9 @@ async def client(
     return samples, passed
 
 
-def _serve_in_child(n: int, seed: int, policy: str, mode: str, conn: Connection) -> None:
+def _serve_in_child(n: int, seed: int, policy: str, mode: str, pods: int, conn: Connection) -> None:
     async def run() -> None:
-        runner, port, handler_ms, build_s = await start_server(n, seed, policy, mode)
+        runner, port, handler_ms, build_s = await start_server(n, seed, policy, mode, pods)
         conn.send((port, build_s))
         await asyncio.get_running_loop().run_in_executor(None, conn.recv)  # "stop"
         conn.send(handler_ms)
@@ -210,7 +263,7 @@ def measure(n: int, pods: int, policy: str, seed: int, mode: str) -> dict[str, A
     if MODES[mode]["client"] == "same process":
 
         async def both() -> tuple[list[float], list[int], list[float], float]:
-            runner, port, handler_ms, build_s = await start_server(n, seed, policy, mode)
+            runner, port, handler_ms, build_s = await start_server(n, seed, policy, mode, pods)
             samples, passed = await client(port, n, pods, seed, client_codec)
             await runner.cleanup()
             return samples, passed, handler_ms, build_s
@@ -219,7 +272,7 @@ def measure(n: int, pods: int, policy: str, seed: int, mode: str) -> dict[str, A
     else:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve_in_child, args=(n, seed, policy, mode, child))
+        proc = ctx.Process(target=_serve_in_child, args=(n, seed, policy, mode, pods, child))
         proc.start()
         port, build_s = parent.recv()
         samples, passed = asyncio.run(client(port, n, pods, seed, client_codec))
@@ -246,19 +299,38 @@ def measure(n: int, pods: int, policy: str, seed: int, mode: str) -> dict[str, A
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default="1000,5000")
+    parser.add_argument("--nodes", default="1000,5000,15000")
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--policy", default="gpupool")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--modes", default=",".join(MODES), help=f"of {', '.join(MODES)}")
+    parser.add_argument("--modes", default="echo,after", help=f"of {', '.join(MODES)}")
     args = parser.parse_args()
     results: list[dict[str, Any]] = []
     ratios: list[dict[str, Any]] = []
+    floor: list[dict[str, Any]] = []
     for n in (int(x) for x in args.nodes.split(",")):
         by_mode = {
             m: measure(n, args.pods, args.policy, args.seed, m) for m in args.modes.split(",")
         }
         results.extend(by_mode.values())
+        echo = by_mode.get("echo")
+        if echo is not None:
+            for mode, r in by_mode.items():
+                if mode == "echo":
+                    continue
+                floor.append(
+                    {
+                        "nodes": n,
+                        "mode": mode,
+                        "p50_vs_echo": round(r["filter_prioritize_ms"]["p50"]
+                                             / echo["filter_prioritize_ms"]["p50"], 2),
+                        "p99_vs_echo": round(r["filter_prioritize_ms"]["p99"]
+                                             / echo["filter_prioritize_ms"]["p99"], 2),
+                        "target_ratio": TARGET_RATIO,
+                        "within_target": r["filter_prioritize_ms"]["p50"]
+                        <= TARGET_RATIO * echo["filter_prioritize_ms"]["p50"],
+                    }
+                )  # fmt: skip
         before = by_mode.get("before")
         if before is not None:
             for mode, r in by_mode.items():
@@ -283,6 +355,7 @@ def main() -> int:
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
                 "load_average": os.getloadavg(),
                 "results": results,
+                "vs_echo_floor": floor,
                 "ratios": ratios,
             },
             indent=2,

@@ -36,13 +36,9 @@ from gpupool.domain.errors import GpupoolError
 from gpupool.domain.units import format_bytes
 from gpupool.placement.defrag import DefragPlan, DefragRules
 from gpupool.placement.policies import POLICIES
+from gpupool.simulator.defaults import DEFAULT_TARGET_LOAD, DEFAULT_TIME_SCALE
 from gpupool.simulator.replay import MODES
-from gpupool.simulator.replay_experiment import (
-    DEFAULT_TARGET_LOAD,
-    DEFAULT_TIME_SCALE,
-    ReplayConfig,
-    state_at,
-)
+from gpupool.simulator.replay_experiment import ReplayConfig, state_at
 
 
 class InvalidReplayTime(GpupoolError):

@@ -11,28 +11,16 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
-from gpupool.placement import ClusterSnapshot
-from gpupool.placement.policies import POLICIES
-from gpupool.quota.resource import Resource
-from gpupool.simulator.builtin import builtin_nodes
-from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
-from gpupool.simulator.demo_scenario import demo_timeline, load_demo
-from gpupool.simulator.openb import TracePod, load_nodes, load_pods
-from gpupool.simulator.replay_defrag import DEFAULT_INTERVAL_S, ReplayDefrag
-from gpupool.simulator.replay_experiment import (
-    DEFAULT_TARGET_LOAD,
-    DEFAULT_TIME_SCALE,
-    ReplayConfig,
-    cluster_fraction,
-    run_experiment,
-)
-from gpupool.simulator.replay_jobs import thin_nodes
-from gpupool.simulator.replay_report import plot, table
-from gpupool.simulator.tenancy import Tenancy
-from gpupool.simulator.tenants_yaml import load_tenancy
+from gpupool.placement.policy_names import POLICY_NAMES
+from gpupool.simulator.defaults import DEFAULT_INTERVAL_S, DEFAULT_TARGET_LOAD, DEFAULT_TIME_SCALE
+
+if TYPE_CHECKING:  # the simulator loads when a replay runs, not for --help (cli/main.py)
+    from gpupool.domain.devices import Node
+    from gpupool.simulator.openb import TracePod
+    from gpupool.simulator.tenancy import Tenancy
 
 
 def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +49,7 @@ def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     parser.add_argument("--tenants", help="tenants YAML (default: three tenants by QoS)")
     parser.add_argument(
-        "--policy", default="gpupool", choices=sorted(POLICIES), help="placement policy"
+        "--policy", default="gpupool", choices=sorted(POLICY_NAMES), help="placement policy"
     )
     parser.add_argument(
         "--time-scale",
@@ -103,6 +91,11 @@ class ReplayInputError(GpupoolError):
 
 def replay_inputs(args: argparse.Namespace) -> tuple[list[Node], list[TracePod], Tenancy | None]:
     """The nodes and pods to replay (and the built-in pool's own tenants), from the arguments."""
+    from gpupool.simulator.builtin import builtin_nodes
+    from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
+    from gpupool.simulator.demo_scenario import demo_timeline, load_demo
+    from gpupool.simulator.openb import load_nodes, load_pods
+
     if getattr(args, "demo", False):  # `gpupool defrag` shares this without --demo
         if args.builtin or args.nodes or args.pods:
             raise ReplayInputError("give --demo alone, without --builtin, --nodes or --pods")
@@ -119,6 +112,14 @@ def replay_inputs(args: argparse.Namespace) -> tuple[list[Node], list[TracePod],
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from gpupool.placement import ClusterSnapshot
+    from gpupool.quota.resource import Resource
+    from gpupool.simulator.replay_defrag import ReplayDefrag
+    from gpupool.simulator.replay_experiment import ReplayConfig, cluster_fraction, run_experiment
+    from gpupool.simulator.replay_jobs import thin_nodes
+    from gpupool.simulator.replay_report import plot, table
+    from gpupool.simulator.tenants_yaml import load_tenancy
+
     try:
         nodes, pods, tenancy = replay_inputs(args)
         config = ReplayConfig(

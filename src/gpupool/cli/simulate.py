@@ -8,28 +8,16 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import TYPE_CHECKING, Any
 
 from gpupool.cli.replay import add_replay_parser
 from gpupool.cli.simulate_autoscale import add_autoscale_parser
-from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
-from gpupool.domain.requests import Request
-from gpupool.placement.policies import POLICIES
-from gpupool.simulator.builtin import builtin_scenario
-from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
-from gpupool.simulator.experiment import run_experiment
-from gpupool.simulator.fill import FillConfig, task_count
-from gpupool.simulator.openb import load_nodes, load_pods
-from gpupool.simulator.replay_experiment import ReplayConfig
-from gpupool.simulator.replay_experiment import run_experiment as run_replay_experiment
-from gpupool.simulator.replay_report import plot as replay_plot
-from gpupool.simulator.replay_report import table as replay_table
-from gpupool.simulator.report import print_table, write_json, write_plot
-from gpupool.simulator.scenario import load_scenario
+from gpupool.placement.policy_names import POLICY_NAMES
+
+if TYPE_CHECKING:  # rich, numpy and the simulator load when a run starts, not for --help
+    from gpupool.domain.devices import Node
+    from gpupool.domain.requests import Request
 
 
 class InvalidArgument(GpupoolError):
@@ -60,10 +48,10 @@ def parse_policies(values: Sequence[str]) -> list[str]:
         for name in value.split(","):
             name = name.strip()
             if name == "all":
-                names.extend(POLICIES)
-            elif name not in POLICIES:
+                names.extend(POLICY_NAMES)
+            elif name not in POLICY_NAMES:
                 raise InvalidArgument(
-                    f"unknown policy {name!r}; choose from {', '.join(POLICIES)} or all"
+                    f"unknown policy {name!r}; choose from {', '.join(POLICY_NAMES)} or all"
                 )
             else:
                 names.append(name)
@@ -111,6 +99,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _inputs(args: argparse.Namespace) -> tuple[str, list[Node], list[Request]]:
+    from gpupool.simulator.openb import load_nodes, load_pods
+    from gpupool.simulator.scenario import load_scenario
+
     if args.scenario is not None:
         if args.nodes is not None or args.pods is not None:
             raise InvalidArgument("give either --scenario or --nodes with --pods, not both")
@@ -132,13 +123,22 @@ def run_fill_command(args: argparse.Namespace) -> int:
 
 
 def run_builtin(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from gpupool.simulator.builtin import builtin_scenario
+    from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
+    from gpupool.simulator.replay_experiment import ReplayConfig
+    from gpupool.simulator.replay_experiment import run_experiment as run_replay_experiment
+    from gpupool.simulator.replay_report import plot as replay_plot
+    from gpupool.simulator.replay_report import table as replay_table
+
     scenario = builtin_scenario()
     out = Path(args.out)
     code = _run(
         scenario.name,
         list(scenario.nodes),
         list(scenario.requests),
-        list(POLICIES),
+        list(POLICY_NAMES),
         parse_seeds(args.seeds),
         args.jobs,
         1.3,
@@ -176,6 +176,13 @@ def _run(
     plot_path: Path | None,
     announce: Path | None = None,
 ) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpupool.simulator.experiment import run_experiment
+    from gpupool.simulator.fill import FillConfig, task_count
+    from gpupool.simulator.report import print_table, write_json, write_plot
+
     console = Console(stderr=True)
     if inflation <= 0:
         raise InvalidArgument(f"--inflation must be positive; got {inflation}")

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 from gpupool.placement.autoscale import COOLDOWN_S, DOWN_PCT, UP_PCT, ScalePolicy
-from gpupool.simulator.autoscale import diurnal_demand, load_demand, replay_autoscale
 
 
 def add_autoscale_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +44,8 @@ def add_autoscale_parser(subparsers: argparse._SubParsersAction[argparse.Argumen
 
 
 def run_autoscale(args: argparse.Namespace) -> int:
+    from gpupool.simulator.autoscale import diurnal_demand, load_demand, replay_autoscale
+
     policy = ScalePolicy(
         max_replicas=args.max_replicas,
         min_replicas=args.min_replicas,

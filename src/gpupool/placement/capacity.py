@@ -33,34 +33,46 @@ class CapacityModel:
             gpu_part = replace(shape, cpu_milli=0)
             groups.setdefault(gpu_part, []).append((shape.cpu_milli, weight))
         # Shapes that differ only in CPU share the card arithmetic; the CPU bound is per shape.
-        self.groups = [
-            (
-                gpu_part.gpu_count,
-                gpu_part.whole_cards,
-                np.maximum(threshold(snap, gpu_part), 1),
-                np.array([c for c, _ in members], dtype=np.int64),
-                np.array([w for _, w in members], dtype=np.float64),
-            )
-            for gpu_part, members in groups.items()
-        ]
+        # Stacked so that one pass of array operations measures every group: thresholds
+        # (S, N, G), and per member shape (M) its group, CPU demand and weight.
+        parts = list(groups.items())
+        self.group_count = len(parts)
+        self._need = (
+            np.stack([np.maximum(threshold(snap, p), 1) for p, _ in parts])
+            if parts
+            else np.ones((0, *snap.present.shape), dtype=np.int64)
+        )
+        self._count = np.array([max(p.gpu_count, 1) for p, _ in parts], dtype=np.int64)[:, None]
+        self._whole = np.array([p.whole_cards for p, _ in parts], dtype=bool)[:, None]
+        self._member_group = np.array(
+            [k for k, (_, members) in enumerate(parts) for _ in members], dtype=np.int64
+        )
+        self._group_start = np.searchsorted(self._member_group, np.arange(len(parts)))
+        self._cpus = np.array([c for _, m in parts for c, _ in m], dtype=np.int64)
+        self._weights = np.array([w for _, m in parts for _, w in m], dtype=np.float64)
 
     def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
         total = share_free.sum(axis=1).astype(np.float64)
-        stranded = self.cpu_only_weight * total
-        for count, whole, need_all, cpus, weights in self.groups:
-            need = need_all[rows]
-            fits = share_free >= need
-            if whole:
-                instances = fits.sum(axis=1) // count
-                used = (instances * (count * MILLI)).astype(np.float64)
-            else:
-                per_card = np.where(fits, share_free // need, 0)
-                instances = per_card.sum(axis=1)
-                used = (per_card * need).sum(axis=1).astype(np.float64)
-            # (B, shapes): the fraction of the instances the node's CPU allows, per shape.
-            allowed = np.where(
-                cpus > 0, cpu_free[:, None] // np.maximum(cpus, 1), instances[:, None]
-            )
-            scale = np.minimum(1.0, allowed / np.maximum(instances, 1)[:, None])
-            stranded += (total[:, None] - used[:, None] * scale) @ weights
-        return np.asarray(stranded, dtype=np.float64)
+        if not self.group_count:
+            return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
+        need = self._need[:, rows]  # (S, B, G)
+        fits = share_free[None] >= need
+        per_card = np.where(fits, share_free[None] // need, 0)
+        # whole-card shapes: groups of `count` free cards; slices: every slice that fits a card
+        instances = np.where(
+            self._whole, fits.sum(axis=2) // self._count, per_card.sum(axis=2)
+        )  # (S, B)
+        used = np.where(
+            self._whole, instances * (self._count * MILLI), (per_card * need).sum(axis=2)
+        ).astype(np.float64)
+        # (B, M): the fraction of its group's instances the node's CPU allows, per shape
+        g = self._member_group
+        inst = instances[g].T
+        allowed = np.where(self._cpus > 0, cpu_free[:, None] // np.maximum(self._cpus, 1), inst)
+        scale = np.minimum(1.0, allowed / np.maximum(inst, 1))
+        strand = (total[:, None] - used[g].T * scale) * self._weights  # (B, M)
+        per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
+        terms = np.empty((self.group_count + 1, len(rows)))
+        terms[0] = self.cpu_only_weight * total
+        terms[1:] = per_group.T
+        return np.asarray(np.cumsum(terms, axis=0)[-1], dtype=np.float64)

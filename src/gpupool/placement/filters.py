@@ -13,6 +13,7 @@ import numpy as np
 
 from gpupool.domain.requests import MILLI, Request
 from gpupool.domain.units import format_bytes
+from gpupool.placement.rows import row_any, row_count
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 
 
@@ -58,9 +59,23 @@ def card_demand(snap: ClusterSnapshot, req: Request) -> Demand:
     if req.whole_cards:
         return Demand(mem=snap.gmem_total, compute=MILLI)
     if req.gpu_milli is not None:
-        return Demand(mem=snap.gmem_total * req.gpu_milli // MILLI, compute=req.gpu_milli)
-    mem = np.full_like(snap.gmem_total, req.gpu_memory_bytes or 0)
-    return Demand(mem=mem, compute=req.compute_milli)
+        key: tuple[object, ...] = ("demand-share", req.gpu_milli)
+        mem = snap.static_memo.get(key)
+        if mem is None:
+            mem = _frozen(snap.gmem_total * req.gpu_milli // MILLI)
+            snap.static_memo[key] = mem
+        return Demand(mem=mem, compute=req.gpu_milli)  # type: ignore[arg-type]
+    key = ("demand-bytes", req.gpu_memory_bytes or 0)
+    mem = snap.static_memo.get(key)
+    if mem is None:
+        mem = _frozen(np.full_like(snap.gmem_total, req.gpu_memory_bytes or 0))
+        snap.static_memo[key] = mem
+    return Demand(mem=mem, compute=req.compute_milli)  # type: ignore[arg-type]
+
+
+def _frozen(array: IntArray) -> IntArray:
+    array.flags.writeable = False
+    return array
 
 
 def model_mask(snap: ClusterSnapshot, req: Request) -> BoolArray:
@@ -71,6 +86,14 @@ def model_mask(snap: ClusterSnapshot, req: Request) -> BoolArray:
     if not ids:
         return np.zeros_like(snap.present)
     return snap.present & np.isin(snap.model_id, ids)
+
+
+def _models_ok_row(snap: ClusterSnapshot, req: Request, i: int) -> BoolArray:
+    """`model_mask(snap, req)[i]`, for one node (explain runs per failed node)."""
+    if not req.models:
+        return np.asarray(snap.present[i], dtype=bool)
+    ids = [snap.model_ids[m] for m in req.models if m in snap.model_ids]
+    return np.asarray(snap.present[i] & np.isin(snap.model_id[i], ids), dtype=bool)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,55 +107,110 @@ class Feasibility:
         return np.flatnonzero(self.reason == Reason.FITS)
 
 
-def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
-    """Evaluate every node; the first failing check in a fixed order names the reason."""
-    n = len(snap)
+def first_reason(checks: list[tuple[BoolArray, Reason]], n: int) -> IntArray:
+    """Per node, the first check in `checks` that it fails (0 where it passes them all)."""
     reason = np.zeros(n, dtype=np.int64)
-    demand = card_demand(snap, req)
+    for failed, why in reversed(checks):
+        reason = np.where(failed, int(why), reason)
+    return reason
 
-    def mark(mask: BoolArray, why: Reason) -> None:
-        reason[(reason == 0) & mask] = why
 
-    mark(~snap.schedulable, Reason.CONDITION)
-    if not req.wants_gpu:
-        mark(snap.cpu_free < req.cpu_milli, Reason.CPU)
-        mark(snap.mem_free < req.memory_mib, Reason.MEMORY)
-        return Feasibility(reason, np.zeros_like(snap.present), demand)
+@dataclass(frozen=True, slots=True)
+class _Static:
+    """The checks that depend only on the nodes' cards, health and cordons, not on what is free."""
 
-    models_ok = model_mask(snap, req)
-    usable = models_ok & snap.healthy
-    mark(snap.gpu_count == 0, Reason.NO_GPUS)
-    mark(models_ok.sum(axis=1) == 0, Reason.MODEL)
-    mark(models_ok.sum(axis=1) < req.gpu_count, Reason.TOO_FEW_GPUS)
+    reason: IntArray  # (N,) first failed static check; 0 where none failed
+    usable: BoolArray  # (N, G) healthy cards of an accepted model (and big enough, for bytes)
+
+
+def _static(snap: ClusterSnapshot, req: Request) -> _Static:
     byte_request = req.gpu_milli is None
-    if byte_request:
-        big_enough = models_ok & snap.mem_known & (snap.gmem_total >= (req.gpu_memory_bytes or 0))
-        mark((models_ok & snap.mem_known).sum(axis=1) == 0, Reason.MEMORY_UNKNOWN)
-        mark(big_enough.sum(axis=1) < req.gpu_count, Reason.CARD_TOO_SMALL)
-        usable = usable & big_enough
-    mark(usable.sum(axis=1) < req.gpu_count, Reason.UNHEALTHY)
-    mark(snap.cpu_free < req.cpu_milli, Reason.CPU)
-    mark(snap.mem_free < req.memory_mib, Reason.MEMORY)
-    if req.whole_cards:
-        card_fit = usable & snap.fully_free()
-        mark(card_fit.sum(axis=1) < req.gpu_count, Reason.WHOLE_CARDS)
+    key = ("static", req.wants_gpu, req.models, req.gpu_count, byte_request,
+           req.gpu_memory_bytes if byte_request else None)  # fmt: skip
+    hit = snap.static_memo.get(key)
+    if isinstance(hit, _Static):
+        return hit
+    checks: list[tuple[BoolArray, Reason]] = [(~snap.schedulable, Reason.CONDITION)]
+    usable = np.zeros_like(snap.present)
+    if req.wants_gpu:
+        models_ok = model_mask(snap, req)
+        usable = models_ok & snap.healthy
+        checks += [
+            (snap.gpu_count == 0, Reason.NO_GPUS),
+            (models_ok.sum(axis=1) == 0, Reason.MODEL),
+            (models_ok.sum(axis=1) < req.gpu_count, Reason.TOO_FEW_GPUS),
+        ]
+        if byte_request:
+            known = models_ok & snap.mem_known
+            big_enough = known & (snap.gmem_total >= (req.gpu_memory_bytes or 0))
+            checks += [
+                (known.sum(axis=1) == 0, Reason.MEMORY_UNKNOWN),
+                (big_enough.sum(axis=1) < req.gpu_count, Reason.CARD_TOO_SMALL),
+            ]
+            usable = usable & big_enough
+        checks.append((usable.sum(axis=1) < req.gpu_count, Reason.UNHEALTHY))
+    static = _Static(first_reason(checks, len(snap)), usable)
+    snap.static_memo[key] = static
+    return static
+
+
+def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
+    """Evaluate every node; the first failing check in a fixed order names the reason: the
+    node's condition, its cards (model, count, size, health), CPU, memory, then what is free on
+    its cards. The checks on the cards alone are memoised on the snapshot per kind of request."""
+    static = _static(snap, req)
+    demand = card_demand(snap, req)
+    checks: list[tuple[BoolArray, Reason]] = [
+        (snap.cpu_free < req.cpu_milli, Reason.CPU),
+        (snap.mem_free < req.memory_mib, Reason.MEMORY),
+    ]
+    if not req.wants_gpu:
+        card_fit = np.zeros_like(snap.present)
+    elif req.whole_cards:
+        card_fit = static.usable & (snap.share_free == MILLI)  # the card is wholly free
+        checks.append((row_count(card_fit) < req.gpu_count, Reason.WHOLE_CARDS))
     else:
-        mem_ok = usable & (snap.gmem_free >= demand.mem)
+        mem_ok = static.usable & (snap.gmem_free >= demand.mem)
         room = mem_ok & (snap.comp_free >= demand.compute)
         card_fit = room & (snap.shares_free > 0)
-        mark(np.asarray(~mem_ok.any(axis=1), dtype=bool), Reason.GPU_MEMORY)
-        mark(np.asarray(~room.any(axis=1), dtype=bool), Reason.GPU_COMPUTE)
-        mark(np.asarray(~card_fit.any(axis=1), dtype=bool), Reason.SHARES)
-    card_fit = card_fit & ~snap.closed
-    mark(card_fit.sum(axis=1) < (req.gpu_count if req.whole_cards else 1), Reason.DEFRAG)
+        checks += [
+            (~row_any(mem_ok), Reason.GPU_MEMORY),
+            (~row_any(room), Reason.GPU_COMPUTE),
+            (~row_any(card_fit), Reason.SHARES),
+        ]
+    if req.wants_gpu:
+        card_fit = card_fit & ~snap.closed
+        needed = req.gpu_count if req.whole_cards else 1
+        checks.append((row_count(card_fit) < needed, Reason.DEFRAG))
+    dynamic = first_reason(checks, len(snap))
+    reason = np.where(static.reason != 0, static.reason, dynamic)
     return Feasibility(reason, card_fit, demand)
 
 
+EXPLAIN_MEMO = 50_000  # explanations kept per snapshot before the memo starts over
+
+
 def explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> str:
-    """The specific reason node `i` cannot take `req`, in words a user can act on."""
+    """The specific reason node `i` cannot take `req`, in words a user can act on.
+
+    Memoised on the snapshot per node state (its version) and the request's resources: the
+    extender explains every failed node of every filter call, and kube-scheduler asks about
+    pods of the same size over nodes that have not changed, call after call."""
+    key = ("explain", i, int(snap.version[i]), req.models, req.gpu_count, req.gpu_milli,
+           req.gpu_memory_bytes, req.compute_milli, req.cpu_milli, req.memory_mib)  # fmt: skip
+    text = snap.explain_memo.get(key)
+    if text is None:
+        if len(snap.explain_memo) >= EXPLAIN_MEMO:
+            snap.explain_memo.clear()
+        text = _explain(snap, req, feas, i)
+        snap.explain_memo[key] = text
+    return text
+
+
+def _explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> str:
     why = Reason(int(feas.reason[i]))
     node = snap.nodes[i]
-    models_ok = model_mask(snap, req)[i]
+    models_ok = _models_ok_row(snap, req, i)
     if why is Reason.FITS:
         return ""
     if why is Reason.CONDITION:

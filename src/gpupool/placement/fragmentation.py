@@ -77,18 +77,47 @@ class FragmentationModel:
                 )
             )
 
+        # The groups stacked, so that one pass of array operations measures every group:
+        # thresholds (S, N, G), GPU counts (S,), and a table of each group's CPU-fitting weight
+        # by the rank of a node's free CPU among every group's CPU demands (one searchsorted).
+        self._threshold = (
+            np.stack([g.threshold for g in self.groups])
+            if self.groups
+            else np.zeros((0, *snap.present.shape), dtype=np.int64)
+        )
+        self._count = np.array([g.count for g in self.groups], dtype=np.int64)[:, None]
+        self._weight_total = np.array([g.weight_total for g in self.groups])[:, None]
+        cuts = np.unique(
+            np.concatenate([g.cpu_sorted for g in self.groups] or [np.zeros(0, dtype=np.int64)])
+        )
+        self._cpu_cuts = cuts.astype(np.int64)
+        self._fits_cpu = np.array(
+            [
+                g.weight_cum[np.searchsorted(g.cpu_sorted, np.concatenate([[-1], cuts]), "right")]
+                for g in self.groups
+            ]
+        ).reshape(len(self.groups), len(cuts) + 1)
+
     def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
-        """Fragmentation of nodes `rows` if they had `cpu_free` (B,) and `share_free` (B, G)."""
+        """Fragmentation of nodes `rows` if they had `cpu_free` (B,) and `share_free` (B, G).
+
+        Per group: fits_cpu x (the partial cards if the node can host the group, else all its
+        free share) + the rest of the group's weight x all its free share; the terms are added
+        in group order with a running sum (cumsum), the same rounding for any batch of nodes.
+        """
         total = share_free.sum(axis=1).astype(np.float64)
-        frag = self.cpu_only_weight * total
-        for grp in self.groups:
-            ok = share_free >= grp.threshold[rows]
-            hostable = ok.sum(axis=1) >= grp.count
-            partial = np.where(ok, 0, share_free).sum(axis=1)
-            fits_cpu = grp.weight_cum[np.searchsorted(grp.cpu_sorted, cpu_free, side="right")]
-            frag += fits_cpu * np.where(hostable, partial, total)
-            frag += (grp.weight_total - fits_cpu) * total
-        return np.asarray(frag, dtype=np.float64)
+        s = len(self.groups)
+        if not s:
+            return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
+        ok = share_free[None] >= self._threshold[:, rows]  # (S, B, G)
+        hostable = ok.sum(axis=2) >= self._count
+        partial = np.where(ok, 0, share_free[None]).sum(axis=2)
+        fits_cpu = self._fits_cpu[:, np.searchsorted(self._cpu_cuts, cpu_free, side="right")]
+        terms = np.empty((2 * s + 1, len(rows)))
+        terms[0] = self.cpu_only_weight * total
+        terms[1::2] = fits_cpu * np.where(hostable, partial, total)
+        terms[2::2] = (self._weight_total - fits_cpu) * total
+        return np.asarray(np.cumsum(terms, axis=0)[-1], dtype=np.float64)
 
     def cluster_frag(self, snap: ClusterSnapshot) -> float:
         rows = np.arange(len(snap))

@@ -144,6 +144,12 @@ class ClusterSnapshot:
         # How many placed requests of each kind a node holds (see `request_kind`).
         self.kind_count: IntArray = np.zeros((n, KINDS), dtype=np.int64)
         self._clock = 0
+        # What filters derive from the parts of the nodes that only set_condition and
+        # set_card_health change (models, sizes, health, cordons), per kind of request;
+        # emptied by those two.
+        self.static_memo: dict[tuple[object, ...], object] = {}
+        # Reasons in words per node version and request size (filters.explain).
+        self.explain_memo: dict[tuple[object, ...], str] = {}
         self.gpu_milli_total = int(self.present.sum()) * MILLI
 
     @classmethod
@@ -230,12 +236,14 @@ class ClusterSnapshot:
         i = self.index[node]
         self.condition[i] = condition
         self.schedulable[i] = condition is None
+        self.static_memo.clear()
         self._clock += 1
         self.version[i] = self._clock
 
     def set_card_health(self, node: str, slot: int, healthy: bool) -> None:
         i = self.index[node]
         self.healthy[i, slot] = healthy
+        self.static_memo.clear()
         self._clock += 1
         self.version[i] = self._clock
 

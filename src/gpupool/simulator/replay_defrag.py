@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from gpupool.domain.errors import GpupoolError
 from gpupool.placement.defrag import DefragRules, InvalidDefragThreshold, Resident
 from gpupool.placement.snapshot import Decision
+from gpupool.simulator.defaults import DEFAULT_INTERVAL_S
 
 RECENT = 1000  # arrivals the common sizes are learnt from
-DEFAULT_INTERVAL_S = 300.0
 FRAG_SAMPLES = 240  # fragmentation samples over the arrival window
 
 

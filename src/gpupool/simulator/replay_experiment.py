@@ -9,15 +9,13 @@ from dataclasses import dataclass
 from gpupool.domain.devices import Node
 from gpupool.domain.requests import MILLI
 from gpupool.placement import ClusterSnapshot, TargetWorkload
+from gpupool.simulator.defaults import DEFAULT_TARGET_LOAD, DEFAULT_TIME_SCALE
 from gpupool.simulator.openb import TracePod
 from gpupool.simulator.replay import MODES, Engine
 from gpupool.simulator.replay_defrag import ReplayDefrag
 from gpupool.simulator.replay_jobs import make_jobs, peak_offered, thin_nodes
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy, default_tenancy
-
-DEFAULT_TIME_SCALE = 10_000.0
-DEFAULT_TARGET_LOAD = 1.25
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,3 +79,18 @@ def test_prioritize_written_as_json_text_reads_back_as_the_dicts() -> None:
     pod = ScheduledPod.from_json({"metadata": {"name": "x", "uid": "x"}})
     bad = ExtenderArgs(pod=pod, node_names=("n1",))
     assert json.loads(extender.prioritize_encoded(bad)) == [{"Host": "n1", "Score": 0}]
+
+
+def test_the_reply_template_writes_every_score_and_reads_back() -> None:
+    import numpy as np
+
+    from gpupool.adapters.extender_http.prioritize import PriorityEncoder
+
+    encoder = PriorityEncoder()
+    names = (*tuple(f"n{i}" for i in range(11)), 'odd "name" \\ é')
+    for scores in ([*list(range(11)), 10], [0] * 12, [*list(range(10, -1, -1)), 3]):
+        text = encoder.encode(names, np.array(scores, dtype=np.int64))
+        assert json.loads(text) == [
+            {"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)
+        ]
+    assert encoder.encode((), np.zeros(0, dtype=np.int64)) == b"[]"

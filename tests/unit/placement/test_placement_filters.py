@@ -182,3 +182,23 @@ def test_assume_refuses_a_card_at_its_share_count() -> None:
 def test_a_share_count_below_one_is_refused() -> None:
     with pytest.raises(InvalidNode, match="share count must be 1 or more"):
         Gpu(index=0, model="A100-80GB", shares=0)
+
+
+def test_memoised_reasons_follow_the_node_as_it_changes() -> None:
+    # explain and the checks on the cards alone are memoised on the snapshot; each must move
+    # with the node: a placement, a forget, a cordon, a card's health
+    snap = ClusterSnapshot([node("n", gpus=1)])
+    first = place(snap, share("a", 700))
+    assert reason_of(snap, share("b", 400), "n")[1].endswith("(largest free 300m < 400m)")
+    second = place(snap, share("c", 200))
+    assert reason_of(snap, share("b", 400), "n")[1].endswith("(largest free 100m < 400m)")
+    snap.forget(second)
+    snap.forget(first)
+    assert reason_of(snap, share("b", 400), "n") == (Reason.FITS, "")
+    snap.set_condition("n", "node is cordoned")
+    assert reason_of(snap, share("b", 400), "n") == (Reason.CONDITION, "node is cordoned")
+    snap.set_condition("n", None)
+    snap.set_card_health("n", 0, False)
+    assert reason_of(snap, share("b", 400), "n")[0] is Reason.UNHEALTHY
+    snap.set_card_health("n", 0, True)
+    assert reason_of(snap, share("b", 400), "n")[0] is Reason.FITS

@@ -27,7 +27,7 @@ from gpupool.adapters.extender_http.filter import filter_nodes
 from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
-from gpupool.adapters.extender_http.prioritize import PriorityEncoder, node_scores
+from gpupool.adapters.extender_http.prioritize import PriorityEncoder, node_scores, score_array
 from gpupool.adapters.extender_http.requeue import RefusedPods, requeue, requeue_loop
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import (
@@ -94,7 +94,7 @@ class Extender:
     def prioritize_encoded(self, args: ExtenderArgs) -> bytes:
         """The prioritize reply as JSON text (what the server sends)."""
         return self._encoder.encode(
-            args.node_names, node_scores(self.plans, args.pod, args.node_names)
+            args.node_names, score_array(self.plans, args.pod, args.node_names)
         )
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
