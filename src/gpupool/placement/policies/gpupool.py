@@ -18,9 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from gpupool.placement.capacity import CapacityModel
+from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
+from gpupool.placement.policies.accepting import AcceptingMeasure
 from gpupool.placement.policies.fgd import FgdPolicy
+from gpupool.placement.policies.reserve import ModelReserve
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
+from gpupool.placement.workload import TargetWorkload
 
 
 class MeanMeasure:
@@ -38,7 +42,16 @@ class GpupoolPolicy(FgdPolicy):
     name = "gpupool"
     summary = "FGD over the mean of one-step fragmentation and stranded capacity (CPU-aware)"
 
+    def __init__(self, workload: TargetWorkload) -> None:
+        super().__init__(workload)
+        self.reserve = ModelReserve(workload)
+
     def measure(self, snap: ClusterSnapshot) -> NodeMeasure:
         return MeanMeasure(
-            FragmentationModel(snap, self.workload), CapacityModel(snap, self.workload)
+            AcceptingMeasure(snap, self.workload, FragmentationModel),
+            AcceptingMeasure(snap, self.workload, CapacityModel),
         )
+
+    def score(self, ctx: PlanContext) -> FloatArray:
+        delta = self.cache(ctx.snap).delta(ctx) - self.reserve.cost(ctx)
+        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
