@@ -30,7 +30,7 @@ from gpupool.simulator.fill import FillConfig, run_fill
 from gpupool.simulator.openb import load_nodes, load_pods
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mixes import MIXES  # noqa: E402
+from mixes import MIXES
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/traces/alibaba-gpu-v2023"
 

@@ -19,8 +19,6 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.planner import Planner
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
@@ -29,7 +27,7 @@ from gpupool.simulator.fill import FillConfig, prepare
 from gpupool.simulator.openb import load_nodes, load_pods
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mixes import MIXES  # noqa: E402
+from mixes import MIXES
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/traces/alibaba-gpu-v2023"
 
