@@ -81,20 +81,21 @@ def main() -> int:
         row: dict[str, object] = {}
         for at, col in ((100, 0), (130, 1)):
             per = {
-                p: np.array([values[(args.trace, p, mix, s)][col] for s in seeds])
-                for p in policies
+                p: np.array([values[(args.trace, p, mix, s)][col] for s in seeds]) for p in policies
             }
             cell: dict[str, object] = {
-                p: {**stats(v), "per_seed": [round(float(x), 3) for x in v]}
-                for p, v in per.items()
+                p: {**stats(v), "per_seed": [round(float(x), 3) for x in v]} for p, v in per.items()
             }
             base, mine = policies[0], policies[-1]
             diff = per[mine] - per[base]
             cell[f"{mine}-{base}"] = {**stats(diff), "per_seed": [round(float(x), 3) for x in diff]}
             row[f"unallocated_gpu_pct_{at}"] = cell
         out[mix] = row
-        print(mix, json.dumps({k: v[f"{policies[-1]}-{policies[0]}"] for k, v in row.items()}),
-              file=sys.stderr)
+        print(
+            mix,
+            json.dumps({k: v[f"{policies[-1]}-{policies[0]}"] for k, v in row.items()}),
+            file=sys.stderr,
+        )
     print(json.dumps(out, indent=1))
     return 0
 

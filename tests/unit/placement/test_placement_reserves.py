@@ -19,7 +19,6 @@ from gpupool.placement import (
 from gpupool.placement.capacity import CapacityModel
 from gpupool.placement.context import PlanContext
 from gpupool.placement.policies.accepting import AcceptingMeasure
-from gpupool.placement.policies.groups import GroupReserve
 from gpupool.placement.policies.reserve import ModelReserve, restricted_fractions
 
 
@@ -103,31 +102,3 @@ def test_a_restricted_shape_counts_nothing_on_nodes_of_other_models() -> None:
     )
     assert fgd[1] == 2000.0 and mine[1] == 0.0  # FGD calls the idle A100s fragments
     assert mine[0] == fgd[0] > 0
-
-
-def eight_gpu_workload() -> TargetWorkload:
-    return TargetWorkload.from_requests(
-        [whole(f"w{i}", gpus=8, cpu=8000) for i in range(3)] + [whole("one")], cutoff=1.0
-    )
-
-
-def test_breaking_a_needed_group_costs_what_falls_below_the_reserve() -> None:
-    # One idle 8-card node, and 8-GPU tasks are 24/25 of the load: the reserve (24/25 of the
-    # 8 + 1 free cards) exceeds the one group, so breaking it loses it all (8000) below reserve.
-    snap = ClusterSnapshot([node("idle", gpus=8), node("started", gpus=2)])
-    occupy(snap, "started", 0, 80)
-    groups = GroupReserve(eight_gpu_workload())
-    ctx = ctx_for(snap, whole("p"))
-    cost = dict(zip((snap.names[i] for i in ctx.rows), groups.cost(ctx), strict=True))
-    assert cost == {"idle": 8000.0, "started": 0.0}
-    # CPU-only tasks break groups by their CPU; 8-GPU tasks are the demand reserved.
-    assert groups.cost(ctx_for(snap, cpu_only("c", cpu=60_000)))[0] == 8000.0
-    assert not groups.cost(ctx_for(snap, whole("w", gpus=8, cpu=8000))).any()
-
-
-def test_no_group_cost_while_groups_are_plentiful() -> None:
-    snap = ClusterSnapshot([node(f"n{i}", gpus=8) for i in range(4)])
-    workload = TargetWorkload.from_requests(
-        [whole("w8", gpus=8)] + [whole(f"o{i}") for i in range(40)], cutoff=1.0
-    )
-    assert not GroupReserve(workload).cost(ctx_for(snap, whole("p"))).any()

@@ -22,7 +22,6 @@ from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
 from gpupool.placement.policies.accepting import AcceptingMeasure
 from gpupool.placement.policies.fgd import FgdPolicy
-from gpupool.placement.policies.groups import GroupReserve
 from gpupool.placement.policies.reserve import ModelReserve
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import TargetWorkload
@@ -46,7 +45,6 @@ class GpupoolPolicy(FgdPolicy):
     def __init__(self, workload: TargetWorkload) -> None:
         super().__init__(workload)
         self.reserve = ModelReserve(workload)
-        self.groups = GroupReserve(workload)
 
     def measure(self, snap: ClusterSnapshot) -> NodeMeasure:
         return MeanMeasure(
@@ -55,5 +53,5 @@ class GpupoolPolicy(FgdPolicy):
         )
 
     def score(self, ctx: PlanContext) -> FloatArray:
-        delta = self.cache(ctx.snap).delta(ctx) - self.reserve.cost(ctx) - self.groups.cost(ctx)
+        delta = self.cache(ctx.snap).delta(ctx) - self.reserve.cost(ctx)
         return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
