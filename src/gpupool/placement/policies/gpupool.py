@@ -11,6 +11,11 @@ gpupool descends the mean of the two measures — the one-step and the fill-the-
 weighted equally — with FGD's sigmoid scoring truncated to whole points, so that near-equal
 placements tie and go to the first node in a fixed order (which packs, as in the paper's runs).
 On the Alibaba trace this beats FGD on every published pod list (see README, Results).
+
+Tasks restricted to some models: each measure counts a restricted shape only on nodes of its
+models (accepting.py), and an unrestricted placement pays for the share it takes out of the
+reserve restricted tasks need on the model it lands on (reserve.py). Both are no-ops on a
+workload without restrictions.
 """
 
 from __future__ import annotations
