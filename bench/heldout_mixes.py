@@ -1,22 +1,25 @@
-"""gpupool vs fgd on mixes the shared trace does not have; prints JSON.
+"""gpupool vs fgd on mixes the shared trace holds back; paired per-seed differences; prints JSON.
 
-    python bench/heldout_mixes.py [--trace DIR] [--seeds 42-44] [--jobs 1]
+    python bench/heldout_mixes.py [--trace DIR] [--mixes all] [--policies fgd,gpupool]
+                                  [--seeds 42-51] [--jobs 2]
 
-Two synthetic variants of `openb_pod_list_default.csv`, made with a fixed random seed (7):
-- `gpuspec`: 25% of the GPU tasks accept only one or two GPU models (as the paper's held-back
-  `gpuspec` lists do);
-- `multigpu`: 30% of the 1-GPU tasks become 2-, 4- or 8-GPU tasks (weights 5:3:2), a heavier
-  multi-GPU mix (as the paper's held-back `multigpu` lists do).
+The mixes (`bench/mixes.py`, each a deterministic variant of `openb_pod_list_default.csv`):
+- `multigpu30/40/50`: 30/40/50% of the GPU tasks are copies of the trace's own 2-, 4- and
+  8-GPU tasks (with their CPU and memory);
+- `multigpu30c`: 30% of the 1-GPU tasks become 2-, 4- or 8-GPU tasks (weights 5:3:2) and keep
+  their small CPU request (the first, less realistic stand-in; kept because it showed a loss);
+- `gpuspec25/33`: a quarter / a third of the GPU tasks accept only one model (or one V100
+  family), drawn in proportion to the cards that could host them.
+Per mix: unallocated GPU % at 100% and 130% arrived load for each policy (mean, sd, per seed),
+and the paired difference gpupool - fgd per seed (mean, sd, min, max; negative: gpupool better).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,67 +29,73 @@ from gpupool.domain.requests import Request
 from gpupool.simulator.fill import FillConfig, run_fill
 from gpupool.simulator.openb import load_nodes, load_pods
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mixes import MIXES
+
 DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/traces/alibaba-gpu-v2023"
-SPECS = [
-    ("V100-16GB", "V100-32GB"),
-    ("G2",),
-    ("T4",),
-    ("G2", "G3"),
-    ("P100", "T4"),
-    ("G3",),
-    ("V100-32GB",),
-]
 
 
-def variant(base: list[Request], kind: str) -> list[Request]:
-    rng = random.Random(7)
-    out = []
-    for r in base:
-        if kind == "gpuspec" and r.wants_gpu and rng.random() < 0.25:
-            r = replace(r, models=rng.choice(SPECS))
-        if kind == "multigpu" and r.gpu_count == 1 and r.whole_cards and rng.random() < 0.3:
-            r = replace(r, gpu_count=rng.choices([2, 4, 8], [5, 3, 2])[0])
-        out.append(r)
-    return out
-
-
-def one(job: tuple[Path, str, str, int]) -> float:
-    trace, policy, kind, seed = job
+def requests_of(trace: Path, mix: str) -> list[Request]:
     nodes = load_nodes(trace / "openb_node_list_gpu_node.csv")
-    base = [p.request for p in load_pods(trace / "openb_pod_list_default.csv")]
-    run = run_fill(nodes, variant(base, kind), policy, FillConfig(seed=seed))
-    return run.unallocated_gpu_pct[100]
+    if mix in MIXES:
+        base = [p.request for p in load_pods(trace / "openb_pod_list_default.csv")]
+        return MIXES[mix](base, nodes)
+    return [p.request for p in load_pods(trace / f"openb_pod_list_{mix}.csv")]
+
+
+def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
+    trace, policy, mix, seed = job
+    nodes = load_nodes(trace / "openb_node_list_gpu_node.csv")
+    run = run_fill(nodes, requests_of(trace, mix), policy, FillConfig(seed=seed))
+    return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
+
+
+def stats(v: np.ndarray) -> dict[str, float]:
+    return {
+        "mean": round(float(v.mean()), 3),
+        "sd": round(float(v.std()), 3),
+        "min": round(float(v.min()), 3),
+        "max": round(float(v.max()), 3),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    parser.add_argument("--seeds", default="42-44")
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--mixes", default="all")
+    parser.add_argument("--policies", default="fgd,gpupool")
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     if not (args.trace / "openb_node_list_gpu_node.csv").exists():
         print(json.dumps({"error": f"trace not found at {args.trace}"}))
         return 1
     seeds = parse_seeds(args.seeds)
-    jobs = [
-        (args.trace, p, k, s)
-        for k in ("gpuspec", "multigpu")
-        for p in ("fgd", "gpupool")
-        for s in seeds
-    ]
+    mixes = list(MIXES) if args.mixes == "all" else args.mixes.split(",")
+    policies = args.policies.split(",")
+    jobs = [(args.trace, p, m, s) for m in mixes for p in policies for s in seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
         values = dict(zip(jobs, pool.map(one, jobs), strict=True))
     out: dict[str, object] = {"seeds": seeds}
-    for kind in ("gpuspec", "multigpu"):
-        row = {}
-        for policy in ("fgd", "gpupool"):
-            v = np.array([values[(args.trace, policy, kind, s)] for s in seeds])
-            row[policy] = {
-                "unallocated_gpu_pct_100": round(float(v.mean()), 3),
-                "std": round(float(v.std()), 3),
-                "per_seed": [round(float(x), 3) for x in v],
+    for mix in mixes:
+        row: dict[str, object] = {}
+        for at, col in ((100, 0), (130, 1)):
+            per = {
+                p: np.array([values[(args.trace, p, mix, s)][col] for s in seeds]) for p in policies
             }
-        out[kind] = row
+            cell: dict[str, object] = {
+                p: {**stats(v), "per_seed": [round(float(x), 3) for x in v]} for p, v in per.items()
+            }
+            base, mine = policies[0], policies[-1]
+            diff = per[mine] - per[base]
+            cell[f"{mine}-{base}"] = {**stats(diff), "per_seed": [round(float(x), 3) for x in diff]}
+            row[f"unallocated_gpu_pct_{at}"] = cell
+        out[mix] = row
+        print(
+            mix,
+            json.dumps({k: v[f"{policies[-1]}-{policies[0]}"] for k, v in row.items()}),
+            file=sys.stderr,
+        )
     print(json.dumps(out, indent=1))
     return 0
 

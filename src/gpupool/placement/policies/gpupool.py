@@ -11,6 +11,11 @@ gpupool descends the mean of the two measures — the one-step and the fill-the-
 weighted equally — with FGD's sigmoid scoring truncated to whole points, so that near-equal
 placements tie and go to the first node in a fixed order (which packs, as in the paper's runs).
 On the Alibaba trace this beats FGD on every published pod list (see README, Results).
+
+Tasks restricted to some models: each measure counts a restricted shape only on nodes of its
+models (accepting.py), and an unrestricted placement pays for the share it takes out of the
+reserve restricted tasks need on the model it lands on (reserve.py). Both are no-ops on a
+workload without restrictions.
 """
 
 from __future__ import annotations
@@ -18,9 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 from gpupool.placement.capacity import CapacityModel
+from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
+from gpupool.placement.policies.accepting import AcceptingMeasure
 from gpupool.placement.policies.fgd import FgdPolicy
+from gpupool.placement.policies.reserve import ModelReserve
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
+from gpupool.placement.workload import TargetWorkload
 
 
 class MeanMeasure:
@@ -38,7 +47,16 @@ class GpupoolPolicy(FgdPolicy):
     name = "gpupool"
     summary = "FGD over the mean of one-step fragmentation and stranded capacity (CPU-aware)"
 
+    def __init__(self, workload: TargetWorkload) -> None:
+        super().__init__(workload)
+        self.reserve = ModelReserve(workload)
+
     def measure(self, snap: ClusterSnapshot) -> NodeMeasure:
         return MeanMeasure(
-            FragmentationModel(snap, self.workload), CapacityModel(snap, self.workload)
+            AcceptingMeasure(snap, self.workload, FragmentationModel),
+            AcceptingMeasure(snap, self.workload, CapacityModel),
         )
+
+    def score(self, ctx: PlanContext) -> FloatArray:
+        delta = self.cache(ctx.snap).delta(ctx) - self.reserve.cost(ctx)
+        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))

@@ -1,0 +1,77 @@
+"""Where two policies choose differently, on the first one's own fill trajectory; prints text.
+
+    python bench/choice_diff.py MIX SEED [LEAD] [--bands 0-30]
+
+At every task of the fill experiment (same shuffle, inflation and node order as `run_fill`) both
+policies plan on the state LEAD's placements made; the disagreements are counted per 10% band
+of arrived load and task kind, and, in the chosen bands, by the state of the two chosen nodes
+(model/cards, idle cards, free cores rounded down to 8).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from gpupool.domain.requests import Request
+from gpupool.placement.planner import Planner
+from gpupool.placement.snapshot import ClusterSnapshot, Decision
+from gpupool.placement.workload import TargetWorkload
+from gpupool.simulator.fill import FillConfig, prepare
+from gpupool.simulator.openb import load_nodes, load_pods
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mixes import MIXES
+
+TRACE = Path(__file__).resolve().parents[1].parent / "shared/traces/alibaba-gpu-v2023"
+
+
+def state(snap: ClusterSnapshot, i: int) -> str:
+    idle = int(snap.fully_free()[i].sum())
+    model = snap.model_names[int(snap.model_id[i, 0])]
+    return f"{model}/{int(snap.gpu_count[i])} idle{idle} cpu{int(snap.cpu_free[i]) // 8000 * 8}"
+
+
+def kind(r: Request) -> str:
+    return "cpu" if not r.wants_gpu else ("share" if not r.whole_cards else str(r.gpu_count))
+
+
+def main() -> int:
+    args = [a for a in sys.argv[1:] if not a.startswith("--bands")]
+    bands = next((a.split("=")[1] for a in sys.argv[1:] if a.startswith("--bands=")), "0-30")
+    low, high = (int(x) for x in bands.split("-"))
+    mix, seed = args[0], int(args[1])
+    lead = args[2] if len(args) > 2 else "gpupool"
+    other = "fgd" if lead == "gpupool" else "gpupool"
+    nodes = load_nodes(TRACE / "openb_node_list_gpu_node.csv")
+    base = [p.request for p in load_pods(TRACE / "openb_pod_list_default.csv")]
+    reqs = MIXES[mix](base, nodes) if mix in MIXES else base
+    cfg = FillConfig(seed=seed)
+    snap, tasks, loads, rng = prepare(nodes, reqs, cfg)
+    workload = TargetWorkload.from_requests(reqs, cutoff=cfg.popularity_cutoff)
+    rank = rng.permutation(len(snap))
+    mine, theirs = Planner(lead, workload, rank=rank), Planner(other, workload, rank=rank)
+    capacity, arrived = snap.total_gpu_milli(), 0
+    by_band: Counter[tuple[int, str]] = Counter()
+    by_state: Counter[tuple[str, str, str]] = Counter()
+    for r, load in zip(tasks, loads, strict=True):
+        arrived += load
+        band = int(10 * arrived / capacity) * 10
+        a, b = mine.plan(snap, r), theirs.plan(snap, r)
+        if not isinstance(a, Decision):
+            continue
+        if isinstance(b, Decision) and b.node_index != a.node_index and band <= 100:
+            by_band[(band, kind(r))] += 1
+            if low <= band <= high:
+                by_state[(kind(r), state(snap, a.node_index), state(snap, b.node_index))] += 1
+        snap.assume(a)
+    print(f"disagreements by (band, kind): {sorted(by_band.items())}")
+    print(f"in bands {low}-{high}: count (kind, {lead}'s node, {other}'s node)")
+    for key, n in by_state.most_common(25):
+        print(n, key)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
