@@ -142,6 +142,16 @@ class CardTelemetry:
     xid_events: int = 0  # XID events seen by this agent since it started (fatal or not)
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    """What a GPU container's limiter reports (its accounting file, node.limiter_usage): bytes
+    in use per limits line, i.e. per slice of its lease in order, summed over the container's
+    processes; and when it last charged or credited device memory (unix s; None: not yet)."""
+
+    used_bytes: tuple[int, ...]
+    last_active_s: float | None
+
+
 class Inventory(Protocol):
     """The GPUs of this node: NVML on a real node, a spec such as `8xA100-80GB` on kwok nodes."""
 
