@@ -25,6 +25,16 @@ class Clock(Protocol):
 Json = dict[str, Any]  # a Kubernetes object or patch as the API server sends and takes it
 
 
+class Outcomes(Protocol):
+    """What the controller's writers report having done, for /metrics (adapters.metrics'
+    ControllerMetrics): a pod given a notice, a pod evicted (or deleted on a lost node), by the
+    reason the pod's Event names (QuotaReclaim, RoomReclaim, LeaseExpired, NodeLost)."""
+
+    def noticed(self, reason: str) -> None: ...
+
+    def evicted(self, reason: str) -> None: ...
+
+
 class ClusterApi(Protocol):
     """What the controllers' reconcilers read from and write to the API server
     (`adapters.cluster.KubeClusterApi`; an in-memory fake in the unit tests).

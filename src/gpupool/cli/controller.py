@@ -179,19 +179,20 @@ def run(args: argparse.Namespace) -> int:
             instance=args.identity if elector else "",
             may_write=elector.is_leader if elector else None,
         )
+        metrics = ControllerMetrics()  # also the reconcilers' Outcomes (notices, evictions)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
-        metrics = ControllerMetrics()
         leases = LeaseReconciler(
             api,
             time.time,
             retention_s=args.lease_retention,
             reserved_timeout_s=args.reserved_timeout,
             on_integrity=metrics.record_integrity,
+            outcomes=metrics,
         )
         nodes = NodeHealthReconciler(
-            api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
+            api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after, outcomes=metrics
         )
-        reclaim = ReclaimReconciler(api)
+        reclaim = ReclaimReconciler(api, metrics)
         session = aiohttp.ClientSession()
         source = (
             PrometheusSource(session, args.autoscale_prometheus)
