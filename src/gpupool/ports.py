@@ -111,6 +111,16 @@ class DefragApi(ClusterApi, Protocol):
     async def patch_gpu_pool_status(self, name: str, status: Json) -> bool: ...
 
 
+class PoolStatusApi(ClusterApi, Protocol):
+    """What the GpuPool status writer needs besides the other reconcilers' reads and writes."""
+
+    async def gpu_pools(self) -> list[Json]: ...
+
+    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
+        """Merge `status` into the GpuPool's status; False when it is gone."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
     """What discovery learns about one card beyond the domain `Gpu` (for the GpuNode report)."""

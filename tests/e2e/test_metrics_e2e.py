@@ -226,3 +226,53 @@ def test_prometheus_shows_the_card_and_tenant_series_of_an_admitted_bound_pod(
     assert temperature == 30  # what the fake inventory reports until told otherwise
     frag = _query(prometheus, f"gpupool_controller_card_fragmentation_ratio{{{card}}}")
     assert len(frag) == 1 and 0 <= float(frag[0]["value"][1]) <= 1
+
+
+def test_gpupool_status_and_the_controllers_new_series_say_what_prometheus_says(
+    gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], prometheus: str
+) -> None:
+    """A GpuPool over the whole cluster: the controller writes its status, whose capacity and
+    allocated bytes equal the sums of the controller's card series in Prometheus (and the
+    allocated bytes the live GpuLeases); its CardsFragmented condition is there; the GpuNodes
+    by health and the eviction counters (0 from the start) are scraped."""
+    api = gpupool_cluster.api
+    name = f"metrics-{secrets.token_hex(3)}"
+    api.create(
+        f"{GPUPOOL_API}/gpupools",
+        {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuPool", "metadata": {"name": name},
+         "spec": {}},
+    )  # fmt: skip
+    try:
+
+        def status_matches() -> dict[str, Any] | None:
+            status = api.get(f"{GPUPOOL_API}/gpupools/{name}").get("status") or {}
+            capacity = _value(prometheus, "sum(gpupool_controller_card_memory_total_bytes)")
+            allocated = _value(prometheus, "sum(gpupool_controller_card_allocated_bytes)")
+            leases = sum(
+                d["sizeBytes"]
+                for le in api.get(f"{GPUPOOL_API}/gpuleases")["items"]
+                if (le.get("status") or {}).get("phase", "Reserved")
+                not in ("Released", "Expired", "Lost", "Reclaimed")
+                for d in le["spec"]["devices"]
+            )
+            if status.get("allocatedBytes") != allocated or allocated != leases:
+                return None
+            return status if status.get("capacityBytes") == capacity else None
+
+        status = poll_until(status_matches, timeout_s=30, interval_s=0.5)
+        assert status is not None, (
+            f"GpuPool {name}: {api.get(f'{GPUPOOL_API}/gpupools/{name}').get('status')}, "
+            f"Prometheus {_query(prometheus, 'sum(gpupool_controller_card_allocated_bytes)')}"
+        )
+        assert status["allocatedBytes"] >= 12 * GiB
+        assert status["gpus"] == len(_query(prometheus, "gpupool_controller_card_allocated_bytes"))
+        [condition] = [c for c in status["conditions"] if c["type"] == "CardsFragmented"]
+        over = _value(prometheus, "count(gpupool_controller_card_fragmentation_ratio > 0.3)")
+        assert status["cardsOverThreshold"] == (over or 0)
+        assert condition["status"] == ("True" if status["cardsOverThreshold"] else "False")
+        gpunodes = len(api.get(f"{GPUPOOL_API}/gpunodes")["items"])
+        assert _value(prometheus, "sum(gpupool_controller_nodes)") == gpunodes
+        evictions = _query(prometheus, "gpupool_controller_evictions_total")
+        assert {e["metric"]["reason"] for e in evictions} >= {"QuotaReclaim", "NodeLost"}
+    finally:
+        api.delete(f"{GPUPOOL_API}/gpupools/{name}")

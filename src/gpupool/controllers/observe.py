@@ -125,7 +125,10 @@ class MetricsObserver:
         self.api = api
         self.metrics = metrics
 
-    async def observe(self, round_: AdmissionRound) -> None:
+    async def observe(self, round_: AdmissionRound) -> ControllerReading:
+        """Shows the round on /metrics; returns the reading (GpuPool status uses its cards)."""
         nodes = await self.api.nodes()
         gpunodes = await self.api.gpu_nodes()
-        self.metrics.observe(reading_of(round_, nodes, gpunodes))
+        reading = reading_of(round_, nodes, gpunodes)
+        self.metrics.observe(reading)
+        return reading
