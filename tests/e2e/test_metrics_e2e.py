@@ -1,5 +1,5 @@
 """The metrics layers against a real Prometheus (Debian's `prometheus`), started by the test on a
-free port and scraping the dev cluster's controller and extender and a `gpupool agent` with fake
+free port and scraping the dev cluster's controller, webhook and extender and a `gpupool agent` with fake
 GPUs on the node a tenant's pod was bound to: after the pod is admitted and bound, PromQL shows
 the tenant's use as its GpuQuota status says, the card's allocated bytes as the sum of its live
 GpuLeases (on both the agent's and the controller's series), and the pod's lease."""
@@ -126,11 +126,13 @@ def agent(gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], tmp_path: Pat
 
 @pytest.fixture
 def prometheus(gpupool_cluster: E2ECluster, agent: str, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus scraping the agent, the controller and the extender every second."""
+    """A real Prometheus scraping the agent, the controller, the webhook and the extender every
+    second."""
     ports = gpupool_cluster.state.ports
     targets = {
         "gpupool-agent": agent,
         "gpupool-controller": f"{LOOPBACK}:{ports['gpupool-controller-metrics']}",
+        "gpupool-webhook": f"{LOOPBACK}:{ports['gpupool-webhook-metrics']}",
         "gpupool-extender": f"{LOOPBACK}:{ports['gpupool-extender']}",
     }
     # The dev cluster's extender serves HTTPS (its /metrics needs no client certificate).
@@ -274,5 +276,10 @@ def test_gpupool_status_and_the_controllers_new_series_say_what_prometheus_says(
         assert _value(prometheus, "sum(gpupool_controller_nodes)") == gpunodes
         evictions = _query(prometheus, "gpupool_controller_evictions_total")
         assert {e["metric"]["reason"] for e in evictions} >= {"QuotaReclaim", "NodeLost"}
+        # the webhook admitted the tenant's pod (and the session's others): counted, and timed
+        created = 'gpupool_webhook_requests_total{resource="pods",operation="CREATE"}'
+        assert (_value(prometheus, f"sum({created})") or 0) >= 1
+        timed = 'gpupool_webhook_request_duration_seconds_count{resource="pods"}'
+        assert (_value(prometheus, f"sum({timed})") or 0) >= 1
     finally:
         api.delete(f"{GPUPOOL_API}/gpupools/{name}")
