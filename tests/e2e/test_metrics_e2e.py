@@ -1,8 +1,9 @@
 """The metrics layers against a real Prometheus (Debian's `prometheus`), started by the test on a
-free port and scraping the dev cluster's controller, webhook and extender and a `gpupool agent` with fake
-GPUs on the node a tenant's pod was bound to: after the pod is admitted and bound, PromQL shows
-the tenant's use as its GpuQuota status says, the card's allocated bytes as the sum of its live
-GpuLeases (on both the agent's and the controller's series), and the pod's lease."""
+free port and scraping the dev cluster's controller, webhook and extender and a `gpupool agent`
+with fake GPUs on the node a tenant's pod was bound to: after the pod is admitted and bound,
+PromQL shows the tenant's use as its GpuQuota status says, the card's allocated bytes as the sum
+of its live GpuLeases (on both the agent's and the controller's series), the pod's lease, and a
+GpuPool's status as the sums of the controller's card series."""
 
 from __future__ import annotations
 
