@@ -282,5 +282,15 @@ def test_gpupool_status_and_the_controllers_new_series_say_what_prometheus_says(
         assert (_value(prometheus, f"sum({created})") or 0) >= 1
         timed = 'gpupool_webhook_request_duration_seconds_count{resource="pods"}'
         assert (_value(prometheus, f"sum({timed})") or 0) >= 1
+        # `gpupool usage` through the kubeconfig bills the tenant's pod from its GpuLease
+        tenant = tenant_pod["metadata"]["namespace"]
+        done = subprocess.run(
+            [sys.executable, "-m", "gpupool.cli.main", "usage", "--kubeconfig",
+             str(gpupool_cluster.kubeconfig), "--by", "pod", "-o", "json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        [row] = [r for r in json.loads(done.stdout)["rows"] if r["tenant"] == tenant]
+        assert (row["namespace"], row["pod"], row["leases"]) == (tenant, "infer", 1)
+        assert row["gibHours"] > 0
     finally:
         api.delete(f"{GPUPOOL_API}/gpupools/{name}")
