@@ -27,7 +27,7 @@ from gpupool.adapters.metrics.controller import (
 from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import Gpu
-from gpupool.ports import CardTelemetry, PodLease
+from gpupool.ports import CardTelemetry, ContainerUsage, PodLease
 
 REPO = Path(__file__).resolve().parents[3]
 PROMETHEUS = REPO / "deploy" / "prometheus"
@@ -50,6 +50,7 @@ def exported_names() -> set[str]:
             (Gpu(index=0, model="A100-80GB", uuid="GPU-a"),),
             (CardTelemetry("GPU-a", 1.0, 1, 2, 30.0, 50.0, 0, 0),),
             (PodLease("ns/l", "ns/p", "u", "n1", (piece,)),),
+            {"ns/l": ContainerUsage((1,), 1.0)},
         )
     )
     registry = CollectorRegistry()
