@@ -1,6 +1,6 @@
-"""`gpupool usage` on a replayed workload: the replay engine's leases, written as the GpuLeases
-the cluster would hold, give per tenant the GiB-hours the leases sum to (and the replay's own
-meter counted), to the rounding of their times; and the controller's
+"""`gpupool usage` on a replayed workload: the leases `gpupool simulate replay --export-leases`
+writes (the GpuLeases the cluster would hold) give per tenant the GiB-hours the leases sum to,
+which the replay's own meter counted, to the rounding of their times; and the controller's
 `gpupool_controller_tenant_gib_hours` over the same GpuLeases says the same."""
 
 from __future__ import annotations
@@ -16,37 +16,25 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.cli.main import main
+from gpupool.cli.replay import export_leases
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.domain.devices import uniform_node
 from gpupool.domain.requests import Request
-from gpupool.placement import TargetWorkload
+from gpupool.domain.units import GiB
 from gpupool.ports import Json
-from gpupool.quota.lease import Lease
-from gpupool.quota.metering import Meter
 from gpupool.quota.resource import Resource
 from gpupool.quota.spec import TenantQuota
-from gpupool.rfc3339 import format_time
+from gpupool.rfc3339 import parse_time
 from gpupool.simulator.openb import TracePod
-from gpupool.simulator.replay import Engine
-from gpupool.simulator.replay_jobs import make_jobs
+from gpupool.simulator.replay_experiment import ReplayConfig, run_experiment
 from gpupool.simulator.tenancy import Tenancy, TenantRule
 
-T0 = 1_767_225_600.0  # replay time 0 is this wall-clock time
+MODE = "pooled-borrowing"
 NODES = [
     uniform_node(f"n{i}", cpu_milli=64000, memory_mib=262144, gpu_count=2, model="T4")
     for i in range(2)
 ]
-
-
-class RecordingMeter(Meter):
-    """The replay's meter, keeping each lease it closes (the leases a cluster would hold)."""
-
-    closed: list[Lease]
-
-    def close(self, lease: Lease) -> None:
-        self.closed.append(lease)
-        super().close(lease)
 
 
 def _pods() -> list[TracePod]:
@@ -61,67 +49,46 @@ def _pods() -> list[TracePod]:
     return pods
 
 
-def _replay() -> tuple[list[Lease], dict[str, float]]:
-    rules = (
+TENANCY = Tenancy(
+    rules=(
         TenantRule(TenantQuota(name="alpha", nominal=2000, resource=Resource.GPU, cohort="c"),
                    ("LS",)),
         TenantRule(TenantQuota(name="beta", nominal=2000, resource=Resource.GPU, cohort="c"),
                    None),
-    )  # fmt: skip
-    tenancy = Tenancy(rules=rules)
+    )
+)  # fmt: skip
+CONFIG = ReplayConfig(policy="best-fit", time_scale=1.0, cluster_fraction=1.0, modes=(MODE,))
+
+
+def _replay(tmp_path: Path) -> tuple[Path, dict[str, float], list[Json]]:
+    """`gpupool simulate replay --export-leases`'s export of one mode, and that mode's own
+    GiB-hours per tenant (the replay's meter)."""
     pods = _pods()
-    jobs, _ = make_jobs(pods, tenancy, 1.0, whole_card=False)
-    workload = TargetWorkload.from_requests([p.request for p in pods])
-    engine = Engine.create("pooled-borrowing", NODES, jobs, tenancy, "best-fit", workload)
-    meter = RecordingMeter(engine.meter.book)
-    meter.closed = []
-    engine.meter = meter
-    stats = engine.run()
-    return meter.closed, {name: t.gib_hours for name, t in stats.tenants.items()}
-
-
-def gpulease_json(lease: Lease) -> Json:
-    """The GpuLease the cluster would hold for a replayed lease that ended: in the tenant's
-    namespace, for a pod named after the job, on one card, its times as the controller stamps
-    them (RFC 3339, microseconds)."""
-    job = lease.id.split("@")[0]
-    assert lease.ended_at is not None
-    return {
-        "apiVersion": "gpupool.io/v1alpha1", "kind": "GpuLease",
-        "metadata": {"name": f"uid-{lease.id.replace('@', '-')}", "namespace": lease.tenant},
-        "spec": {
-            "tenant": lease.tenant,
-            "podRef": {"namespace": lease.tenant, "name": job, "uid": f"uid-{lease.id}"},
-            "node": "n0",
-            "devices": [{"index": 0, "uuid": "GPU-n0-0", "model": "T4", "offsetBytes": 0,
-                         "sizeBytes": lease.gpu_memory_bytes}],
-            "amount": lease.amount,
-        },
-        "status": {"phase": "Released", "start": format_time(T0 + lease.reserved_at),
-                   "end": format_time(T0 + lease.ended_at)},
-    }  # fmt: skip
+    stats = run_experiment(NODES, pods, TENANCY, CONFIG).runs[MODE]
+    exported = tmp_path / "leases.jsonl"
+    export_leases(NODES, pods, TENANCY, CONFIG, MODE, str(exported))
+    objects = [json.loads(line) for line in exported.read_text().splitlines()]
+    return exported, {name: t.gib_hours for name, t in stats.tenants.items()}, objects
 
 
 def test_usage_of_a_replay_is_the_sum_of_its_leases_and_the_controllers_metric(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    closed, replay_gib = _replay()
-    assert len(closed) >= 12 and {le.tenant for le in closed} == {"alpha", "beta"}
+    exported, replay_gib, objects = _replay(tmp_path)
+    assert len(objects) >= 12 and {o["spec"]["tenant"] for o in objects} == {"alpha", "beta"}
     sums: dict[str, float] = {}
-    for lease in closed:
-        assert lease.ended_at is not None
-        sums[lease.tenant] = sums.get(lease.tenant, 0.0) + lease.gib_hours(lease.ended_at)
-    assert sums == pytest.approx(replay_gib)  # the replay's own meter counted the same
-    objects = [gpulease_json(le) for le in closed]
-    exported = tmp_path / "leases.jsonl"
-    exported.write_text("".join(json.dumps(o) + "\n" for o in objects))
+    for obj in objects:  # each lease's GiB-hours from what it says it held, and when
+        held = sum(d["sizeBytes"] for d in obj["spec"]["devices"]) / GiB
+        hours = (parse_time(obj["status"]["end"]) - parse_time(obj["status"]["start"])) / 3600
+        sums[obj["spec"]["tenant"]] = sums.get(obj["spec"]["tenant"], 0.0) + held * hours
+    assert sums == pytest.approx(replay_gib, abs=1e-5)  # the replay's own meter, to the rounding
 
     assert main(["usage", "--from-file", str(exported), "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     billed = {r["tenant"]: r["gibHours"] for r in rows}
     # to the rounding: times in microseconds, six decimals printed
     assert billed == pytest.approx(sums, abs=1e-5)
-    assert sum(r["leases"] for r in rows) == len(closed)
+    assert sum(r["leases"] for r in rows) == len(objects)
 
     assert main(["usage", "--from-file", str(exported), "--by", "pod", "-o", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -133,7 +100,7 @@ def test_usage_of_a_replay_is_the_sum_of_its_leases_and_the_controllers_metric(
     cluster = FakeCluster(
         quotas=[quota_json("alpha", 100), quota_json("beta", 100)], leases=objects
     )
-    end = T0 + max(le.ended_at or 0.0 for le in closed) + 60
+    end = max(parse_time(o["status"]["end"]) or 0.0 for o in objects) + 60
     metrics = ControllerMetrics()
 
     async def round_() -> None:
