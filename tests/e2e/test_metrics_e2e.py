@@ -282,6 +282,38 @@ def test_gpupool_status_and_the_controllers_new_series_say_what_prometheus_says(
         assert (_value(prometheus, f"sum({created})") or 0) >= 1
         timed = 'gpupool_webhook_request_duration_seconds_count{resource="pods"}'
         assert (_value(prometheus, f"sum({timed})") or 0) >= 1
+        # a second tenant: 12Gi nominal, two 12Gi pods; the second waits in the queue series
+        other = f"queued-{secrets.token_hex(3)}"
+        api.create(
+            f"{GPUPOOL_API}/gpuquotas",
+            {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota",
+             "metadata": {"name": other}, "spec": {"nominal": "12Gi"}},
+        )  # fmt: skip
+        api.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": other, "labels": {"gpupool.io/tenant": other}}},
+        )  # fmt: skip
+        for pod_name in ("first", "second"):
+            api.create(
+                f"/api/v1/namespaces/{other}/pods",
+                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
+                 "spec": {"containers": [{"name": "main", "image": "registry.example/x:1",
+                          "resources": {"limits": {"gpupool.io/gpu-memory": "12Gi"}}}]}},
+            )  # fmt: skip
+
+        pending = f'gpupool_controller_tenant_pending_pods{{tenant="{other}"}}'
+        held = f'gpupool_controller_tenant_used{{tenant="{other}"}}'
+
+        def queue_shown() -> bool:
+            status = api.get(f"{GPUPOOL_API}/gpuquotas/{other}").get("status") or {}
+            queued, used = _value(prometheus, pending), _value(prometheus, held)
+            return (queued, used) == (1, 12 * GiB) and status.get("queued") == 1
+
+        assert poll_until(queue_shown, timeout_s=30, interval_s=0.5), (
+            f"{other}: {api.get(f'{GPUPOOL_API}/gpuquotas/{other}').get('status')}, "
+            f"Prometheus {_query(prometheus, pending)}, {_query(prometheus, held)}"
+        )
         # `gpupool usage` through the kubeconfig bills the tenant's pod from its GpuLease
         tenant = tenant_pod["metadata"]["namespace"]
         done = subprocess.run(
