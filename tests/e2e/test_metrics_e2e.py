@@ -115,6 +115,7 @@ def agent(gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], tmp_path: Pat
         [sys.executable, "-m", "gpupool.cli.main", "agent", "--node-name", node,
          "--fake-gpus", str(gpupool_cluster.gpus), "--kubeconfig", str(gpupool_cluster.kubeconfig),
          "--device-plugin-dir", str(tmp_path / "plugins"), "--limits-dir", str(tmp_path / "limits"),
+         "--usage-dir", str(tmp_path / "usage"),
          "--metrics-address", f"{LOOPBACK}:{port}"],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
