@@ -330,3 +330,20 @@ def test_service_monitors_select_the_metrics_services_by_their_port(helm: Path) 
         assert len(chosen) == 1, f"{name} selects {[s['metadata']['name'] for s in chosen]}"
         assert endpoint["port"] in {p["name"] for p in chosen[0]["spec"]["ports"]}
         assert endpoint["relabelings"] == [{"targetLabel": "job", "replacement": name}]
+
+
+def test_the_extenders_service_monitor_scrapes_https_with_its_ca_or_http_without_tls(
+    helm: Path,
+) -> None:
+    docs = _template(helm, "--set", "monitoring.serviceMonitors.enabled=true")
+    [endpoint] = _one(docs, "ServiceMonitor", "gpupool-extender")["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+    ca = endpoint["tlsConfig"]["ca"]["secret"]
+    assert ca == {"name": "gpupool-extender-tls", "key": "ca.crt"}
+    assert "ca.crt" in _one(docs, "Secret", ca["name"])["data"]
+    plain = _template(
+        helm, "--set", "monitoring.serviceMonitors.enabled=true",
+        "--set", "extender.tls.enabled=false",
+    )  # fmt: skip
+    [endpoint] = _one(plain, "ServiceMonitor", "gpupool-extender")["spec"]["endpoints"]
+    assert endpoint["port"] == "http" and "tlsConfig" not in endpoint

@@ -128,9 +128,6 @@ class ControllerMetrics:
         for reason in INTEGRITY_REASONS:  # every series from the start: rate() needs a zero
             self.integrity.labels(reason)
 
-    def record_integrity(self, reason: str) -> None:
-        self.integrity.labels(reason).inc()
-
         self.notices = Counter(
             "gpupool_controller_reclaim_notices",
             "Pods given a notice to leave (their grace period starts), by reason",
@@ -148,6 +145,9 @@ class ControllerMetrics:
             self.notices.labels(reason)
         for reason in EVICTION_REASONS:
             self.evictions.labels(reason)
+
+    def record_integrity(self, reason: str) -> None:
+        self.integrity.labels(reason).inc()
 
     # ports.Outcomes: the reconcilers report what they did
     def noticed(self, reason: str) -> None:
