@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         autoscale = AutoscaleReconciler(
             api, api, source, time.time, interval_s=args.autoscale_interval
         )
-        drain = BudgetDrainReconciler(api)
+        drain = BudgetDrainReconciler(api, metrics)
         observer = MetricsObserver(api, metrics)
         defrag = DefragReconciler(api, time.time, DefragMetrics(metrics.registry))
         pools = PoolStatusReconciler(api)

@@ -83,8 +83,8 @@ class ControllerReading:
 
 # The reasons a controller writer reports (ports.Outcomes), shown at 0 from the start so that
 # rate() and alerts see the series before the first one happens.
-NOTICE_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired")
-EVICTION_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "NodeLost")
+NOTICE_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain")
+EVICTION_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain", "NodeLost")
 NODE_HEALTH = ("Healthy", "Suspect", "Lost")
 
 
