@@ -118,7 +118,10 @@ static void reap_locked(void) {
     uint32_t hw = R->hw;
     for (uint32_t i = 0; i < hw && i < GP_MAX_PROCS; i++) {
         gp_proc_t *e = &R->procs[i];
-        if (e->pid == 0 || e->pid == me || !entry_is_dead(e)) continue;
+        /* Only our own slot is surely alive. An entry of our pid in another slot was left by a
+         * process of an earlier instance of the container (its folder outlives it, and in a
+         * new pid namespace the pid comes again): its start time tells. */
+        if (e->pid == 0 || ((int)i == my_slot && e->pid == me) || !entry_is_dead(e)) continue;
         for (int r = 0; r < GP_MAX_ROWS; r++) {
             if (e->used[r] != 0)
                 gp_log(GP_INFO, "reclaiming %llu bytes on device row %d from dead pid %d",

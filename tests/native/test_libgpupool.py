@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -429,6 +430,24 @@ def test_the_accounting_file_shows_live_use_and_a_new_process_reaps_the_dead(
     assert limiter.run("alloc", "1Mi").rcs() == [0]
     after = read_usage(shared)
     assert after is not None and after.used_bytes[0] == 0
+
+
+def test_an_earlier_container_instances_entry_of_the_same_pid_is_reaped(limiter: Limiter) -> None:
+    # A restarted container keeps its accounting folder, and in its new pid namespace its first
+    # process has the pid an earlier one had (pid 1). Its stale entry, of our pid but another
+    # start time, must not count against us: forge one for the process about to start.
+    shared = Path(limiter.env["GPUPOOL_SHARED_FILE"])
+    assert limiter.run("alloc", "1Mi").rcs() == [0]  # the file, with no live entry
+    proc = limiter.start("ready", "wait", "info")
+    head = struct.Struct("<QIIIIQ")
+    with shared.open("r+b") as f:
+        magic, version, size, offset, hw, last = head.unpack(f.read(head.size))
+        f.seek(0)
+        f.write(head.pack(magic, version, size, offset, max(hw, 1), last))
+        f.seek(offset)
+        f.write(struct.pack("<iIQ16Q", proc.pid, 0, 1, 48 * MI, *([0] * 15)))
+    out, _ = proc.communicate("go\n", timeout=TIMEOUT)
+    assert parse(out)[-1] == {"op": "info", "rc": 0, "free": 64 * MI, "total": 64 * MI}
 
 
 def test_a_killed_but_unreaped_zombie_holds_nothing(limiter: Limiter) -> None:
