@@ -1,11 +1,17 @@
 /*
  * region.c - device memory accounting shared by every process of a container.
  *
- * The state lives in a small file (GPUPOOL_SHARED_FILE, default /tmp/.gpupool-usage-v1; /tmp is
+ * The state lives in a small file (GPUPOOL_SHARED_FILE, default /tmp/.gpupool-usage-v2; /tmp is
  * private to a container, while /dev/shm is shared by all containers of a pod) mapped MAP_SHARED
- * by each process. It holds one entry per live process: pid, process start time, bytes in use per
- * device row. The container's usage of a device is the sum over live entries, computed under the
- * lock each time; there is no separate running total that a crash could leave inconsistent.
+ * by each process. The device plugin points it at a host folder of its own per container, so the
+ * node agent can read it too. It holds one entry per live process: pid, process start time, bytes
+ * in use per device row; and the time of the container's last charge or credit. The container's
+ * usage of a device is the sum over live entries, computed under the lock each time; there is no
+ * separate running total that a crash could leave inconsistent.
+ *
+ * Readers outside the container (the agent) take no lock: every field they read is one aligned
+ * 64-bit (or 32-bit) store, and the header's first 32 bytes have the same layout on every ABI, with
+ * procs_offset saying where the entries start (the mutex before them differs in size).
  *
  * Lock choice: a process-shared *robust* pthread mutex inside the mapping. When a holder is
  * SIGKILLed the kernel walks its robust list at exit and the next locker gets EOWNERDEAD; it calls
@@ -34,14 +40,15 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 
 #define GP_REGION_MAGIC 0x31306c6f6f707067ULL /* "gppool01" */
-#define GP_REGION_VERSION 1u
+#define GP_REGION_VERSION 2u
 #define GP_MAX_PROCS 1024
-#define GP_DEFAULT_SHARED_FILE "/tmp/.gpupool-usage-v1"
+#define GP_DEFAULT_SHARED_FILE "/tmp/.gpupool-usage-v2"
 
 typedef struct {
     volatile int32_t pid; /* 0: free */
@@ -54,10 +61,11 @@ typedef struct {
     volatile uint64_t magic;
     uint32_t version;
     uint32_t size;
-    pthread_mutex_t lock;
-    volatile uint32_t hw; /* entries [0, hw) may be in use */
-    uint32_t pad;
+    uint32_t procs_offset;            /* for readers outside the container: where procs[] starts */
+    volatile uint32_t hw;             /* entries [0, hw) may be in use */
+    volatile uint64_t last_active_ns; /* CLOCK_REALTIME of the last charge or credit; 0: none */
     uint64_t limit[GP_MAX_ROWS]; /* informational: the limits of the last process that started */
+    pthread_mutex_t lock;
     gp_proc_t procs[GP_MAX_PROCS];
 } gp_region_t;
 
@@ -110,7 +118,10 @@ static void reap_locked(void) {
     uint32_t hw = R->hw;
     for (uint32_t i = 0; i < hw && i < GP_MAX_PROCS; i++) {
         gp_proc_t *e = &R->procs[i];
-        if (e->pid == 0 || e->pid == me || !entry_is_dead(e)) continue;
+        /* Only our own slot is surely alive. An entry of our pid in another slot was left by a
+         * process of an earlier instance of the container (its folder outlives it, and in a
+         * new pid namespace the pid comes again): its start time tells. */
+        if (e->pid == 0 || ((int)i == my_slot && e->pid == me) || !entry_is_dead(e)) continue;
         for (int r = 0; r < GP_MAX_ROWS; r++) {
             if (e->used[r] != 0)
                 gp_log(GP_INFO, "reclaiming %llu bytes on device row %d from dead pid %d",
@@ -142,6 +153,13 @@ static int lock_region(void) {
 }
 
 static void unlock_region(void) { pthread_mutex_unlock(&R->lock); }
+
+/* Under the lock: the container touched device memory now (the agent's "last activity"). */
+static void mark_active_locked(void) {
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) == 0)
+        R->last_active_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
 
 static uint64_t own_start_time(void) {
     char state;
@@ -202,6 +220,7 @@ static void init_fresh(gp_region_t *r) {
     pthread_mutexattr_destroy(&a);
     r->version = GP_REGION_VERSION;
     r->size = (uint32_t)sizeof *r;
+    r->procs_offset = (uint32_t)offsetof(gp_region_t, procs);
     __atomic_store_n(&r->magic, GP_REGION_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -271,6 +290,12 @@ void gp_region_init(const uint64_t *limits, int n) {
         return;
     }
     for (int i = 0; i < n && i < GP_MAX_ROWS; i++) R->limit[i] = limits[i];
+    /* A restarted container keeps its host folder: drop what its previous processes left, so
+     * what the agent reads is the live processes' memory from the first call on. */
+    if (lock_region() == 0) {
+        reap_locked();
+        unlock_region();
+    }
 }
 
 int gp_region_reserve(int row, uint64_t bytes, uint64_t limit) {
@@ -286,6 +311,7 @@ int gp_region_reserve(int row, uint64_t bytes, uint64_t limit) {
         }
         if (gp_sat_add(used, bytes) <= limit) {
             R->procs[slot].used[row] = gp_sat_add(R->procs[slot].used[row], bytes);
+            mark_active_locked();
             ok = 0;
         }
     }
@@ -296,8 +322,10 @@ int gp_region_reserve(int row, uint64_t bytes, uint64_t limit) {
 void gp_region_release(int row, uint64_t bytes) {
     if (R == NULL || row < 0 || row >= GP_MAX_ROWS) return;
     if (lock_region() != 0) return;
-    if (my_slot >= 0 && R->procs[my_slot].pid == my_pid)
+    if (my_slot >= 0 && R->procs[my_slot].pid == my_pid) {
         R->procs[my_slot].used[row] = gp_sat_sub(R->procs[my_slot].used[row], bytes);
+        mark_active_locked();
+    }
     unlock_region();
 }
 

@@ -25,6 +25,16 @@ class Clock(Protocol):
 Json = dict[str, Any]  # a Kubernetes object or patch as the API server sends and takes it
 
 
+class Outcomes(Protocol):
+    """What the controller's writers report having done, for /metrics (adapters.metrics'
+    ControllerMetrics): a pod given a notice, a pod evicted (or deleted on a lost node), by the
+    reason the pod's Event names (QuotaReclaim, RoomReclaim, LeaseExpired, NodeLost)."""
+
+    def noticed(self, reason: str) -> None: ...
+
+    def evicted(self, reason: str) -> None: ...
+
+
 class ClusterApi(Protocol):
     """What the controllers' reconcilers read from and write to the API server
     (`adapters.cluster.KubeClusterApi`; an in-memory fake in the unit tests).
@@ -101,6 +111,16 @@ class DefragApi(ClusterApi, Protocol):
     async def patch_gpu_pool_status(self, name: str, status: Json) -> bool: ...
 
 
+class PoolStatusApi(ClusterApi, Protocol):
+    """What the GpuPool status writer needs besides the other reconcilers' reads and writes."""
+
+    async def gpu_pools(self) -> list[Json]: ...
+
+    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
+        """Merge `status` into the GpuPool's status; False when it is gone."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
     """What discovery learns about one card beyond the domain `Gpu` (for the GpuNode report)."""
@@ -140,6 +160,16 @@ class CardTelemetry:
     power_w: float | None = None
     ecc_uncorrected: int | None = None  # volatile double-bit ECC errors since the driver loaded
     xid_events: int = 0  # XID events seen by this agent since it started (fatal or not)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    """What a GPU container's limiter reports (its accounting file, node.limiter_usage): bytes
+    in use per limits line, i.e. per slice of its lease in order, summed over the container's
+    processes; and when it last charged or credited device memory (unix s; None: not yet)."""
+
+    used_bytes: tuple[int, ...]
+    last_active_s: float | None
 
 
 class Inventory(Protocol):

@@ -1,8 +1,9 @@
 """The metrics layers against a real Prometheus (Debian's `prometheus`), started by the test on a
-free port and scraping the dev cluster's controller and extender and a `gpupool agent` with fake
-GPUs on the node a tenant's pod was bound to: after the pod is admitted and bound, PromQL shows
-the tenant's use as its GpuQuota status says, the card's allocated bytes as the sum of its live
-GpuLeases (on both the agent's and the controller's series), and the pod's lease."""
+free port and scraping the dev cluster's controller, webhook and extender and a `gpupool agent`
+with fake GPUs on the node a tenant's pod was bound to: after the pod is admitted and bound,
+PromQL shows the tenant's use as its GpuQuota status says, the card's allocated bytes as the sum
+of its live GpuLeases (on both the agent's and the controller's series), the pod's lease, and a
+GpuPool's status as the sums of the controller's card series."""
 
 from __future__ import annotations
 
@@ -114,6 +115,7 @@ def agent(gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], tmp_path: Pat
         [sys.executable, "-m", "gpupool.cli.main", "agent", "--node-name", node,
          "--fake-gpus", str(gpupool_cluster.gpus), "--kubeconfig", str(gpupool_cluster.kubeconfig),
          "--device-plugin-dir", str(tmp_path / "plugins"), "--limits-dir", str(tmp_path / "limits"),
+         "--usage-dir", str(tmp_path / "usage"),
          "--metrics-address", f"{LOOPBACK}:{port}"],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
@@ -126,11 +128,13 @@ def agent(gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], tmp_path: Pat
 
 @pytest.fixture
 def prometheus(gpupool_cluster: E2ECluster, agent: str, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus scraping the agent, the controller and the extender every second."""
+    """A real Prometheus scraping the agent, the controller, the webhook and the extender every
+    second."""
     ports = gpupool_cluster.state.ports
     targets = {
         "gpupool-agent": agent,
         "gpupool-controller": f"{LOOPBACK}:{ports['gpupool-controller-metrics']}",
+        "gpupool-webhook": f"{LOOPBACK}:{ports['gpupool-webhook-metrics']}",
         "gpupool-extender": f"{LOOPBACK}:{ports['gpupool-extender']}",
     }
     # The dev cluster's extender serves HTTPS (its /metrics needs no client certificate).
@@ -226,3 +230,100 @@ def test_prometheus_shows_the_card_and_tenant_series_of_an_admitted_bound_pod(
     assert temperature == 30  # what the fake inventory reports until told otherwise
     frag = _query(prometheus, f"gpupool_controller_card_fragmentation_ratio{{{card}}}")
     assert len(frag) == 1 and 0 <= float(frag[0]["value"][1]) <= 1
+
+
+def test_gpupool_status_and_the_controllers_new_series_say_what_prometheus_says(
+    gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], prometheus: str
+) -> None:
+    """A GpuPool over the whole cluster: the controller writes its status, whose capacity and
+    allocated bytes equal the sums of the controller's card series in Prometheus (and the
+    allocated bytes the live GpuLeases); its CardsFragmented condition is there; the GpuNodes
+    by health and the eviction counters (0 from the start) are scraped."""
+    api = gpupool_cluster.api
+    name = f"metrics-{secrets.token_hex(3)}"
+    api.create(
+        f"{GPUPOOL_API}/gpupools",
+        {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuPool", "metadata": {"name": name},
+         "spec": {}},
+    )  # fmt: skip
+    try:
+
+        def status_matches() -> dict[str, Any] | None:
+            status = api.get(f"{GPUPOOL_API}/gpupools/{name}").get("status") or {}
+            capacity = _value(prometheus, "sum(gpupool_controller_card_memory_total_bytes)")
+            allocated = _value(prometheus, "sum(gpupool_controller_card_allocated_bytes)")
+            leases = sum(
+                d["sizeBytes"]
+                for le in api.get(f"{GPUPOOL_API}/gpuleases")["items"]
+                if (le.get("status") or {}).get("phase", "Reserved")
+                not in ("Released", "Expired", "Lost", "Reclaimed")
+                for d in le["spec"]["devices"]
+            )
+            if status.get("allocatedBytes") != allocated or allocated != leases:
+                return None
+            return status if status.get("capacityBytes") == capacity else None
+
+        status = poll_until(status_matches, timeout_s=30, interval_s=0.5)
+        assert status is not None, (
+            f"GpuPool {name}: {api.get(f'{GPUPOOL_API}/gpupools/{name}').get('status')}, "
+            f"Prometheus {_query(prometheus, 'sum(gpupool_controller_card_allocated_bytes)')}"
+        )
+        assert status["allocatedBytes"] >= 12 * GiB
+        assert status["gpus"] == len(_query(prometheus, "gpupool_controller_card_allocated_bytes"))
+        [condition] = [c for c in status["conditions"] if c["type"] == "CardsFragmented"]
+        over = _value(prometheus, "count(gpupool_controller_card_fragmentation_ratio > 0.3)")
+        assert status["cardsOverThreshold"] == (over or 0)
+        assert condition["status"] == ("True" if status["cardsOverThreshold"] else "False")
+        gpunodes = len(api.get(f"{GPUPOOL_API}/gpunodes")["items"])
+        assert _value(prometheus, "sum(gpupool_controller_nodes)") == gpunodes
+        evictions = _query(prometheus, "gpupool_controller_evictions_total")
+        assert {e["metric"]["reason"] for e in evictions} >= {"QuotaReclaim", "NodeLost"}
+        # the webhook admitted the tenant's pod (and the session's others): counted, and timed
+        created = 'gpupool_webhook_requests_total{resource="pods",operation="CREATE"}'
+        assert (_value(prometheus, f"sum({created})") or 0) >= 1
+        timed = 'gpupool_webhook_request_duration_seconds_count{resource="pods"}'
+        assert (_value(prometheus, f"sum({timed})") or 0) >= 1
+        # a second tenant: 12Gi nominal, two 12Gi pods; the second waits in the queue series
+        other = f"queued-{secrets.token_hex(3)}"
+        api.create(
+            f"{GPUPOOL_API}/gpuquotas",
+            {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota",
+             "metadata": {"name": other}, "spec": {"nominal": "12Gi"}},
+        )  # fmt: skip
+        api.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": other, "labels": {"gpupool.io/tenant": other}}},
+        )  # fmt: skip
+        for pod_name in ("first", "second"):
+            api.create(
+                f"/api/v1/namespaces/{other}/pods",
+                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
+                 "spec": {"containers": [{"name": "main", "image": "registry.example/x:1",
+                          "resources": {"limits": {"gpupool.io/gpu-memory": "12Gi"}}}]}},
+            )  # fmt: skip
+
+        pending = f'gpupool_controller_tenant_pending_pods{{tenant="{other}"}}'
+        held = f'gpupool_controller_tenant_used{{tenant="{other}"}}'
+
+        def queue_shown() -> bool:
+            status = api.get(f"{GPUPOOL_API}/gpuquotas/{other}").get("status") or {}
+            queued, used = _value(prometheus, pending), _value(prometheus, held)
+            return (queued, used) == (1, 12 * GiB) and status.get("queued") == 1
+
+        assert poll_until(queue_shown, timeout_s=30, interval_s=0.5), (
+            f"{other}: {api.get(f'{GPUPOOL_API}/gpuquotas/{other}').get('status')}, "
+            f"Prometheus {_query(prometheus, pending)}, {_query(prometheus, held)}"
+        )
+        # `gpupool usage` through the kubeconfig bills the tenant's pod from its GpuLease
+        tenant = tenant_pod["metadata"]["namespace"]
+        done = subprocess.run(
+            [sys.executable, "-m", "gpupool.cli.main", "usage", "--kubeconfig",
+             str(gpupool_cluster.kubeconfig), "--by", "pod", "-o", "json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        [row] = [r for r in json.loads(done.stdout)["rows"] if r["tenant"] == tenant]
+        assert (row["namespace"], row["pod"], row["leases"]) == (tenant, "infer", 1)
+        assert row["gibHours"] > 0
+    finally:
+        api.delete(f"{GPUPOOL_API}/gpupools/{name}")

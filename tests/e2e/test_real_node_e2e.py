@@ -31,9 +31,11 @@ from gpupool.devcluster import ClusterSpec
 from gpupool.devcluster.binaries import KUBERNETES_VERSION
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS, driver_uuid
-from gpupool.devcluster.realnode.layout import NODE_IP, NODE_NAME
+from gpupool.devcluster.realnode.layout import NODE_IP, NODE_NAME, Layout
 from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.spec import GpupoolSpec
+from gpupool.node.device_plugin.decide import allocation_key
+from gpupool.node.limiter_usage import read_usage, usage_file
 
 pytestmark = MARKS
 
@@ -92,7 +94,15 @@ def test_pods_on_both_cards_each_see_their_own_card(real: RealNode) -> None:
 
 
 def test_a_deployments_12gi_pod_runs_on_the_real_node_and_sees_12gi(real: RealNode) -> None:
-    check_a_deployments_pod_runs_with_its_limit(real, "probe-12", "probe", 12)
+    pod = check_a_deployments_pod_runs_with_its_limit(real, "probe-12", "probe", 12)
+    # the limiter in the container kept its accounting in the host folder Allocate mounted,
+    # where the agent reads it (docs/metrics.md): its allocations came and went (last activity)
+    lease_ns, lease_name = pod["metadata"]["annotations"]["gpupool.io/lease"].split("/")
+    lease = real.api.get(f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{lease_name}")
+    key = allocation_key(lease["status"]["deviceIds"])
+    usage = read_usage(usage_file(Layout.under(real.cluster.state_dir).usage_dir, key))
+    assert usage is not None, f"no accounting file for the pod's container:\n{real.logs()}"
+    assert usage.last_active_s is not None
 
 
 def test_two_more_pods_each_see_their_own_limit(real: RealNode) -> None:

@@ -28,7 +28,7 @@ from gpupool.adapters.wire.compute_modes import read_compute_modes
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.node.agent import NodeAgent
-from gpupool.node.device_plugin.decide import PluginPaths, limits_file_name
+from gpupool.node.device_plugin.decide import PluginPaths, allocation_key, limits_file_name
 from gpupool.node.device_plugin.proto import api_pb2, api_pb2_grpc
 from gpupool.node.device_plugin.server import DevicePluginServer, PluginConfig
 from gpupool.node.device_plugin.sources import InMemoryAllocationSource, UnwiredAllocationSource
@@ -93,6 +93,7 @@ def run_rig(
             paths=PluginPaths(
                 limiter_host=str(base / "lib" / "libgpupool.so"),
                 limits_host_dir=str(base / "limits"),
+                usage_host_dir=str(base / "usage"),
                 mps_pipe_host=str(base / "mps"),
             ),
             watch_interval_s=0.05,
@@ -207,9 +208,11 @@ def test_allocate_returns_card_limiter_and_limits_file(short_dir: Path) -> None:
         response = await allocate(rig, f"{b}::2")
         (container,) = response.container_responses
         limits_host = short_dir / "limits" / limits_file_name([f"{b}::2"])
+        usage_host = short_dir / "usage" / allocation_key([f"{b}::2"])
         assert dict(container.envs) == {
             "NVIDIA_VISIBLE_DEVICES": b,
             "GPUPOOL_LIMITS_FILE": "/etc/gpupool/limits",
+            "GPUPOOL_SHARED_FILE": "/run/gpupool/usage/usage-v2",
             "GPUPOOL_LEASE": "team-a/infer",
             "LD_PRELOAD": "/usr/local/gpupool/lib/libgpupool.so",
         }
@@ -217,9 +220,12 @@ def test_allocate_returns_card_limiter_and_limits_file(short_dir: Path) -> None:
         assert mounts == [
             ("/usr/local/gpupool/lib/libgpupool.so", str(short_dir / "lib/libgpupool.so"), True),
             ("/etc/gpupool/limits", str(limits_host), True),
+            ("/run/gpupool/usage", str(usage_host), False),
         ]
         assert limits_host.read_text() == f"{b} {12 * GiB} 30\n"
         assert stat.S_IMODE(limits_host.stat().st_mode) == 0o644
+        # the limiter's accounting folder: the container's own, writable by any of its users
+        assert stat.S_IMODE(usage_host.stat().st_mode) == 0o777
         assert rig.source.recorded == [("team-a/infer", (f"{b}::2",))]
 
         # the same request again: the same answer, recorded once, nothing counted twice

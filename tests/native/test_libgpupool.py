@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from support.waiting import wait_until
+
+from gpupool.node.limiter_usage import read_usage
 
 pytestmark = pytest.mark.native
 
@@ -406,6 +409,45 @@ def test_a_sigkilled_process_memory_returns_to_the_pool(limiter: Limiter) -> Non
     after = limiter.run("info", "alloc", "48Mi")
     assert after.first("info")["free"] == 64 * MI
     assert after.rcs("alloc") == [0]
+
+
+def test_the_accounting_file_shows_live_use_and_a_new_process_reaps_the_dead(
+    limiter: Limiter,
+) -> None:
+    # What the agent reads from the host (gpupool.node.limiter_usage, without the lock): the
+    # live processes' bytes and the last activity; a SIGKILLed process's bytes stay until a
+    # process starts (a restarted container), which reaps them before its first call.
+    shared = Path(limiter.env["GPUPOOL_SHARED_FILE"])
+    victim = limiter.start("alloc", "48Mi", "ready", "wait")
+    held = read_usage(shared)
+    assert held is not None and held.used_bytes[0] == 48 * MI
+    assert held.last_active_s is not None
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=TIMEOUT)
+    left = read_usage(shared)
+    assert left is not None and left.used_bytes[0] == 48 * MI  # nobody has reaped it yet
+    # 48Mi (dead) + 1Mi fits, so only the start-up reap can take the dead entry away
+    assert limiter.run("alloc", "1Mi").rcs() == [0]
+    after = read_usage(shared)
+    assert after is not None and after.used_bytes[0] == 0
+
+
+def test_an_earlier_container_instances_entry_of_the_same_pid_is_reaped(limiter: Limiter) -> None:
+    # A restarted container keeps its accounting folder, and in its new pid namespace its first
+    # process has the pid an earlier one had (pid 1). Its stale entry, of our pid but another
+    # start time, must not count against us: forge one for the process about to start.
+    shared = Path(limiter.env["GPUPOOL_SHARED_FILE"])
+    assert limiter.run("alloc", "1Mi").rcs() == [0]  # the file, with no live entry
+    proc = limiter.start("ready", "wait", "info")
+    head = struct.Struct("<QIIIIQ")
+    with shared.open("r+b") as f:
+        magic, version, size, offset, hw, last = head.unpack(f.read(head.size))
+        f.seek(0)
+        f.write(head.pack(magic, version, size, offset, max(hw, 1), last))
+        f.seek(offset)
+        f.write(struct.pack("<iIQ16Q", proc.pid, 0, 1, 48 * MI, *([0] * 15)))
+    out, _ = proc.communicate("go\n", timeout=TIMEOUT)
+    assert parse(out)[-1] == {"op": "info", "rc": 0, "free": 64 * MI, "total": 64 * MI}
 
 
 def test_a_killed_but_unreaped_zombie_holds_nothing(limiter: Limiter) -> None:

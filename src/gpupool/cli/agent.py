@@ -23,7 +23,7 @@ from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
 from gpupool.node.agent import DEFAULT_HEARTBEAT_S, NodeAgent
-from gpupool.node.device_plugin.decide import PluginPaths
+from gpupool.node.device_plugin.decide import PluginPaths, allocation_key
 from gpupool.node.device_plugin.server import (
     DEFAULT_PLUGIN_DIR,
     RESOURCE_NAME,
@@ -31,9 +31,11 @@ from gpupool.node.device_plugin.server import (
     PluginConfig,
 )
 from gpupool.node.device_plugin.sources import UnwiredAllocationSource
+from gpupool.node.limiter_usage import UsageFileError, read_usage, usage_file
 from gpupool.node.nvml import FakeInventory, NvmlInventory
 from gpupool.ports import (
     AllocationSource,
+    ContainerUsage,
     GpuNodeReporter,
     Inventory,
     LeaseSourceUnavailable,
@@ -82,6 +84,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=_DEFAULT_PATHS.limits_host_dir,
         help=f"host folder for the per-container limits files (default: "
         f"{_DEFAULT_PATHS.limits_host_dir})",
+    )
+    parser.add_argument(
+        "--usage-dir",
+        default=_DEFAULT_PATHS.usage_host_dir,
+        help=f"host folder for the per-container folders where the limiter keeps its memory "
+        f"accounting, which /metrics reads (default: {_DEFAULT_PATHS.usage_host_dir})",
     )
     parser.add_argument(
         "--mps-pipe-dir",
@@ -155,6 +163,7 @@ def plugin_config(args: argparse.Namespace) -> PluginConfig:
         paths=PluginPaths(
             limiter_host=args.limiter_path,
             limits_host_dir=args.limits_dir,
+            usage_host_dir=args.usage_dir,
             mps_pipe_host=args.mps_pipe_dir,
             preload=args.preload,
         ),
@@ -205,17 +214,43 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
+def leases_usage(usage_dir: Path, leases: tuple[PodLease, ...]) -> dict[str, ContainerUsage]:
+    """What each lease's container limiter reports, for the leases whose devices are recorded
+    (the usage folder is named from them); a file that cannot be read is logged and left out."""
+    found: dict[str, ContainerUsage] = {}
+    for lease in leases:
+        if not lease.device_ids:
+            continue
+        path = usage_file(usage_dir, allocation_key(lease.device_ids))
+        try:
+            usage = read_usage(path)
+        except (OSError, UsageFileError) as err:
+            log.warning("lease %s: cannot read the limiter's accounting: %s", lease.lease, err)
+            continue
+        if usage is not None:
+            found[lease.lease] = usage
+    return found
+
+
 def metrics_refresher(
-    node: str, inventory: Inventory, source: AllocationSource, collector: AgentCollector
+    node: str,
+    inventory: Inventory,
+    source: AllocationSource,
+    collector: AgentCollector,
+    usage_dir: Path | None = None,
 ) -> Callable[[], Awaitable[None]]:
-    """What a scrape reads: the cards and their readings now, and the leases on this node."""
+    """What a scrape reads: the cards and their readings now, the leases on this node, and what
+    their containers' limiters report (from `usage_dir`; None: not read)."""
 
     async def refresh() -> None:
         try:
             leases: tuple[PodLease, ...] | None = await source.leases_on(node)
         except LeaseSourceUnavailable:
             leases = None
-        collector.update(AgentReading(node, inventory.devices(), inventory.telemetry(), leases))
+        usage = leases_usage(usage_dir, leases) if usage_dir is not None and leases else {}
+        collector.update(
+            AgentReading(node, inventory.devices(), inventory.telemetry(), leases, usage)
+        )
 
     return refresh
 
@@ -244,7 +279,9 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
         collector = AgentCollector(args.node_name)
         registry = CollectorRegistry()
         registry.register(collector)
-        refresh = metrics_refresher(args.node_name, inventory, source, collector)
+        refresh = metrics_refresher(
+            args.node_name, inventory, source, collector, Path(args.usage_dir)
+        )
         runner = await start_metrics_server(
             registry, *parse_address(args.metrics_address), refresh=refresh
         )

@@ -15,6 +15,7 @@ import aiohttp
 
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.metrics.http import parse_address, start_metrics_server
@@ -41,6 +42,7 @@ from gpupool.controllers.manager import Loop, run_loops
 from gpupool.controllers.node_health.plan import LOST_S, SUSPECT_S
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
+from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
 from gpupool.quota.queue import FifoMode
 
@@ -179,19 +181,20 @@ def run(args: argparse.Namespace) -> int:
             instance=args.identity if elector else "",
             may_write=elector.is_leader if elector else None,
         )
+        metrics = ControllerMetrics()  # also the reconcilers' Outcomes (notices, evictions)
         admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
-        metrics = ControllerMetrics()
         leases = LeaseReconciler(
             api,
             time.time,
             retention_s=args.lease_retention,
             reserved_timeout_s=args.reserved_timeout,
             on_integrity=metrics.record_integrity,
+            outcomes=metrics,
         )
         nodes = NodeHealthReconciler(
-            api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after
+            api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after, outcomes=metrics
         )
-        reclaim = ReclaimReconciler(api)
+        reclaim = ReclaimReconciler(api, metrics)
         session = aiohttp.ClientSession()
         source = (
             PrometheusSource(session, args.autoscale_prometheus)
@@ -201,9 +204,10 @@ def run(args: argparse.Namespace) -> int:
         autoscale = AutoscaleReconciler(
             api, api, source, time.time, interval_s=args.autoscale_interval
         )
-        drain = BudgetDrainReconciler(api)
+        drain = BudgetDrainReconciler(api, metrics)
         observer = MetricsObserver(api, metrics)
         defrag = DefragReconciler(api, time.time, DefragMetrics(metrics.registry))
+        pools = PoolStatusReconciler(api)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 
         async def admission_then_reclaim() -> None:
@@ -212,9 +216,16 @@ def run(args: argparse.Namespace) -> int:
             # /metrics shows the same round; a failure to show it never stops reclaim.
             round_ = await admission.reconcile()
             try:
-                await observer.observe(round_)
+                reading = await observer.observe(round_)
             except Exception:
                 log.exception("updating /metrics from this round failed")
+            else:  # GpuPool status: the same cards /metrics shows
+                try:
+                    await pools.reconcile(reading.cards, round_.now)
+                except NotLeader:
+                    raise
+                except Exception:
+                    log.exception("writing GpuPool status from this round failed")
             await reclaim.reconcile(round_)
             await drain.reconcile(round_)  # spent `drain` budgets: notices, evictions
 

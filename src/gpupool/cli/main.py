@@ -58,6 +58,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpupool.cli.demo",
         "the product on a local dev cluster: four tenants sharing fake GPUs, live",
     ),
+    "usage": (
+        "gpupool.cli.usage",
+        "GiB-hours and GPU-hours per tenant, namespace or pod over a period (a bill)",
+    ),
 }
 MODULES = tuple(dict.fromkeys(module for module, _ in COMMANDS.values()))
 

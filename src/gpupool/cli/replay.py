@@ -20,7 +20,11 @@ from gpupool.simulator.defaults import DEFAULT_INTERVAL_S, DEFAULT_TARGET_LOAD, 
 if TYPE_CHECKING:  # the simulator loads when a replay runs, not for --help (cli/main.py)
     from gpupool.domain.devices import Node
     from gpupool.simulator.openb import TracePod
+    from gpupool.simulator.replay_experiment import ReplayConfig
     from gpupool.simulator.tenancy import Tenancy
+
+# simulator.replay.MODES, named here so that --help loads no simulator (cli/main.py)
+EXPORT_MODES = ("whole-card", "pooled", "pooled-borrowing")
 
 
 def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,6 +86,18 @@ def add_replay_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         "--json", dest="json_out", help="write the results as JSON here ('-': stdout)"
     )
     parser.add_argument("--plot", help="write a PNG of allocation and fragmentation over time here")
+    parser.add_argument(
+        "--export-leases",
+        metavar="FILE",
+        help="write the leases of one mode's run (--export-mode) as GpuLeases, one a line, for "
+        "`gpupool usage --from-file` (that mode is replayed once more)",
+    )
+    parser.add_argument(
+        "--export-mode",
+        choices=EXPORT_MODES,
+        default="pooled-borrowing",
+        help="the mode whose leases --export-leases writes (default: pooled-borrowing)",
+    )
     parser.set_defaults(func=run_replay)
 
 
@@ -152,4 +168,31 @@ def run_replay(args: argparse.Namespace) -> int:
         Path(args.json_out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     if args.plot:
         plot(result, args.plot)
+    if args.export_leases:
+        export_leases(nodes, pods, result.tenancy, config, args.export_mode, args.export_leases)
     return 0
+
+
+def export_leases(
+    nodes: list[Node],
+    pods: list[TracePod],
+    tenancy: Tenancy,
+    config: ReplayConfig,
+    mode: str,
+    path: str,
+) -> None:
+    """Replay `mode` once more, keeping its leases, and write them as GpuLeases (JSON lines)."""
+    from gpupool.simulator.lease_export import ExportingEngine, gpulease_json
+    from gpupool.simulator.replay_experiment import setup
+    from gpupool.simulator.replay_jobs import make_jobs
+
+    ready = setup(nodes, pods, tenancy, config)
+    jobs, _ = make_jobs(pods, ready.tenancy, config.time_scale, whole_card=mode == "whole-card")
+    engine = ExportingEngine.create(
+        mode, ready.nodes, jobs, ready.tenancy, config.policy, ready.workload, config.seed,
+        config.defrag if mode != "whole-card" else None,
+    )  # fmt: skip
+    assert isinstance(engine, ExportingEngine)
+    engine.run()
+    lines = "".join(json.dumps(gpulease_json(e)) + "\n" for e in engine.ended)
+    Path(path).write_text(lines, encoding="utf-8")

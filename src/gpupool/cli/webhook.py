@@ -9,11 +9,14 @@ from typing import Any
 
 import yaml
 
+from gpupool.adapters.metrics.http import parse_address
 from gpupool.adapters.webhook import register as registration
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER
 from gpupool.adapters.webhook.runner import WebhookConfig, run_webhook
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
+
+DEFAULT_METRICS_ADDRESS = ":9412"
 
 
 def _label(text: str) -> tuple[str, str]:
@@ -101,6 +104,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="a schedulerName whose kube-scheduler calls gpupool's extender (repeatable; "
         f"default: {DEFAULT_SCHEDULER}); GPU pods for any other scheduler are refused",
     )
+    serve.add_argument(
+        "--metrics-address",
+        default=DEFAULT_METRICS_ADDRESS,
+        metavar="HOST:PORT",
+        help="serve Prometheus /metrics here over plain HTTP (requests, latency, denials by "
+        f"reason; docs/metrics.md); 'off' serves none (default: {DEFAULT_METRICS_ADDRESS})",
+    )
     serve.add_argument("--log-level", default="INFO")
     serve.set_defaults(func=run_serve)
 
@@ -128,12 +138,17 @@ def _config(args: argparse.Namespace) -> WebhookConfig:
         unregister_on_exit=args.unregister_on_exit,
         name=args.name,
         schedulers=tuple(args.scheduler_name) or (DEFAULT_SCHEDULER,),
+        metrics=None if args.metrics_address == "off" else parse_address(args.metrics_address),
     )
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    try:
+        config = _config(args)
+    except ValueError as err:
+        print(f"gpupool webhook serve: error: --metrics-address: {err}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level)
-    config = _config(args)
 
     async def main() -> None:
         stop = stop_on_signals()

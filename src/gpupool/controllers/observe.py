@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.metrics.controller import (
     Admission,
+    BudgetReading,
     CardReading,
     ControllerMetrics,
     ControllerReading,
@@ -22,6 +23,7 @@ from gpupool.adapters.metrics.controller import (
 from gpupool.adapters.metrics.fragmentation import card_fragmentation
 from gpupool.controllers.admission.plan import TenantStatus
 from gpupool.controllers.admission.reconcile import AdmissionRound
+from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.ports import ClusterApi, Json
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.cluster import ClusterCache
@@ -90,10 +92,21 @@ def card_readings(
     return tuple(out)
 
 
+def budget_readings(round_: AdmissionRound) -> tuple[BudgetReading, ...]:
+    """The budgets as the admission round metered them (the same pure plan, the same numbers
+    as GpuQuota status)."""
+    statuses = plan_budgets(round_.quotas, round_.leases, round_.now).statuses
+    return tuple(
+        BudgetReading(s.tenant, s.unit, s.limit, s.used, s.remaining)
+        for _, s in sorted(statuses.items())
+    )
+
+
 def reading_of(
     round_: AdmissionRound, nodes: list[Json], gpunodes: list[Json]
 ) -> ControllerReading:
     phases = Counter(le.phase.value for le in round_.leases)
+    health = Counter(read_gpu_node(g).health for g in gpunodes)
     return ControllerReading(
         tenants=tenant_readings(round_.plan.tenants, round_.quotas, round_.leases, round_.now),
         cards=card_readings(nodes, gpunodes, round_),
@@ -102,6 +115,8 @@ def reading_of(
             Admission(a.pod.tenant, a.borrowed > 0, round_.now - a.pod.submitted_at)
             for a in round_.plan.admit
         ),
+        budgets=budget_readings(round_),
+        nodes_by_health=tuple(sorted(health.items())),
     )
 
 
@@ -110,7 +125,10 @@ class MetricsObserver:
         self.api = api
         self.metrics = metrics
 
-    async def observe(self, round_: AdmissionRound) -> None:
+    async def observe(self, round_: AdmissionRound) -> ControllerReading:
+        """Shows the round on /metrics; returns the reading (GpuPool status uses its cards)."""
         nodes = await self.api.nodes()
         gpunodes = await self.api.gpu_nodes()
-        self.metrics.observe(reading_of(round_, nodes, gpunodes))
+        reading = reading_of(round_, nodes, gpunodes)
+        self.metrics.observe(reading)
+        return reading

@@ -259,6 +259,7 @@ class DevCluster:
             ports["gpupool-controller-metrics"] = claim("gpupool-controller", None, taken)
             if gpupool.run_web:
                 ports["gpupool-web"] = claim("gpupool-web", None, taken)
+            ports["gpupool-webhook-metrics"] = claim("gpupool-webhook", None, taken)
             if gpupool.run_extender and extender is None:
                 ports["gpupool-extender"] = claim("gpupool-extender", None, taken)
                 # HTTPS with kube-scheduler's own client certificate: the extender takes filter,
@@ -484,6 +485,7 @@ class DevCluster:
             *gpupool, "webhook", "serve", *kubeconfig("gpupool-webhook"),
             "--host", LOOPBACK, "--port", str(ports["gpupool-webhook"]),
             "--cert-dir", str(self.webhook_cert_dir),
+            "--metrics-address", f"{LOOPBACK}:{ports['gpupool-webhook-metrics']}",
             "--log-level", spec.log_level,
         ]  # fmt: skip
         controller = [

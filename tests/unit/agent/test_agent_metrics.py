@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -15,6 +16,8 @@ from gpupool.adapters.metrics.agent import AgentCollector, AgentReading
 from gpupool.adapters.metrics.http import start_metrics_server
 from gpupool.cli.agent import metrics_refresher
 from gpupool.domain.allocations import Slice
+from gpupool.node.device_plugin.decide import allocation_key
+from gpupool.node.limiter_usage import usage_file
 from gpupool.node.nvml import FakeInventory
 from gpupool.ports import LeaseSourceUnavailable, PodLease
 
@@ -131,3 +134,22 @@ def test_a_reading_the_board_cannot_give_is_left_out_not_zero() -> None:
     names = {name for name, _ in samples}
     assert "gpupool_agent_card_power_watts" not in names
     assert samples[("gpupool_agent_card_temperature_celsius", _card(gpu.uuid, 0, "T4"))] == 30
+
+
+def test_a_lease_without_a_readable_usage_file_has_no_used_series(tmp_path: Path) -> None:
+    # The limiter's file written by the real limiter is read in
+    # tests/integration/test_device_plugin_limiter.py; here the two ways it is not there: no CUDA
+    # call yet (no file), and a file of another layout (logged, left out, the scrape answers).
+    inv = FakeInventory.from_spec("1xT4", node="n1")
+    fresh = replace(_lease(inv, "fresh", 4, 0), device_ids=("d::0",))
+    foreign = replace(_lease(inv, "foreign", 4, 0), device_ids=("d::1",))
+    bad = usage_file(tmp_path, allocation_key(foreign.device_ids))
+    bad.parent.mkdir()
+    bad.write_bytes(b"\x01" * 4096)
+    collector = AgentCollector("n1")
+    refresh = metrics_refresher("n1", inv, Leases((fresh, foreign)), collector, tmp_path)
+    samples = asyncio.run(_scrape(refresh, collector))
+    names = {name for name, _ in samples}
+    assert "gpupool_agent_lease_memory_allocated_bytes" in names
+    assert "gpupool_agent_lease_memory_used_bytes" not in names
+    assert "gpupool_agent_lease_last_activity_timestamp_seconds" not in names

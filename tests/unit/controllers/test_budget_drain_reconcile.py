@@ -11,6 +11,7 @@ import json
 
 from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 
+from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.budget.drain_reconcile import BudgetDrainReconciler
@@ -93,3 +94,22 @@ def test_a_new_window_withdraws_the_notice_before_the_eviction() -> None:
     assert DRAIN_NOTICE not in cluster.pods["ns/p"]["metadata"]["annotations"]
     assert cluster.events[-1][1] == "DrainWithdrawn"
     assert cluster.written("evict_pod") == [] and "ns/p" in cluster.pods
+
+
+def test_the_drains_notice_and_eviction_are_counted_once_each() -> None:
+    cluster, metrics = _cluster(), ControllerMetrics()
+
+    def round_at(now: float) -> None:
+        async def run() -> None:
+            await LeaseReconciler(cluster, lambda: now).reconcile()
+            round_ = await AdmissionReconciler(cluster, lambda: now).reconcile()
+            await BudgetDrainReconciler(cluster, metrics).reconcile(round_)
+
+        asyncio.run(run())
+
+    for now in (T0 + 31, T0 + 33, T0 + 36, T0 + 40):
+        round_at(now)
+    drained = {"reason": "BudgetDrain"}
+    sample = metrics.registry.get_sample_value
+    assert sample("gpupool_controller_reclaim_notices_total", drained) == 1
+    assert sample("gpupool_controller_evictions_total", drained) == 1

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
+from fake_cluster import FakeCluster, gpu_node_json, lease_json, pod_json, quota_json
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.builders import node_json
 
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
+from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
 
 NOW = 1_767_225_600.0
@@ -93,3 +94,74 @@ def test_an_admission_is_counted_with_its_wait() -> None:
     assert _one(samples, "gpupool_controller_admission_wait_seconds_bucket", tenant="alpha",
                 le="120.0") == 0  # fmt: skip
     assert _one(samples, "gpupool_controller_tenant_pending_pods", tenant="alpha") == 0
+
+
+def test_budget_series_are_the_quota_status_hours() -> None:
+    # alpha's budget: 0.1 GiB-hours a 120 s window; 12Gi held from T0 to T0+20 and from T0+10.
+    t0 = 1_767_225_600.0
+    done = pod_json("done", "alpha", 12, phase="Succeeded")
+    running = pod_json("run", "alpha", 12, admitted_at=t0 + 10, node="n1", phase="Running")
+    budget = {"limitHours": 0.1, "windowSeconds": 120, "onExhaustion": "block"}
+    cluster = FakeCluster(
+        pods=[done, running],
+        quotas=[quota_json("alpha", 100, budget=budget), quota_json("beta", 10)],
+        leases=[
+            lease_json(done, phase="Released", start=t0, end=t0 + 20),
+            lease_json(running, phase="Active", start=t0 + 10),
+        ],
+        nodes=[node_json("n1", cards=1)],
+    )
+    metrics = ControllerMetrics()
+    round_ = asyncio.run(AdmissionReconciler(cluster, lambda: t0 + 25).reconcile())
+    asyncio.run(MetricsObserver(cluster, metrics).observe(round_))
+    samples: Samples = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((s.labels, s.value))
+    status = dict(cluster.written("patch_quota_status"))["alpha"]
+    alpha = {"tenant": "alpha", "unit": "GiB-hours"}
+    used = _one(samples, "gpupool_controller_tenant_budget_used_hours", **alpha)
+    assert used == pytest.approx(status["hoursUsed"], abs=1e-6)
+    assert used == pytest.approx(12 * (20 + 15) / 3600)
+    assert _one(samples, "gpupool_controller_tenant_budget_hours", **alpha) == 0.1
+    left = _one(samples, "gpupool_controller_tenant_budget_remaining_hours", **alpha)
+    assert left == pytest.approx(status["hoursRemaining"], abs=1e-6)
+    # a tenant without a budget has no budget series
+    tenants = {ls["tenant"] for ls, _ in samples["gpupool_controller_tenant_budget_hours"]}
+    assert tenants == {"alpha"}
+
+
+def test_notices_and_evictions_are_counted_by_reason_and_nodes_by_health() -> None:
+    metrics = ControllerMetrics()
+    before = _counts(metrics)
+    assert before[("gpupool_controller_evictions_total", "NodeLost")] == 0  # there from the start
+    # the reconcilers report through ports.Outcomes: a lost node's pod deleted, a reclaim
+    pod = pod_json("p", "alpha", node="n1", phase="Running")
+    lost = FakeCluster(
+        pods=[pod],
+        leases=[lease_json(pod, phase="Active", start=NOW - 3600)],
+        gpu_nodes=[gpu_node_json("n1", heartbeat=NOW - 600), gpu_node_json("n2", heartbeat=NOW)],
+        nodes=[node_json("n1", cards=1), node_json("n2", cards=1)],
+    )
+    asyncio.run(NodeHealthReconciler(lost, lambda: NOW, outcomes=metrics).reconcile())
+    metrics.noticed("QuotaReclaim")
+    metrics.evicted("QuotaReclaim")
+    after = _counts(metrics)
+    assert after[("gpupool_controller_evictions_total", "NodeLost")] == 1
+    assert after[("gpupool_controller_evictions_total", "QuotaReclaim")] == 1
+    assert after[("gpupool_controller_reclaim_notices_total", "QuotaReclaim")] == 1
+    assert after[("gpupool_controller_evictions_total", "RoomReclaim")] == 0
+    samples = _scrape(lost, metrics)
+    assert _one(samples, "gpupool_controller_nodes", health="Lost") == 1
+    assert _one(samples, "gpupool_controller_nodes", health="Healthy") == 1
+    assert _one(samples, "gpupool_controller_nodes", health="Suspect") == 0
+
+
+def _counts(metrics: ControllerMetrics) -> dict[tuple[str, str], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {
+        (s.name, s.labels["reason"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name.endswith("_total") and "reason" in s.labels
+    }

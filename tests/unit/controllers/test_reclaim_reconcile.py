@@ -95,3 +95,31 @@ def test_a_refused_eviction_is_said_on_the_notice_and_retried() -> None:
     del cluster.refuse_eviction["ns/b4"]
     _round(cluster, NOW + 5)
     assert "ns/b4" not in cluster.pods
+
+
+class Told:
+    """ports.Outcomes that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    def noticed(self, reason: str) -> None:
+        self.said.append(("noticed", reason))
+
+    def evicted(self, reason: str) -> None:
+        self.said.append(("evicted", reason))
+
+
+def test_the_notice_and_the_eviction_are_reported_once_each_with_their_reason() -> None:
+    cluster, told = _cluster(), Told()
+
+    def round_at(now: float) -> None:
+        async def both() -> None:
+            admission = await AdmissionReconciler(cluster, lambda: now).reconcile()
+            await ReclaimReconciler(cluster, told).reconcile(admission)
+
+        asyncio.run(both())
+
+    for now in (NOW, NOW + 1, NOW + 3):
+        round_at(now)
+    assert told.said == [("noticed", "QuotaReclaim"), ("evicted", "QuotaReclaim")]

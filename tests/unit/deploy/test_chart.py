@@ -281,3 +281,69 @@ def test_extra_flags_and_host_network_reach_the_pods(helm: Path) -> None:
                   *d["spec"]["template"]["spec"]["containers"]]
     }  # fmt: skip
     assert images == {"registry.example/gpupool:dev"}
+
+
+# ---- monitoring --------------------------------------------------------------------------------
+
+
+def test_each_components_metrics_port_is_served_declared_and_behind_its_service(
+    helm: Path,
+) -> None:
+    docs = _template(helm, "--set", "webhook.metricsPort=9500")
+    workloads = {"agent": "DaemonSet", "controller": "Deployment", "webhook": "Deployment"}
+    for component, kind in workloads.items():
+        container = _container(docs, kind, f"gpupool-{component}")
+        args = _parse(container["args"])
+        [port] = [p for p in container["ports"] if p["name"] == "metrics"]
+        assert args.metrics_address == f":{port['containerPort']}"  # what it serves, declared
+        service = _one(docs, "Service", f"gpupool-{component}-metrics")
+        assert service["spec"]["clusterIP"] == "None"  # every pod an endpoint (agents: each node)
+        assert service["spec"]["ports"] == [
+            {"name": "metrics", "port": port["containerPort"], "targetPort": "metrics",
+             "protocol": "TCP"}
+        ]  # fmt: skip
+        labels = _one(docs, kind, f"gpupool-{component}")["spec"]["template"]["metadata"]["labels"]
+        assert service["spec"]["selector"].items() <= labels.items()
+    assert _parse(_container(docs, "Deployment", "gpupool-webhook")["args"]).metrics_address == (
+        ":9500"
+    )
+    assert not [d for d in docs if d["kind"] == "ServiceMonitor"]  # off by default
+
+
+def test_service_monitors_select_the_metrics_services_by_their_port(helm: Path) -> None:
+    docs = _template(
+        helm,
+        "--set", "monitoring.serviceMonitors.enabled=true",
+        "--set", "monitoring.serviceMonitors.labels.release=kube-prometheus-stack",
+    )  # fmt: skip
+    monitors = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ServiceMonitor"}
+    assert set(monitors) == {f"gpupool-{c}" for c in ("agent", "controller", "webhook", "extender")}
+    services = [d for d in docs if d["kind"] == "Service"]
+    for name, monitor in monitors.items():
+        spec = monitor["spec"]
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        assert spec["namespaceSelector"] == {"matchNames": ["gpupool-system"]}
+        wanted = spec["selector"]["matchLabels"].items()
+        chosen = [s for s in services if wanted <= s["metadata"]["labels"].items()]
+        [endpoint] = spec["endpoints"]
+        # exactly one Service, and it has the port the monitor scrapes
+        assert len(chosen) == 1, f"{name} selects {[s['metadata']['name'] for s in chosen]}"
+        assert endpoint["port"] in {p["name"] for p in chosen[0]["spec"]["ports"]}
+        assert endpoint["relabelings"] == [{"targetLabel": "job", "replacement": name}]
+
+
+def test_the_extenders_service_monitor_scrapes_https_with_its_ca_or_http_without_tls(
+    helm: Path,
+) -> None:
+    docs = _template(helm, "--set", "monitoring.serviceMonitors.enabled=true")
+    [endpoint] = _one(docs, "ServiceMonitor", "gpupool-extender")["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+    ca = endpoint["tlsConfig"]["ca"]["secret"]
+    assert ca == {"name": "gpupool-extender-tls", "key": "ca.crt"}
+    assert "ca.crt" in _one(docs, "Secret", ca["name"])["data"]
+    plain = _template(
+        helm, "--set", "monitoring.serviceMonitors.enabled=true",
+        "--set", "extender.tls.enabled=false",
+    )  # fmt: skip
+    [endpoint] = _one(plain, "ServiceMonitor", "gpupool-extender")["spec"]["endpoints"]
+    assert endpoint["port"] == "http" and "tlsConfig" not in endpoint

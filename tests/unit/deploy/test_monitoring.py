@@ -14,17 +14,20 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from gpupool.adapters.extender_http.server import Metrics as ExtenderMetrics
 from gpupool.adapters.metrics.agent import AgentCollector, AgentReading
 from gpupool.adapters.metrics.controller import (
     Admission,
+    BudgetReading,
     CardReading,
     ControllerMetrics,
     ControllerReading,
     TenantReading,
 )
+from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import Gpu
-from gpupool.ports import CardTelemetry, PodLease
+from gpupool.ports import CardTelemetry, ContainerUsage, PodLease
 
 REPO = Path(__file__).resolve().parents[3]
 PROMETHEUS = REPO / "deploy" / "prometheus"
@@ -47,6 +50,7 @@ def exported_names() -> set[str]:
             (Gpu(index=0, model="A100-80GB", uuid="GPU-a"),),
             (CardTelemetry("GPU-a", 1.0, 1, 2, 30.0, 50.0, 0, 0),),
             (PodLease("ns/l", "ns/p", "u", "n1", (piece,)),),
+            {"ns/l": ContainerUsage((1,), 1.0)},
         )
     )
     registry = CollectorRegistry()
@@ -58,10 +62,18 @@ def exported_names() -> set[str]:
             (CardReading("n1", 0, "GPU-a", "A100-80GB", 2, 1, 0.5),),
             (("active", 1),),
             (Admission("a", False, 1.0),),
+            budgets=(BudgetReading("a", "GiB-hours", 10.0, 1.0, 9.0),),
+            nodes_by_health=(("Healthy", 1),),
         )
     )
+    controller.evicted("NodeLost")
+    webhook = WebhookMetrics()
+    webhook.answered("pods", "CREATE", "denied", 0.01, "InvalidRequest")
+    extender = ExtenderMetrics()
+    extender.requests.labels("bind", "error").inc()
+    extender.binds.labels("error").inc()
     names = set()
-    for reg in (registry, controller.registry):
+    for reg in (registry, controller.registry, webhook.registry, extender.registry):
         for family in reg.collect():
             names |= {s.name for s in family.samples}
     return names
@@ -85,6 +97,40 @@ def test_the_scrape_config_and_the_rules_pass_promtool() -> None:
     for args in (["check", "config", "prometheus.yaml"], ["check", "rules", "alerts.yaml"]):
         done = subprocess.run([PROMTOOL, *args], cwd=PROMETHEUS, capture_output=True, text=True)  # type: ignore[list-item]
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_kubernetes_scrape_config_passes_promtool_but_for_its_discovery(
+    tmp_path: Path,
+) -> None:
+    # Debian's prometheus is built without Kubernetes service discovery, so promtool here
+    # refuses kubernetes_sd_configs as an unknown field: each job's discovery is swapped for a
+    # file one and the rest (jobs, relabelling, rules) is checked as written.
+    config = yaml.safe_load((PROMETHEUS / "kubernetes.yaml").read_text())
+    jobs = {job["job_name"] for job in config["scrape_configs"]}
+    assert jobs == {"gpupool-agent", "gpupool-controller", "gpupool-webhook", "gpupool-extender"}
+    for job in config["scrape_configs"]:
+        [sd] = job.pop("kubernetes_sd_configs")
+        assert sd["role"] == "endpoints" and sd["namespaces"]["names"] == ["gpupool-system"]
+        job["file_sd_configs"] = [{"files": [f"targets/{job['job_name']}.yaml"]}]
+        keep = [r for r in job["relabel_configs"] if r.get("action") == "keep"]
+        assert keep and keep[0]["source_labels"][0] == "__meta_kubernetes_service_name"
+    config["rule_files"] = [str(PROMETHEUS / "alerts.yaml")]
+    (tmp_path / "kubernetes.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run(
+        [PROMTOOL, "check", "config", str(tmp_path / "kubernetes.yaml")],  # type: ignore[list-item]
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_scrape_configs_name_the_jobs_the_rules_name() -> None:
+    rules = (PROMETHEUS / "alerts.yaml").read_text()
+    named = set(re.findall(r'job="([\w-]+)"', rules))
+    for file in ("prometheus.yaml", "kubernetes.yaml"):
+        config = yaml.safe_load((PROMETHEUS / file).read_text())
+        jobs = {job["job_name"] for job in config["scrape_configs"]}
+        assert named <= jobs, f"{file}: no job {named - jobs}"
 
 
 @needs_promtool

@@ -15,6 +15,7 @@ from gpupool.node.device_plugin.decide import (
     MountSpec,
     PluginPaths,
     Refusal,
+    allocation_key,
     decide_allocation,
     limits_file_name,
     limits_text,
@@ -157,14 +158,18 @@ def test_grant_for_a_waiting_lease() -> None:
     assert verdict.envs == {
         "NVIDIA_VISIBLE_DEVICES": A,
         "GPUPOOL_LIMITS_FILE": "/etc/gpupool/limits",
+        "GPUPOOL_SHARED_FILE": "/run/gpupool/usage/usage-v2",
         "GPUPOOL_LEASE": "team/p",
         "LD_PRELOAD": "/usr/local/gpupool/lib/libgpupool.so",
     }
+    # the limiter's accounting: a writable folder of this container's own, named as its limits
+    assert verdict.usage_host_path == f"/var/lib/gpupool/usage/{allocation_key([f'{A}::3'])}"
     assert verdict.mounts == (
         MountSpec(
             "/usr/local/gpupool/lib/libgpupool.so", "/usr/local/lib/gpupool/libgpupool.so", True
         ),
         MountSpec("/etc/gpupool/limits", verdict.limits_host_path, True),
+        MountSpec("/run/gpupool/usage", verdict.usage_host_path, False),
     )
 
 

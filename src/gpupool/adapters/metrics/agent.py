@@ -3,9 +3,9 @@ the logical layer (per lease on this node: what each slice was given).
 
 Card labels join with DCGM exporter's: `gpu` (index), `UUID`, `modelName`, `Hostname`
 (`modelName` is gpupool's catalogue name such as A100-80GB, not NVML's board string, so join on
-`UUID` or `Hostname`+`gpu`). Memory really used per lease is not exported: the limiter's
-accounting file lives in the container's own /tmp (native/README.md), which the agent does not
-see; a host-mounted accounting folder is the follow-up (docs/metrics.md).
+`UUID` or `Hostname`+`gpu`). Memory really used per lease is what the container's limiter
+counts (its accounting file in a host folder per container, node.limiter_usage): the bytes its
+processes hold on each slice, beside the slice's size, and when it last allocated or freed.
 
 `AgentCollector.update` takes one reading (the HTTP handler calls it before each scrape); the
 collector then yields fresh metric families from it, so no series of a card or lease that is
@@ -14,28 +14,31 @@ gone lingers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpupool.domain.devices import Gpu
-from gpupool.ports import CardTelemetry, PodLease
+from gpupool.ports import CardTelemetry, ContainerUsage, PodLease
 
 CARD_LABELS = ("Hostname", "gpu", "UUID", "modelName")
 LEASE_LABELS = ("Hostname", "gpu", "UUID", "namespace", "pod", "lease")
+ACTIVITY_LABELS = ("Hostname", "namespace", "pod", "lease")
 
 
 @dataclass(frozen=True, slots=True)
 class AgentReading:
     """One scrape's worth of the node: its cards, their readings, the leases placed on it
-    (None: the lease source could not answer, so the lease series are left out)."""
+    (None: the lease source could not answer, so the lease series are left out), and what the
+    limiter of each lease's container reports, by lease name (absent: no CUDA call yet)."""
 
     node: str
     gpus: tuple[Gpu, ...]
     telemetry: tuple[CardTelemetry, ...]
     leases: tuple[PodLease, ...] | None
+    usage: Mapping[str, ContainerUsage] = field(default_factory=dict)
 
 
 class AgentCollector(Collector):
@@ -110,6 +113,17 @@ def agent_metrics(reading: AgentReading) -> list[Metric]:
         "Share of the card's SMs reserved for the lease's slice (0: no hard cap)",
         LEASE_LABELS,
     )
+    lease_used = _gauge(
+        "gpupool_agent_lease_memory_used_bytes",
+        "Device memory the lease's container really holds on the slice, as its limiter counts "
+        "it (hami: vGPU_device_memory_usage_in_bytes)",
+        LEASE_LABELS,
+    )
+    last_active = _gauge(
+        "gpupool_agent_lease_last_activity_timestamp_seconds",
+        "When the lease's container last allocated or freed device memory (unix time)",
+        ACTIVITY_LABELS,
+    )
     source_up = _gauge(
         "gpupool_agent_lease_source_up",
         "1 when the agent could list this node's GpuLeases for this scrape, else 0",
@@ -118,11 +132,16 @@ def agent_metrics(reading: AgentReading) -> list[Metric]:
     per_card: dict[str, int] = {}
     for lease in reading.leases or ():
         namespace, _, pod = lease.pod.partition("/")
-        for piece in lease.slices:
+        usage = reading.usage.get(lease.lease)
+        for row, piece in enumerate(lease.slices):  # row i of the limits file is slice i
             per_card[piece.uuid] = per_card.get(piece.uuid, 0) + piece.size_bytes
             labels = [host, str(piece.gpu_index), piece.uuid, namespace, pod, lease.lease]
             lease_alloc.add_metric(labels, piece.size_bytes)
             lease_compute.add_metric(labels, piece.compute_milli / 1000.0)
+            if usage is not None and row < len(usage.used_bytes):
+                lease_used.add_metric(labels, usage.used_bytes[row])
+        if usage is not None and usage.last_active_s is not None:
+            last_active.add_metric([host, namespace, pod, lease.lease], usage.last_active_s)
     for gpu in reading.gpus:
         labels = [host, str(gpu.index), gpu.uuid, gpu.model]
         t = by_uuid.get(gpu.uuid, CardTelemetry(gpu.uuid))
@@ -140,7 +159,7 @@ def agent_metrics(reading: AgentReading) -> list[Metric]:
     source_up.add_metric([host], 0.0 if reading.leases is None else 1.0)
     families: Iterable[Metric] = (
         util, used, total, temp, power, ecc, xid, healthy, allocated, lease_alloc,
-        lease_compute, source_up,
+        lease_compute, lease_used, last_active, source_up,
     )  # fmt: skip
     return list(families)
 

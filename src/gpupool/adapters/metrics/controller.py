@@ -60,11 +60,32 @@ class Admission:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetReading:
+    """A tenant's budget in the window now (GpuQuota status's hours*; `unit` GiB-hours or
+    GPU-hours)."""
+
+    tenant: str
+    unit: str
+    limit: float
+    used: float
+    remaining: float
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerReading:
     tenants: tuple[TenantReading, ...]
     cards: tuple[CardReading, ...]
     leases_by_phase: tuple[tuple[str, int], ...]
     admissions: tuple[Admission, ...]  # decided this round
+    budgets: tuple[BudgetReading, ...] = ()
+    nodes_by_health: tuple[tuple[str, int], ...] = ()  # GpuNodes: Healthy, Suspect, Lost
+
+
+# The reasons a controller writer reports (ports.Outcomes), shown at 0 from the start so that
+# rate() and alerts see the series before the first one happens.
+NOTICE_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain")
+EVICTION_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain", "NodeLost")
+NODE_HEALTH = ("Healthy", "Suspect", "Lost")
 
 
 class _Latest(Collector):
@@ -107,8 +128,33 @@ class ControllerMetrics:
         for reason in INTEGRITY_REASONS:  # every series from the start: rate() needs a zero
             self.integrity.labels(reason)
 
+        self.notices = Counter(
+            "gpupool_controller_reclaim_notices",
+            "Pods given a notice to leave (their grace period starts), by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            "gpupool_controller_evictions",
+            "Pods the controller evicted through the Eviction API (or deleted, on a lost node), "
+            "by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in NOTICE_REASONS:
+            self.notices.labels(reason)
+        for reason in EVICTION_REASONS:
+            self.evictions.labels(reason)
+
     def record_integrity(self, reason: str) -> None:
         self.integrity.labels(reason).inc()
+
+    # ports.Outcomes: the reconcilers report what they did
+    def noticed(self, reason: str) -> None:
+        self.notices.labels(reason).inc()
+
+    def evicted(self, reason: str) -> None:
+        self.evictions.labels(reason).inc()
 
     def observe(self, reading: ControllerReading) -> None:
         self._latest.reading = reading
@@ -189,8 +235,34 @@ def controller_gauges(reading: ControllerReading) -> list[Metric]:
     leases = GaugeMetricFamily("gpupool_controller_leases", "GpuLeases by phase", labels=["phase"])
     for phase, count in reading.leases_by_phase:
         leases.add_metric([phase], count)
+    b_labels = ["tenant", "unit"]
+    budget = GaugeMetricFamily(
+        "gpupool_controller_tenant_budget_hours",
+        "The tenant's budget for the window now (GpuQuota spec.budget), in its unit",
+        labels=b_labels,
+    )
+    budget_used = GaugeMetricFamily(
+        "gpupool_controller_tenant_budget_used_hours",
+        "Budget used in the window now (status.hoursUsed)",
+        labels=b_labels,
+    )
+    budget_left = GaugeMetricFamily(
+        "gpupool_controller_tenant_budget_remaining_hours",
+        "Budget left in the window now (status.hoursRemaining)",
+        labels=b_labels,
+    )
+    for b in reading.budgets:
+        budget.add_metric([b.tenant, b.unit], b.limit)
+        budget_used.add_metric([b.tenant, b.unit], b.used)
+        budget_left.add_metric([b.tenant, b.unit], b.remaining)
+    nodes = GaugeMetricFamily(
+        "gpupool_controller_nodes", "GpuNodes by health (the heartbeat's)", labels=["health"]
+    )
+    counted = dict(reading.nodes_by_health)
+    for health in (*NODE_HEALTH, *sorted(set(counted) - set(NODE_HEALTH))):
+        nodes.add_metric([health], counted.get(health, 0))
     families: Sequence[Metric] = (
         nominal, guaranteed, used, borrowed, lent, pods, pending, oldest, gib_hours, total,
-        allocated, frag, leases,
+        allocated, frag, leases, budget, budget_used, budget_left, nodes,
     )  # fmt: skip
     return list(families)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,11 +104,19 @@ def _object(request: AdmissionRequest) -> Mapping[str, Any]:
     return request.object
 
 
+Denied = Callable[[str], None]  # told why a request is denied: the error's kind, for /metrics
+
+
+def _nobody(_: str) -> None:
+    return None
+
+
 def review_pod(
     request: AdmissionRequest,
     namespace_labels: Mapping[str, str],
     queued_at: str,
     cluster: ClusterFacts = UNKNOWN_CLUSTER,
+    denied: Denied = _nobody,
 ) -> dict[str, Any]:
     """The mutating answer for a pod: create gets validated and normalised; else allowed."""
     if request.operation != "CREATE":
@@ -121,11 +129,14 @@ def review_pod(
             pod["metadata"] = {**meta, "namespace": request.namespace}
         mutation = mutate_pod(pod, namespace_labels, queued_at, cluster)
     except GpupoolError as err:
+        denied(type(err).__name__)
         return answer(request.uid, allowed=False, message=str(err))
     return answer(request.uid, allowed=True, patch=mutation.patch, warnings=mutation.warnings)
 
 
-def review_quota(request: AdmissionRequest, others: Iterable[TenantQuota]) -> dict[str, Any]:
+def review_quota(
+    request: AdmissionRequest, others: Iterable[TenantQuota], denied: Denied = _nobody
+) -> dict[str, Any]:
     """The validating answer for a GpuQuota create or update."""
     if request.operation not in ("CREATE", "UPDATE"):
         return answer(request.uid, allowed=True)
@@ -134,5 +145,6 @@ def review_quota(request: AdmissionRequest, others: Iterable[TenantQuota]) -> di
         check_quota(quota)
         check_with_others(read_quota(quota), others)
     except GpupoolError as err:
+        denied(type(err).__name__)
         return answer(request.uid, allowed=False, message=str(err))
     return answer(request.uid, allowed=True)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.metrics.http import start_metrics_server
+from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.adapters.webhook import register
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.adapters.webhook.lookups import KubeLookups
@@ -35,13 +37,19 @@ class WebhookConfig:
     name: str = register.NAME
     # The schedulerNames that call gpupool's extender; GPU pods for any other are refused.
     schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
+    # Plain-HTTP /metrics (host, port); None: none.
+    metrics: tuple[str, int] | None = ("0.0.0.0", 9412)
 
 
 async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
     cert = ensure_serving_cert(config.cert_dir, config.cert_hosts)
     client = async_client(config.kubeconfig, field_manager=register.FIELD_MANAGER)
-    app = build_app(KubeLookups(client), time.time, config.schedulers)
+    metrics = WebhookMetrics()
+    app = build_app(KubeLookups(client), time.time, config.schedulers, metrics)
     runner = await serve(app, config.host, config.port, cert)
+    scrape = (
+        await start_metrics_server(metrics.registry, *config.metrics) if config.metrics else None
+    )
     registration = None
     try:
         log.info("webhook serving on https://%s:%d", config.host, config.port)
@@ -64,4 +72,6 @@ async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
             except Exception as err:
                 log.warning("could not remove webhook configurations: %s", err)
         await runner.cleanup()
+        if scrape is not None:
+            await scrape.cleanup()
         await client.close()

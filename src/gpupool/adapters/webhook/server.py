@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
 
+from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.adapters.webhook.certs import ServingCert
 from gpupool.adapters.webhook.gang import GangMember, read_member
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts
 from gpupool.adapters.webhook.review import (
     AdmissionRequest,
+    Denied,
     MalformedReview,
     answer,
     parse_review,
@@ -70,19 +73,32 @@ def gang_label(pod: Mapping[str, Any] | None) -> str | None:
     return value if isinstance(value, str) and value and "/" not in value else None
 
 
-Handler = Callable[[AdmissionRequest], Awaitable[dict[str, Any]]]
+Handler = Callable[[AdmissionRequest, Denied], Awaitable[dict[str, Any]]]
 
 
-def _endpoint(handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _endpoint(
+    handler: Handler, resource: str, metrics: WebhookMetrics | None
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """`resource` names the route on /metrics (pods, gpuquotas); the handler tells `denied` why
+    it denies, so each denial is counted by its reason."""
+
+    def count(operation: str, result: str, started: float, reason: str | None) -> None:
+        if metrics is not None:
+            metrics.answered(resource, operation, result, time.perf_counter() - started, reason)
+
     async def serve(http: web.Request) -> web.Response:
+        started = time.perf_counter()
         try:
             request = parse_review(await http.read())
         except MalformedReview as err:
+            count("", "malformed", started, None)
             return web.json_response({"error": str(err)}, status=400)
+        reasons: list[str] = []
         try:
-            return web.json_response(await handler(request))
+            body = await handler(request, reasons.append)
         except Exception:  # never a 500 nor Python's words: deny in ours, log the cause
             log.exception("webhook %s failed for request %s", http.path, request.uid)
+            count(request.operation, "error", started, "InternalError")
             return web.json_response(
                 answer(
                     request.uid,
@@ -93,6 +109,10 @@ def _endpoint(handler: Handler) -> Callable[[web.Request], Awaitable[web.Respons
                     f"report it",
                 )
             )
+        allowed = bool(body["response"]["allowed"])
+        reason = None if allowed else (reasons[0] if reasons else "Denied")
+        count(request.operation, "allowed" if allowed else "denied", started, reason)
+        return web.json_response(body)
 
     return serve
 
@@ -106,9 +126,12 @@ async def _cards(lookups: Lookups) -> tuple[tuple[str, int], ...]:
 
 
 def build_app(
-    lookups: Lookups, clock: Clock, schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
+    lookups: Lookups,
+    clock: Clock,
+    schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,),
+    metrics: WebhookMetrics | None = None,
 ) -> web.Application:
-    async def mutate_pods(request: AdmissionRequest) -> dict[str, Any]:
+    async def mutate_pods(request: AdmissionRequest, denied: Denied) -> dict[str, Any]:
         if request.operation != "CREATE":
             return answer(request.uid, allowed=True)
         namespace = request.namespace
@@ -116,6 +139,7 @@ def build_app(
             labels = await lookups.namespace_labels(namespace)
         except Exception as err:
             log.warning("cannot read namespace %s: %s", namespace, err)
+            denied("NamespaceUnreadable")
             return answer(
                 request.uid,
                 allowed=False,
@@ -130,6 +154,7 @@ def build_app(
                 members = tuple(map(read_member, await lookups.gang_members(namespace, gang)))
             except Exception as err:
                 log.warning("cannot list gang %s/%s: %s", namespace, gang, err)
+                denied("GangUnreadable")
                 return answer(
                     request.uid,
                     allowed=False,
@@ -141,17 +166,17 @@ def build_app(
         cluster = ClusterFacts(
             cards=await _cards(lookups), schedulers=schedulers, gang_members=members
         )
-        return review_pod(request, labels, format_time(clock()), cluster)
+        return review_pod(request, labels, format_time(clock()), cluster, denied)
 
-    async def validate_quotas(request: AdmissionRequest) -> dict[str, Any]:
-        return review_quota(request, await lookups.quotas())
+    async def validate_quotas(request: AdmissionRequest, denied: Denied) -> dict[str, Any]:
+        return review_quota(request, await lookups.quotas(), denied)
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     app = web.Application(client_max_size=8 * 1024 * 1024)
-    app.router.add_post(MUTATE_PODS, _endpoint(mutate_pods))
-    app.router.add_post(VALIDATE_QUOTAS, _endpoint(validate_quotas))
+    app.router.add_post(MUTATE_PODS, _endpoint(mutate_pods, "pods", metrics))
+    app.router.add_post(VALIDATE_QUOTAS, _endpoint(validate_quotas, "gpuquotas", metrics))
     app.router.add_get("/healthz", healthz)
     return app
 

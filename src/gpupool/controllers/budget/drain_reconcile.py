@@ -19,7 +19,7 @@ from gpupool.controllers.budget.drain import DrainPlan, plan_drain
 from gpupool.controllers.leases.plan import BUDGET_DRAIN
 from gpupool.controllers.reclaim.notices import evict_noticed, give_notice, withdraw_patch
 from gpupool.controllers.reclaim.plan import EvictPod
-from gpupool.ports import ClusterApi, Json
+from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
 
 log = logging.getLogger("gpupool.controller.drain")
@@ -28,13 +28,14 @@ log = logging.getLogger("gpupool.controller.drain")
 class BudgetDrainReconciler:
     """Runs after the admission round, over its reads and budget standings."""
 
-    def __init__(self, api: ClusterApi) -> None:
+    def __init__(self, api: ClusterApi, outcomes: Outcomes | None = None) -> None:
         self.api = api
+        self.outcomes = outcomes
 
     async def reconcile(self, admission: AdmissionRound) -> DrainPlan:
         grace = {q.name: q.reclaim_grace_s for q in admission.quotas}
         plan = plan_drain(admission.pods, admission.budgets, grace, admission.now)
-        await apply_drain(self.api, plan, admission.raw, admission.now)
+        await apply_drain(self.api, plan, admission.raw, admission.now, self.outcomes)
         return plan
 
 
@@ -53,13 +54,21 @@ async def _mark_lease(api: ClusterApi, eviction: EvictPod, stamp: str) -> None:
 
 
 async def apply_drain(
-    api: ClusterApi, plan: DrainPlan, raw: Mapping[str, Json], now: float
+    api: ClusterApi,
+    plan: DrainPlan,
+    raw: Mapping[str, Json],
+    now: float,
+    outcomes: Outcomes | None = None,
 ) -> None:
-    """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object)."""
+    """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object);
+    `outcomes` hears of each notice given and each eviction done (reason BudgetDrain)."""
     stamp = format_time(now)
     for item in plan.notices:
-        await give_notice(api, raw[item.pod.key], item.pod, item.notice, item.message, stamp,
-                          annotation=names.ANN_DRAIN_NOTICE, reason="BudgetDrain")  # fmt: skip
+        given = await give_notice(api, raw[item.pod.key], item.pod, item.notice, item.message,
+                                  stamp, annotation=names.ANN_DRAIN_NOTICE,
+                                  reason="BudgetDrain")  # fmt: skip
+        if given and outcomes is not None:
+            outcomes.noticed("BudgetDrain")
     for eviction in plan.evictions:
         pod = raw[eviction.pod.key]
         why = f"the budget of tenant {eviction.pod.tenant} is spent (drain)"
@@ -69,6 +78,8 @@ async def apply_drain(
             await _mark_lease(api, eviction, stamp)
             await api.event(pod, "BudgetDrained", eviction.message, warning=True,
                             now_rfc3339=stamp)  # fmt: skip
+            if outcomes is not None:
+                outcomes.evicted("BudgetDrain")
     for withdrawal in plan.withdrawals:
         view = withdrawal.pod
         patch = withdraw_patch(view.uid, names.ANN_DRAIN_NOTICE)

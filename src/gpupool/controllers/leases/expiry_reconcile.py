@@ -13,7 +13,7 @@ from gpupool.adapters.wire import names
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.controllers.leases.expiry import ExpiryPlan
 from gpupool.controllers.reclaim.notices import evict_noticed, give_notice
-from gpupool.ports import ClusterApi, Json
+from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease_terms import TenantLeaseTerms
 
@@ -29,9 +29,14 @@ def terms_patch(ttl_s: float, expiry: float, renewal: str | None) -> Json:
 
 
 async def apply_expiry(
-    api: ClusterApi, plan: ExpiryPlan, raw: Mapping[str, Json], now: float
+    api: ClusterApi,
+    plan: ExpiryPlan,
+    raw: Mapping[str, Json],
+    now: float,
+    outcomes: Outcomes | None = None,
 ) -> None:
-    """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object)."""
+    """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object);
+    `outcomes` hears of each notice given and each eviction done."""
     stamp = format_time(now)
     for item in plan.terms:
         lease = item.lease
@@ -39,7 +44,7 @@ async def apply_expiry(
         if await api.patch_lease_spec(lease.namespace, lease.name, patch):
             log.info("lease %s %s", lease.key, item.message)
     for notice in plan.notices:
-        await give_notice(
+        given = await give_notice(
             api,
             raw[notice.pod.key],
             notice.pod,
@@ -49,6 +54,8 @@ async def apply_expiry(
             annotation=names.ANN_EXPIRY_NOTICE,
             reason="LeaseExpired",
         )
+        if given and outcomes is not None:
+            outcomes.noticed("LeaseExpired")
     for eviction in plan.evictions:
         pod = raw[eviction.pod.key]
         why = f"the GPU lease of {eviction.pod.key} expired"
@@ -56,3 +63,5 @@ async def apply_expiry(
                                annotation=names.ANN_EXPIRY_NOTICE, blocked_why=why):  # fmt: skip
             log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
             await api.event(pod, "LeaseEvicted", eviction.message, warning=True, now_rfc3339=stamp)
+            if outcomes is not None:
+                outcomes.evicted("LeaseExpired")

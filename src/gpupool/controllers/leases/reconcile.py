@@ -29,7 +29,7 @@ from gpupool.controllers.leases.plan import (
 from gpupool.controllers.leases.restore import RestorePlan, plan_restores
 from gpupool.controllers.reads import read_leases
 from gpupool.domain.errors import GpupoolError
-from gpupool.ports import Clock, ClusterApi, Json
+from gpupool.ports import Clock, ClusterApi, Json, Outcomes
 from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
@@ -87,10 +87,12 @@ class LeaseReconciler:
         retention_s: float = 3600.0,
         reserved_timeout_s: float | None = RESERVED_TIMEOUT_S,
         on_integrity: Callable[[str], None] = lambda reason: None,
+        outcomes: Outcomes | None = None,
     ) -> None:
         self.api = api
         # each integrity event written, by its reason (the controller's metrics count them)
         self.on_integrity = on_integrity
+        self.outcomes = outcomes
         self.clock = clock
         self.retention_s = retention_s
         self.reserved_timeout_s = reserved_timeout_s
@@ -127,7 +129,7 @@ class LeaseReconciler:
         plan = plan_expiry(live, by_uid, tenants, now)
         by_key = {f"{(p.get('metadata') or {}).get('namespace')}/"
                   f"{(p.get('metadata') or {}).get('name')}": p for p in raw}  # fmt: skip
-        await apply_expiry(self.api, plan, by_key, now)
+        await apply_expiry(self.api, plan, by_key, now, self.outcomes)
 
     async def reconcile(self) -> LeasePlan:
         leases = read_leases(await self.api.leases(), log)

@@ -10,7 +10,7 @@ from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.adapters.kubernetes.node import read_gpu_node
 from gpupool.controllers.node_health.plan import LOST_S, SUSPECT_S, HealthPlan, plan_node_health
 from gpupool.controllers.reads import read_leases
-from gpupool.ports import Clock, ClusterApi
+from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
 
 log = logging.getLogger("gpupool.controller.nodes")
@@ -24,8 +24,10 @@ class NodeHealthReconciler:
         *,
         suspect_s: float = SUSPECT_S,
         lost_s: float = LOST_S,
+        outcomes: Outcomes | None = None,
     ) -> None:
         self.api = api
+        self.outcomes = outcomes
         self.clock = clock
         self.suspect_s = suspect_s
         self.lost_s = lost_s
@@ -64,6 +66,8 @@ class NodeHealthReconciler:
                 deleted.add(pod)
                 if await self.api.delete_pod(*pod, grace_s=0):
                     log.warning("deleted pod %s from lost node %s", lease.pod.key, lease.node)
+                    if self.outcomes is not None:
+                        self.outcomes.evicted("NodeLost")
             await self.api.patch_lease_status(
                 lease.namespace,
                 lease.name,

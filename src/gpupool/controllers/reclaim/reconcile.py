@@ -25,8 +25,9 @@ from gpupool.controllers.reclaim.notices import (
 )
 from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
-from gpupool.ports import ClusterApi, Json
+from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.notice import ReclaimNotice
 
 log = logging.getLogger("gpupool.controller.reclaim")
 
@@ -36,8 +37,9 @@ __all__ = ["ReclaimReconciler", "apply_reclaim", "notice_patch", "reclaim_record
 class ReclaimReconciler:
     """Runs after the admission round, over its reads and its plan (`AdmissionRound`)."""
 
-    def __init__(self, api: ClusterApi) -> None:
+    def __init__(self, api: ClusterApi, outcomes: Outcomes | None = None) -> None:
         self.api = api
+        self.outcomes = outcomes
 
     async def reconcile(self, admission: AdmissionRound) -> ReclaimRound:
         views = admission.pods
@@ -50,14 +52,18 @@ class ReclaimReconciler:
         now = admission.now
         holds = {le.key: le.room_hold for le in admission.leases if le.room_hold is not None}
         plan = plan_reclaim_round(admission.plan, views, now, placement=placement, holds=holds)
-        await apply_reclaim(self.api, plan, admission.raw, now)
+        await apply_reclaim(self.api, plan, admission.raw, now, self.outcomes)
         return plan
+
+
+def reclaim_reason(notice: ReclaimNotice) -> str:
+    return "RoomReclaim" if notice.room is not None else "QuotaReclaim"
 
 
 def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
     """The GpuLease's `status.reclaim` for a pod reclaim has evicted (`leases.plan` reads it)."""
     notice = eviction.notice
-    reason = "RoomReclaim" if notice.room is not None else "QuotaReclaim"
+    reason = reclaim_reason(notice)
     record: Json = {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
     if notice.room is not None and eviction.claimant_uid and eviction.hold_until is not None:
         record |= {
@@ -92,19 +98,30 @@ async def _record_eviction(api: ClusterApi, eviction: EvictPod, stamp: str) -> N
 
 
 async def apply_reclaim(
-    api: ClusterApi, plan: ReclaimRound, raw: Mapping[str, Json], now: float
+    api: ClusterApi,
+    plan: ReclaimRound,
+    raw: Mapping[str, Json],
+    now: float,
+    outcomes: Outcomes | None = None,
 ) -> None:
     """Write one round's plan: notices (annotation + event), evictions (each evicted pod's
-    GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds."""
+    GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds;
+    `outcomes` hears of each notice given and each eviction done."""
     stamp = format_time(now)
     for item in plan.notices:
-        await give_notice(api, raw[item.pod.key], item.pod, item.notice, item.message, stamp)
+        given = await give_notice(
+            api, raw[item.pod.key], item.pod, item.notice, item.message, stamp
+        )
+        if given and outcomes is not None:
+            outcomes.noticed(reclaim_reason(item.notice))
     for eviction in plan.evictions:
         pod = raw[eviction.pod.key]
         why = f"reclaim for tenant {eviction.notice.claimant}"
         if await evict_noticed(api, pod, eviction.pod, eviction.notice, stamp, blocked_why=why):
             log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
             await _record_eviction(api, eviction, stamp)
+            if outcomes is not None:
+                outcomes.evicted(reclaim_reason(eviction.notice))
             await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
     for withdrawal in plan.withdrawals:
         pod = raw[withdrawal.pod.key]

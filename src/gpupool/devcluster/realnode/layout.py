@@ -102,5 +102,10 @@ class Layout:
         return self.root / "gpupool-limits"
 
     @property
+    def usage_dir(self) -> Path:
+        """The containers' limiter accounting folders (the agent's --usage-dir)."""
+        return self.root / "gpupool-usage"
+
+    @property
     def agent_kubeconfig(self) -> Path:
         return self.root / "agent.kubeconfig"

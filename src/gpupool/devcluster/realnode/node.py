@@ -182,7 +182,9 @@ class RealNode:
     def start(self, api: KubeApi, launch: Launch, wait: Wait, *, with_agent: bool) -> None:
         layout = self.layout
         shutil.rmtree(layout.root, ignore_errors=True)
-        for folder in (layout.root, layout.cni_conf_dir, layout.limits_dir, layout.pod_logs):
+        folders = (layout.root, layout.cni_conf_dir, layout.limits_dir, layout.usage_dir,
+                   layout.pod_logs)  # fmt: skip
+        for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
         OWNER_FILE.write_text(f"{self.state_dir}\n")
@@ -278,6 +280,7 @@ class RealNode:
             "--device-plugin-dir", str(DEVICE_PLUGIN_DIR),
             "--limiter-path", str(NATIVE_BUILD / "libgpupool.so"),
             "--limits-dir", str(layout.limits_dir),
+            "--usage-dir", str(layout.usage_dir),
             "--heartbeat", "5",
         ]  # fmt: skip
 

@@ -19,6 +19,7 @@ from gpupool.domain.models import get_model
 from gpupool.domain.reserve import allocatable_bytes
 from gpupool.domain.units import format_bytes
 from gpupool.node.device_plugin.devices import card_of
+from gpupool.node.limiter_usage import FILE_NAME as USAGE_FILE_NAME
 from gpupool.ports import PodLease
 
 MPS = "mps"
@@ -32,6 +33,9 @@ class PluginPaths:
     limiter_container: str = "/usr/local/gpupool/lib/libgpupool.so"
     limits_host_dir: str = "/var/lib/gpupool/limits"
     limits_container: str = "/etc/gpupool/limits"
+    # the limiter's accounting file lives in a folder per container here, so the agent reads it
+    usage_host_dir: str = "/var/lib/gpupool/usage"
+    usage_container: str = "/run/gpupool/usage"
     mps_pipe_host: str = "/tmp/nvidia-mps"
     mps_pipe_container: str = "/tmp/nvidia-mps"
     # "env": LD_PRELOAD; "file": mount a one-line ld.so.preload (survives `env -i`, fresh shells)
@@ -48,7 +52,8 @@ class MountSpec:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """Allocate succeeds: write `limits_text` to `limits_host_path`, record, answer."""
+    """Allocate succeeds: write `limits_text` to `limits_host_path`, make the container's
+    `usage_host_path` folder (the limiter's accounting), record, answer."""
 
     lease: PodLease
     device_ids: tuple[str, ...]
@@ -56,6 +61,7 @@ class Grant:
     mounts: tuple[MountSpec, ...]
     limits_host_path: str
     limits_text: str
+    usage_host_path: str
     already_recorded: bool  # a repeated Allocate: the lease already names these devices
 
 
@@ -82,10 +88,14 @@ def limits_text(slices: Sequence[Slice]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def allocation_key(device_ids: Sequence[str]) -> str:
+    """A name per allocation, from its devices: a repeated Allocate finds the same files, and
+    the agent finds a lease's usage folder from the lease's recorded device IDs."""
+    return hashlib.sha256("\n".join(sorted(device_ids)).encode()).hexdigest()[:24]
+
+
 def limits_file_name(device_ids: Sequence[str]) -> str:
-    """A file per allocation, named by its devices: a repeated Allocate rewrites the same file."""
-    digest = hashlib.sha256("\n".join(sorted(device_ids)).encode()).hexdigest()[:24]
-    return f"{digest}.limits"
+    return f"{allocation_key(device_ids)}.limits"
 
 
 def _same_shape(a: PodLease, b: PodLease) -> bool:
@@ -211,17 +221,22 @@ def check_cards(
 
 def container_setup(
     lease: PodLease, device_ids: Sequence[str], paths: PluginPaths
-) -> tuple[dict[str, str], tuple[MountSpec, ...], str]:
-    """Envs, mounts and the limits file's host path for a container of `lease`."""
+) -> tuple[dict[str, str], tuple[MountSpec, ...], str, str]:
+    """Envs, mounts, the limits file's and the usage folder's host paths for a container of
+    `lease`. The usage folder is the container's own and writable: the limiter keeps the
+    accounting of the container's processes there, and the agent reads it for /metrics."""
     limits_host = str(PurePosixPath(paths.limits_host_dir) / limits_file_name(device_ids))
+    usage_host = str(PurePosixPath(paths.usage_host_dir) / allocation_key(device_ids))
     envs = {
         "NVIDIA_VISIBLE_DEVICES": ",".join(lease.card_uuids),
         "GPUPOOL_LIMITS_FILE": paths.limits_container,
+        "GPUPOOL_SHARED_FILE": str(PurePosixPath(paths.usage_container) / USAGE_FILE_NAME),
         "GPUPOOL_LEASE": lease.lease,
     }
     mounts = [
         MountSpec(paths.limiter_container, paths.limiter_host, True),
         MountSpec(paths.limits_container, limits_host, True),
+        MountSpec(paths.usage_container, usage_host, False),
     ]
     if paths.preload == "file":
         mounts.append(MountSpec("/etc/ld.so.preload", paths.ld_so_preload_host, True))
@@ -235,7 +250,7 @@ def container_setup(
         envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(percent)
         envs["CUDA_MPS_PIPE_DIRECTORY"] = paths.mps_pipe_container
         mounts.append(MountSpec(paths.mps_pipe_container, paths.mps_pipe_host, False))
-    return envs, tuple(mounts), limits_host
+    return envs, tuple(mounts), limits_host, usage_host
 
 
 def decide_allocation(
@@ -261,7 +276,7 @@ def decide_allocation(
     refusal = check_cards(lease, gpus, leases, reserve_pct)
     if refusal is not None:
         return refusal
-    envs, mounts, limits_host = container_setup(lease, device_ids, paths)
+    envs, mounts, limits_host, usage_host = container_setup(lease, device_ids, paths)
     return Grant(
         lease=lease,
         device_ids=tuple(device_ids),
@@ -269,5 +284,6 @@ def decide_allocation(
         mounts=mounts,
         limits_host_path=limits_host,
         limits_text=limits_text(lease.slices),
+        usage_host_path=usage_host,
         already_recorded=set(lease.device_ids) == set(device_ids),
     )

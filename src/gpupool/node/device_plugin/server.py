@@ -251,6 +251,9 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
 
     def _apply(self, grant: Grant) -> None:
         write_file_atomically(Path(grant.limits_host_path), grant.limits_text)
+        usage = Path(grant.usage_host_path)
+        usage.mkdir(parents=True, exist_ok=True)
+        usage.chmod(0o777)  # the container's processes may run as any user (not the umask's)
 
     async def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: Any
@@ -292,6 +295,7 @@ class DevicePluginServer:
     def _prepare_host_files(self) -> None:
         paths = self.config.paths
         Path(paths.limits_host_dir).mkdir(parents=True, exist_ok=True)
+        Path(paths.usage_host_dir).mkdir(parents=True, exist_ok=True)
         if paths.preload == "file":
             write_file_atomically(Path(paths.ld_so_preload_host), paths.limiter_container + "\n")
 

@@ -1,0 +1,1 @@
+"""GpuPool status: capacity, allocated, fragmentation and the cards over the pool's threshold."""
