@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from typing import Any
 
 from lightkube import AsyncClient, codecs, operators
@@ -41,6 +41,18 @@ WORKLOAD_KINDS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": State
 def _dict(obj: Any) -> Json:
     data: Json = obj.to_dict()
     return data
+
+
+async def _landed(write: Awaitable[object], *, absent: int = 404) -> bool:
+    """True when the write landed; False when the API server answers `absent` (404: the object
+    is gone; 409 for a create: it exists already). Any other error is the caller's to see."""
+    try:
+        await write
+    except ApiError as err:
+        if err.status.code == absent:
+            return False
+        raise
+    return True
 
 
 def gone(err: ApiError) -> bool:
@@ -149,13 +161,9 @@ class KubeClusterApi:
 
     async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
         self._writing(f"deletion of pod {namespace}/{name}")
-        try:
-            await self.client.delete(Pod, name, namespace=namespace, grace_period=grace_s)
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        return await _landed(
+            self.client.delete(Pod, name, namespace=namespace, grace_period=grace_s)
+        )
 
     async def evict_pod(self, namespace: str, name: str) -> str | None:
         """Evict through the Eviction API (PodDisruptionBudgets apply); None when done or gone,
@@ -215,15 +223,9 @@ class KubeClusterApi:
 
     async def patch_quota_status(self, name: str, status: Json) -> bool:
         self._writing(f"status of GpuQuota {name}")
-        try:
-            await self.client.patch(
-                GpuQuota.Status, name, {"status": status}, patch_type=PatchType.MERGE
-            )
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        return await _landed(
+            self.client.patch(GpuQuota.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+        )
 
     async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
         self._writing(f"status of GpuLease {namespace}/{name}")
@@ -255,37 +257,20 @@ class KubeClusterApi:
 
     async def delete_lease(self, namespace: str, name: str) -> bool:
         self._writing(f"deletion of GpuLease {namespace}/{name}")
-        try:
-            await self.client.delete(GpuLease, name, namespace=namespace)
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        return await _landed(self.client.delete(GpuLease, name, namespace=namespace))
 
     async def create_lease(self, lease: Json) -> bool:
         meta = lease.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         self._writing(f"creation of GpuLease {namespace}/{name}")
-        try:
-            await self.client.create(GpuLease(**lease))  # the namespace is in its metadata
-        except ApiError as err:
-            if err.status.code == 409:
-                return False
-            raise
-        return True
+        # the namespace is in its metadata; 409: it exists already
+        return await _landed(self.client.create(GpuLease(**lease)), absent=409)
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
         self._writing(f"status of GpuNode {name}")
-        try:
-            await self.client.patch(
-                GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE
-            )
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        return await _landed(
+            self.client.patch(GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+        )
 
     # -- the autoscaler's workloads (ports.WorkloadApi) ----------------------------------------
     async def workloads(self) -> list[tuple[str, Json]]:
@@ -297,35 +282,27 @@ class KubeClusterApi:
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:
         """Through the scale subresource (as HorizontalPodAutoscaler does)."""
         self._writing(f"scale of {kind} {namespace}/{name}")
-        try:
-            await self.client.patch(
+        return await _landed(
+            self.client.patch(
                 WORKLOAD_KINDS[kind].Scale,
                 name,
                 {"spec": {"replicas": replicas}},
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        )
 
     async def annotate(self, kind: str, namespace: str, name: str, key: str, value: str) -> bool:
         self._writing(f"annotation {key} of {kind} {namespace}/{name}")
-        try:
-            await self.client.patch(
+        return await _landed(
+            self.client.patch(
                 WORKLOAD_KINDS[kind],
                 name,
                 {"metadata": {"annotations": {key: value}}},
                 namespace=namespace,
                 patch_type=PatchType.MERGE,
             )
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        )
 
     async def workload_event(
         self,
@@ -376,22 +353,10 @@ class KubeClusterApi:
     async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
         self._writing(f"annotation {key} of GpuNode {name}")
         patch = {"metadata": {"annotations": {key: value}}}
-        try:
-            await self.client.patch(GpuNode, name, patch, patch_type=PatchType.MERGE)
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        return await _landed(self.client.patch(GpuNode, name, patch, patch_type=PatchType.MERGE))
 
     async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
         self._writing(f"status of GpuPool {name}")
-        try:
-            await self.client.patch(
-                GpuPool.Status, name, {"status": status}, patch_type=PatchType.MERGE
-            )
-        except ApiError as err:
-            if err.status.code == 404:
-                return False
-            raise
-        return True
+        return await _landed(
+            self.client.patch(GpuPool.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+        )
