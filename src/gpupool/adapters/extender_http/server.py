@@ -35,6 +35,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+import numpy as np
 from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -45,8 +46,11 @@ from prometheus_client import (
     generate_latest,
 )
 
+from gpupool.adapters.extender_http.filter import REASON_LABELS, ROOM_HELD
+from gpupool.adapters.extender_http.refusal import Why
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import (
+    MAX_EXTENDER_PRIORITY,
     ExtenderArgs,
     ExtenderBindingArgs,
     ExtenderBindingResult,
@@ -109,6 +113,31 @@ class Metrics:
         self.leader = Gauge(
             "gpupool_extender_leader", "1 while this replica holds the bind lease", registry=r
         )
+        self.refusals = Counter(
+            "gpupool_extender_refusals",
+            "Nodes refused by filter calls, by the reason of each refusal",
+            ["verb", "reason"],
+            registry=r,
+        )
+        for reason in (*REASON_LABELS, *(w.value for w in Why), ROOM_HELD):
+            self.refusals.labels("filter", reason)  # every reason shown from the start, at 0
+        self.scores = Counter(
+            "gpupool_extender_node_scores",
+            "Nodes given each score (0..10, kube-scheduler's scale) by prioritize calls",
+            ["score"],
+            registry=r,
+        )
+        self._score_series = [self.scores.labels(str(s)) for s in range(MAX_EXTENDER_PRIORITY + 1)]
+
+    def record_refusals(self, reason: str, nodes: int) -> None:
+        self.refusals.labels("filter", reason).inc(nodes)
+
+    def record_scores(self, scores: np.ndarray) -> None:
+        """One increment per distinct score of the call, never one per node."""
+        if scores.size:
+            counts = np.bincount(scores, minlength=MAX_EXTENDER_PRIORITY + 1)
+            for score in np.flatnonzero(counts).tolist():
+                self._score_series[score].inc(int(counts[score]))
 
     def record_drift(self, drift: Drift) -> None:
         self.drift.labels("nodes").inc(drift.nodes)
@@ -231,6 +260,8 @@ def make_app(
         return extender.prioritize_encoded(args)
 
     extender.set_step_timer(lambda step, seconds: m.bind_steps.labels(step).observe(seconds))
+    extender.set_refusal_tally(m.record_refusals)
+    extender.set_score_sink(m.record_scores)
 
     async def run_bind(body: Any, forwarded: bool = False) -> Any:
         # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),

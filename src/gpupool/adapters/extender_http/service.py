@@ -20,10 +20,12 @@ import asyncio
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from gpupool.adapters.extender_http.api import ExtenderApi
 from gpupool.adapters.extender_http.bind import BIND_WAIT_S, MAX_BINDS, Binder
 from gpupool.adapters.extender_http.bind_context import BindContext
-from gpupool.adapters.extender_http.filter import filter_nodes
+from gpupool.adapters.extender_http.filter import Tally, filter_nodes
 from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
@@ -63,6 +65,8 @@ class Extender:
         self.plans = PlanMemo(cache, planners)
         self.refused = RefusedPods()
         self._encoder = PriorityEncoder()
+        self._tally: Tally = lambda reason, nodes: None
+        self._on_scores: Callable[[np.ndarray], None] = lambda scores: None
         self.binder = (
             None
             if api is None
@@ -83,7 +87,9 @@ class Extender:
         if self.binder is not None:
             self.binder.remember(args.pod)
         gang_node = None if self.binder is None else self.binder.ctx.gangs.node_for(args.pod)
-        result = filter_nodes(self.plans, args.pod, args.node_names, self.clock(), gang_node)
+        result = filter_nodes(
+            self.plans, args.pod, args.node_names, self.clock(), gang_node, self._tally
+        )
         self.refused.note(args.pod, args.node_names, refused=result.node_names is None)
         return result
 
@@ -93,9 +99,9 @@ class Extender:
 
     def prioritize_encoded(self, args: ExtenderArgs) -> bytes:
         """The prioritize reply as JSON text (what the server sends)."""
-        return self._encoder.encode(
-            args.node_names, score_array(self.plans, args.pod, args.node_names)
-        )
+        scores = score_array(self.plans, args.pod, args.node_names)
+        self._on_scores(scores)
+        return self._encoder.encode(args.node_names, scores)
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         if self.binder is None:
@@ -106,6 +112,14 @@ class Extender:
         """Report each bind step's seconds (the server's metrics)."""
         if self.binder is not None:
             self.binder.ctx.timer.on_step = on_step
+
+    def set_refusal_tally(self, tally: Tally) -> None:
+        """Tell `tally` each filter call's refused nodes per reason (the server's metrics)."""
+        self._tally = tally
+
+    def set_score_sink(self, on_scores: Callable[[np.ndarray], None]) -> None:
+        """Give `on_scores` each prioritize reply's 0..10 scores (the server's metrics)."""
+        self._on_scores = on_scores
 
     def forget_ledgers(self) -> None:
         """Trust nothing known about leases: each node's next bind re-lists it (a new leader)."""
