@@ -154,6 +154,14 @@ def _events(s: Stack, ns: str, name: str) -> list[dict[str, Any]]:
     ]
 
 
+def _wait_event(s: Stack, ns: str, name: str, reason: str) -> list[dict[str, Any]]:
+    def found() -> list[dict[str, Any]] | None:
+        return [e for e in _events(s, ns, name) if e["reason"] == reason] or None
+
+    events: list[dict[str, Any]] = wait_until(found, timeout_s=30, what=f"event {reason} on {name}")
+    return events
+
+
 def _running_leased(s: Stack, ns: str, app: str) -> int:
     pods = s.api.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=app%3D{app}")["items"]
     leases = s.api.get(f"{GROUP}/namespaces/{ns}/gpuleases")["items"]
@@ -185,8 +193,9 @@ def test_95_percent_scales_2_to_4_then_10_percent_to_the_minimum_after_the_coold
         what=lambda: f"a step of web: pods {_running_leased(s, ns, 'web')} running\n{s.tail()}",
     )
     assert (up["from"], up["to"]) == (2, 4), up
-    assert _replicas(s, ns, "web") == 4
-    [scaled] = [e for e in _events(s, ns, "web") if e["reason"] == "AutoscaledUp"]
+    # the record is written first, then the scale, then the event: wait for the last two
+    wait_until(lambda: _replicas(s, ns, "web") == 4, timeout_s=30, what="the scale to 4")
+    [scaled] = _wait_event(s, ns, "web", "AutoscaledUp")
     assert "2 → 4" in scaled["message"] and "95%" in scaled["message"], scaled["message"]
     up_at = parse_time(up["at"])
     assert up_at is not None
@@ -208,8 +217,8 @@ def test_95_percent_scales_2_to_4_then_10_percent_to_the_minimum_after_the_coold
     assert (down["from"], down["to"]) == (4, 1), down
     down_at = parse_time(down["at"])
     assert down_at is not None and down_at >= up_at + COOLDOWN_S
-    assert _replicas(s, ns, "web") == 1
-    [lower] = [e for e in _events(s, ns, "web") if e["reason"] == "AutoscaledDown"]
+    wait_until(lambda: _replicas(s, ns, "web") == 1, timeout_s=30, what="the scale to 1")
+    [lower] = _wait_event(s, ns, "web", "AutoscaledDown")
     assert "4 → 1" in lower["message"] and "10%" in lower["message"], lower["message"]
 
     # the bad one: told once, never scaled, over all those rounds

@@ -301,7 +301,7 @@ def test_helm_install_creates_every_object_the_chart_renders(
         stored = cluster.api.get(_path(doc))
         assert stored["metadata"]["annotations"]["meta.helm.sh/release-name"] == "gpupool"
     names = {d["metadata"]["name"] for d in installed if d["kind"] == "Deployment"}
-    assert names == {"gpupool-extender", "gpupool-controller", "gpupool-webhook"}
+    assert names == {"gpupool-extender", "gpupool-controller", "gpupool-webhook", "gpupool-web"}
     # The webhooks trust the CA of the certificate the webhook serves (the chart made both).
     secret = cluster.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/gpupool-webhook-tls")
     webhooks = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/gpupool"
