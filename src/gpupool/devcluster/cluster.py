@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import ssl
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -55,7 +54,6 @@ from gpupool.devcluster.spec import (
     ClusterSpec,
     ClusterState,
     ComponentStatus,
-    GpupoolSpec,
 )
 
 # Start order; `down` stops in reverse.
@@ -364,7 +362,14 @@ class DevCluster:
             started: dict[str, ProcessRecord] = {}
             if gpupool is not None:
                 self._wait(apiserver, deadline_s, lambda: self._crds_established(api, crds))
-                for name, argv in self._gpupool_argvs(gpupool, ports).items():
+                argvs = control_plane.gpupool_argvs(
+                    gpupool,
+                    ports,
+                    kubeconfig=self.component_kubeconfig,
+                    pki_dir=self.pki_dir,
+                    webhook_cert_dir=self.webhook_cert_dir,
+                )
+                for name, argv in argvs.items():
                     started[name] = launch(name, argv)
             for node in spec.nodes:
                 api.create("/api/v1/nodes", build_node(node))
@@ -463,53 +468,6 @@ class DevCluster:
             if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
                 return False
         return True
-
-    def _gpupool_argvs(self, spec: GpupoolSpec, ports: Mapping[str, int]) -> dict[str, list[str]]:
-        """The `gpupool` processes, in start order (`down` stops them first, newest first)."""
-        gpupool = [sys.executable, "-m", "gpupool.cli.main"]
-
-        def kubeconfig(component: str) -> list[str]:
-            return ["--kubeconfig", str(self.component_kubeconfig(component))]
-
-        argvs: dict[str, list[str]] = {}
-        if "gpupool-extender" in ports:
-            argvs["gpupool-extender"] = [
-                *gpupool, "extender", *kubeconfig("gpupool-extender"),
-                "--host", LOOPBACK, "--port", str(ports["gpupool-extender"]),
-                "--policy", spec.policy, "--log-level", spec.log_level,
-                "--tls-cert", str(self.pki_dir / "extender.crt"),
-                "--tls-key", str(self.pki_dir / "extender.key"),
-                "--client-ca", str(self.pki_dir / "ca.crt"),
-            ]  # fmt: skip
-        argvs["gpupool-webhook"] = [
-            *gpupool, "webhook", "serve", *kubeconfig("gpupool-webhook"),
-            "--host", LOOPBACK, "--port", str(ports["gpupool-webhook"]),
-            "--cert-dir", str(self.webhook_cert_dir),
-            "--metrics-address", f"{LOOPBACK}:{ports['gpupool-webhook-metrics']}",
-            "--log-level", spec.log_level,
-        ]  # fmt: skip
-        controller = [
-            *gpupool, "controller", *kubeconfig("gpupool-controller"),
-            "--resync", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
-            "--metrics-address", f"{LOOPBACK}:{ports['gpupool-controller-metrics']}",
-        ]  # fmt: skip
-        if spec.suspect_after_s is not None:
-            controller += ["--suspect-after", f"{spec.suspect_after_s:g}"]
-        if spec.lost_after_s is not None:
-            controller += ["--lost-after", f"{spec.lost_after_s:g}"]
-        argvs["gpupool-controller"] = controller
-        if "gpupool-web" in ports:
-            # --dev-insecure: a page without a token is the operator's (a token still narrows it).
-            argvs["gpupool-web"] = [
-                *gpupool, "web", *kubeconfig("gpupool-web"),
-                "--host", LOOPBACK, "--port", str(ports["gpupool-web"]), "--dev-insecure",
-                "--resync-seconds", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
-            ]  # fmt: skip
-        argvs["gpupool-heartbeat"] = [
-            *gpupool, "dev-cluster", "heartbeat", *kubeconfig("gpupool-heartbeat"),
-            "--interval", f"{spec.heartbeat_s:g}", "--log-level", spec.log_level,
-        ]  # fmt: skip
-        return argvs
 
     def _wait_gpupool(
         self,

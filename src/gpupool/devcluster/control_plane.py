@@ -1,15 +1,17 @@
-"""The control plane's command lines (etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kwok): pure, from the binaries, the ports `up` claimed, the PKI and the paths
-under the state folder. `cluster.DevCluster.up` launches them."""
+"""The command lines of the control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok) and of gpupool's own processes: pure, from the binaries, the ports `up`
+claimed, the PKI and the paths under the state folder. `cluster.DevCluster.up` launches them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gpupool.devcluster.binaries import Binaries
 from gpupool.devcluster.certs import SERVICE_CLUSTER_IP_RANGE, Pki
 from gpupool.devcluster.ports import LOOPBACK
+from gpupool.devcluster.spec import GpupoolSpec
 
 POD_CIDR = "10.244.0.1/16"
 KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
@@ -127,3 +129,58 @@ def kwok_argv(
 # An explicit configuration without stages: kwok v0.7 then uses its default node and pod
 # stages, and never reads the user's ~/.kwok/kwok.yaml.
 KWOK_CONFIG = "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+
+
+def gpupool_argvs(
+    spec: GpupoolSpec,
+    ports: Mapping[str, int],
+    *,
+    kubeconfig: Callable[[str], Path],
+    pki_dir: Path,
+    webhook_cert_dir: Path,
+) -> dict[str, list[str]]:
+    """The `gpupool` processes, in start order (`down` stops them first, newest first)."""
+    gpupool = [sys.executable, "-m", "gpupool.cli.main"]
+
+    def identity(component: str) -> list[str]:
+        return ["--kubeconfig", str(kubeconfig(component))]
+
+    argvs: dict[str, list[str]] = {}
+    if "gpupool-extender" in ports:
+        argvs["gpupool-extender"] = [
+            *gpupool, "extender", *identity("gpupool-extender"),
+            "--host", LOOPBACK, "--port", str(ports["gpupool-extender"]),
+            "--policy", spec.policy, "--log-level", spec.log_level,
+            "--tls-cert", str(pki_dir / "extender.crt"),
+            "--tls-key", str(pki_dir / "extender.key"),
+            "--client-ca", str(pki_dir / "ca.crt"),
+        ]  # fmt: skip
+    argvs["gpupool-webhook"] = [
+        *gpupool, "webhook", "serve", *identity("gpupool-webhook"),
+        "--host", LOOPBACK, "--port", str(ports["gpupool-webhook"]),
+        "--cert-dir", str(webhook_cert_dir),
+        "--metrics-address", f"{LOOPBACK}:{ports['gpupool-webhook-metrics']}",
+        "--log-level", spec.log_level,
+    ]  # fmt: skip
+    controller = [
+        *gpupool, "controller", *identity("gpupool-controller"),
+        "--resync", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+        "--metrics-address", f"{LOOPBACK}:{ports['gpupool-controller-metrics']}",
+    ]  # fmt: skip
+    if spec.suspect_after_s is not None:
+        controller += ["--suspect-after", f"{spec.suspect_after_s:g}"]
+    if spec.lost_after_s is not None:
+        controller += ["--lost-after", f"{spec.lost_after_s:g}"]
+    argvs["gpupool-controller"] = controller
+    if "gpupool-web" in ports:
+        # --dev-insecure: a page without a token is the operator's (a token still narrows it).
+        argvs["gpupool-web"] = [
+            *gpupool, "web", *identity("gpupool-web"),
+            "--host", LOOPBACK, "--port", str(ports["gpupool-web"]), "--dev-insecure",
+            "--resync-seconds", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+        ]  # fmt: skip
+    argvs["gpupool-heartbeat"] = [
+        *gpupool, "dev-cluster", "heartbeat", *identity("gpupool-heartbeat"),
+        "--interval", f"{spec.heartbeat_s:g}", "--log-level", spec.log_level,
+    ]  # fmt: skip
+    return argvs
