@@ -202,7 +202,8 @@ class KubeClusterApi:
                     "apiVersion": str(pod.get("apiVersion") or "v1"),
                     "kind": kind,
                     "name": meta.get("name"),
-                    "namespace": namespace if kind == "Pod" else None,
+                    # a cluster-scoped object (a GpuPool) has none
+                    "namespace": namespace if kind == "Pod" or meta.get("namespace") else None,
                     "uid": meta.get("uid"),
                 },
                 "reason": reason,
@@ -314,41 +315,9 @@ class KubeClusterApi:
         warning: bool = False,
         now_rfc3339: str,
     ) -> None:
-        meta = obj.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
-        self._writing(f"event {reason} on {kind} {namespace}/{meta.get('name')}")
-        event: Any = codecs.from_dict(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {
-                    "generateName": f"{meta.get('name', 'workload')}.",
-                    "namespace": namespace,
-                },
-                "involvedObject": {
-                    "apiVersion": "apps/v1",
-                    "kind": kind,
-                    "name": meta.get("name"),
-                    "namespace": namespace,
-                    "uid": meta.get("uid"),
-                },
-                "reason": reason,
-                "message": message[:1024],
-                "type": "Warning" if warning else "Normal",
-                "source": {"component": COMPONENT},
-                "reportingComponent": f"{names.GROUP}/controller",
-                "reportingInstance": self.instance,
-                "firstTimestamp": now_rfc3339,
-                "lastTimestamp": now_rfc3339,
-                "count": 1,
-            }
-        )
-        try:
-            await self.client.create(event)
-        except ApiError as err:  # best effort, as the pods' events
-            log.warning(
-                "could not record event %s on %s %s: %s", reason, kind, meta.get("name"), err
-            )
+        # the one event writer; a workload's JSON may lack its kind and apiVersion
+        as_object = {**obj, "kind": kind, "apiVersion": obj.get("apiVersion") or "apps/v1"}
+        await self.event(as_object, reason, message, warning=warning, now_rfc3339=now_rfc3339)
 
     async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
         self._writing(f"annotation {key} of GpuNode {name}")
