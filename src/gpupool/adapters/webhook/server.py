@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+import httpx2
 from aiohttp import web
 
 from gpupool.adapters.metrics.webhook import WebhookMetrics
@@ -169,7 +170,21 @@ def build_app(
         return review_pod(request, labels, format_time(clock()), cluster, denied)
 
     async def validate_quotas(request: AdmissionRequest, denied: Denied) -> dict[str, Any]:
-        return review_quota(request, await lookups.quotas(), denied)
+        if request.operation not in ("CREATE", "UPDATE"):
+            return review_quota(request, (), denied)
+        try:
+            others = await lookups.quotas()
+        except (OSError, httpx2.HTTPError) as err:  # unreachable; anything else is a bug
+            log.warning("cannot list GpuQuotas: %s", err)
+            denied("QuotasUnreadable")
+            return answer(
+                request.uid,
+                allowed=False,
+                code=503,
+                message="gpupool cannot list the other GpuQuotas to check this one against "
+                "their cohorts (the API server did not answer); retry",
+            )
+        return review_quota(request, others, denied)
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -1,0 +1,125 @@
+"""The webhook's reads (`KubeLookups`, lightkube over a real socket) survive one dropped
+connection, and a GpuQuota the webhook cannot check against the others is refused with a 503
+that says to retry (not the 500 of a bug)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+from aiohttp.test_utils import TestClient, TestServer
+from lightkube.config.kubeconfig import KubeConfig
+
+from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.webhook.lookups import KubeLookups
+from gpupool.adapters.webhook.server import build_app
+from gpupool.quota.spec import TenantQuota
+
+QUOTA = {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota",
+         "metadata": {"name": "team-b"}, "spec": {"nominal": "48Gi"}}  # fmt: skip
+
+
+async def _api_dropping_first(drops: int) -> tuple[asyncio.Server, list[str]]:
+    """A plain-HTTP stand-in for the API server's list of GpuQuotas: the first `drops`
+    connections are closed once the request is read, as a server closing a kept-alive
+    connection does; later ones are answered."""
+    seen: list[str] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        seen.append(head.split(" ")[1])
+        if len(seen) <= drops:
+            writer.close()
+            return
+        body = json.dumps(
+            {
+                "kind": "GpuQuotaList",
+                "apiVersion": "gpupool.io/v1alpha1",
+                "metadata": {"resourceVersion": "7"},
+                "items": [QUOTA],
+            }
+        ).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0), seen
+
+
+def _lookups(port: int) -> KubeLookups:
+    config = KubeConfig.from_dict({
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }).get()  # fmt: skip
+    return KubeLookups(async_client(config))
+
+
+def test_a_list_is_retried_once_after_a_dropped_connection() -> None:
+    async def run() -> tuple[list[TenantQuota], list[str]]:
+        server, seen = await _api_dropping_first(1)
+        lookups = _lookups(server.sockets[0].getsockname()[1])
+        try:
+            return await lookups.quotas(), seen
+        finally:
+            await lookups.client.close()
+            server.close()
+
+    quotas, seen = asyncio.run(run())
+    assert [q.name for q in quotas] == ["team-b"]
+    assert seen == ["/apis/gpupool.io/v1alpha1/gpuquotas"] * 2
+
+
+def test_two_dropped_connections_are_not_hidden() -> None:
+    async def run() -> str:
+        server, _ = await _api_dropping_first(2)
+        lookups = _lookups(server.sockets[0].getsockname()[1])
+        try:
+            await lookups.quotas()
+        except Exception as err:  # what the handler turns into its 503
+            return type(err).__name__
+        finally:
+            await lookups.client.close()
+            server.close()
+        return "no error"
+
+    assert asyncio.run(run()) == "RemoteProtocolError"
+
+
+class Unreachable:
+    async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    async def quotas(self) -> list[TenantQuota]:
+        raise ConnectionError("[Errno 111] Connection refused")
+
+    async def cards(self) -> tuple[tuple[str, int], ...]:
+        return ()
+
+    async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, object]]:
+        return []
+
+
+def test_a_quota_that_cannot_be_checked_against_the_others_is_refused_with_a_retry() -> None:
+    async def run() -> dict[str, object]:
+        async with TestClient(TestServer(build_app(Unreachable(), lambda: 0.0))) as client:
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u1", "operation": "CREATE", "object": QUOTA},
+            }
+            resp = await client.post("/validate/gpuquotas", json=review)
+            assert resp.status == 200
+            answer: dict[str, object] = (await resp.json())["response"]
+            return answer
+
+    answer = asyncio.run(run())
+    assert answer["allowed"] is False
+    status = answer["status"]
+    assert isinstance(status, dict) and status["code"] == 503
+    assert "retry" in status["message"] and "bug" not in status["message"]
