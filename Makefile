@@ -34,8 +34,11 @@ unit: venv
 	tools/prometheus/install.sh || echo "make unit: promtool cannot be installed here; its tests skip"
 	$(BIN)/pytest -m "not e2e and not image"
 
+# The suite on $(WORKERS) pytest-xdist workers, one test file per work unit (tests/conftest.py
+# says how the real-node and image tests stay on one worker).
+WORKERS ?= 2
 test: lint k8s native helm realnode prometheus chromium
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(WORKERS)
 
 # The real control plane for e2e tests and `gpupool dev-cluster` (etcd, kube-apiserver,
 # kube-scheduler, kubectl, kwok) built from Go modules into ~/.cache/gpupool/k8s/<versions>/bin

@@ -14,8 +14,10 @@ runs the phases of `make test` one after another, timing each (wall-clock second
                                     limiter; the real node's packages and images; promtool)
     image     tools/image/build.sh  (the Debian base with mmdebstrap, the image with buildah)
     lint      make lint
-    pytest    .venv/bin/pytest      (every test; under flock /tmp/gpupool-realnode.lock, as the
-                                    real-node tests need the host's fixed paths to themselves)
+    pytest    .venv/bin/pytest -n 2
+                                    (every test on two workers, as `make test` runs it; under
+                                    flock /tmp/gpupool-realnode.lock, as the real-node tests need
+                                    the host's fixed paths to themselves)
 
 `make test` itself is lint, binaries, then pytest, whose image tests build the image; it is
 timed here as its own phase, before pytest, so that pytest finds it built (the sum is the same).
@@ -49,6 +51,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 REALNODE_LOCK = "/tmp/gpupool-realnode.lock"
+PYTEST_ARGS = ("-q", "-n", "2")  # as the Makefile's `test` runs pytest
 PHASES = ("clone", "venv", "binaries", "image", "lint", "pytest")
 # What a phase needs run before it in the same clone.
 NEEDS = {
@@ -83,8 +86,9 @@ def commands(clone: Path, source: str) -> dict[str, Phase]:
         "binaries": Phase("binaries", (*make, "k8s", "native", "helm", "realnode", "prometheus")),
         "image": Phase("image", (str(clone / "tools" / "image" / "build.sh"),)),
         "lint": Phase("lint", (*make, "lint")),
-        "pytest": Phase(
-            "pytest", ("flock", REALNODE_LOCK, str(clone / ".venv" / "bin" / "pytest"), "-q")
+        "pytest": Phase(  # as `make test` runs it: two xdist workers, one file per unit
+            "pytest",
+            ("flock", REALNODE_LOCK, str(clone / ".venv" / "bin" / "pytest"), *PYTEST_ARGS),
         ),
     }
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.image, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.image, pytest.mark.host, pytest.mark.timeout(2400)]
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]

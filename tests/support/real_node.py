@@ -35,6 +35,7 @@ CARD_BYTES = 80 * GiB
 _UNSUPPORTED = host.unsupported_reason()
 MARKS = [
     pytest.mark.e2e,
+    pytest.mark.host,  # one real node per host: one worker runs these (tests/conftest.py)
     pytest.mark.skipif(_UNSUPPORTED is not None, reason=f"no real node here: {_UNSUPPORTED}"),
 ]
 # The logs a failure shows the tail of: the node's, and gpupool's host processes' when it has them.
