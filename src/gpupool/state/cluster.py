@@ -104,6 +104,11 @@ class ClusterCache:
     # lease key → a hold with no GpuLease behind it (deleted while its pod was bound, or a bound
     # pod's allocation without a lease); also in `leases`, so it holds its bytes like one
     orphans: dict[str, LeaseRecord] = field(default_factory=dict)
+    # lease keys whose pods are known bound although their lease may still say Reserved: the
+    # extender's own Bindings (`mark_bound`) and the bound pods a rebuild listed. The lease's
+    # phase turns Bound only when the controller sees the pod; a lease deleted in between must
+    # be held like a Bound one (the chaos e2e found that window, the controller killed).
+    bound: set[str] = field(default_factory=set)
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -264,9 +269,13 @@ class ClusterCache:
 
     def lose_lease(self, key: str) -> bool:
         """The GpuLease `key` was deleted (a watch event). Its bytes stay held, as an orphan,
-        when its pod was bound (Bound or Active); True then. Else it is deleted."""
+        when its pod was bound (Bound or Active, or Reserved with its pod known bound: `bound`);
+        True then. Else it is deleted."""
         lease = self.leases.get(key)
-        if lease is not None and lease.phase in (LeasePhase.BOUND, LeasePhase.ACTIVE):
+        if lease is not None and (
+            lease.phase in (LeasePhase.BOUND, LeasePhase.ACTIVE)
+            or (key in self.bound and lease.phase is LeasePhase.RESERVED)
+        ):
             if key not in self.orphans:
                 self.orphans[key] = lease
                 self.generation += 1
@@ -279,8 +288,13 @@ class ClusterCache:
         self.delete_lease(key)
         return False
 
+    def mark_bound(self, key: str) -> None:
+        """The pod of lease `key` is bound (this extender's Binding landed)."""
+        self.bound.add(key)
+
     def delete_lease(self, key: str) -> None:
         self.orphans.pop(key, None)
+        self.bound.discard(key)
         if key in self.leases:
             self.generation += 1
             self._unapply(key)
@@ -339,6 +353,7 @@ class ClusterCache:
             )
         self.nodes, self.gpunodes, self.leases = new_nodes, new_gpunodes, new_leases
         self.orphans = orphans
+        self.bound = {x.key for x in held}
         self.room_holds = {k: x.room_hold for k, x in new_leases.items() if x.room_hold}
         self._domain.clear()
         self._conditions.clear()

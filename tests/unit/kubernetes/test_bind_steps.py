@@ -271,8 +271,10 @@ def test_a_bound_pod_is_annotated_not_bound_again() -> None:
 
 def test_a_binding_carries_the_allocation_and_lease_annotations() -> None:
     api = MemoryApi([_pod_json("p", 12)], [])
-    result = asyncio.run(bind_pod(_ctx(api), _pod(api, "p"), NODE))
+    ctx = _ctx(api)
+    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
     assert result.error == ""
+    assert ctx.cache.bound == {"t/uid-p"}  # its lease, deleted before it says Bound, stays held
     annotations = api.pods["p"]["metadata"]["annotations"]
     assert annotations["gpupool.io/lease"] == "t/uid-p"
     assert '"sizeBytes":12884901888' in annotations["gpupool.io/allocation"]

@@ -95,6 +95,22 @@ def test_a_reserved_or_ended_lease_that_is_deleted_frees_its_bytes() -> None:
         assert _free(cache) == 72 * GiB and cache.orphans == {}
 
 
+def test_a_reserved_lease_of_a_pod_known_bound_keeps_its_bytes_when_deleted() -> None:
+    """The lease still says Reserved (the controller, down, has not seen the pod bound) but the
+    Binding landed: deleted now, its bytes are the running pod's and stay held."""
+    cache = _cache(_lease("u1", 24, phase=LeasePhase.RESERVED))
+    cache.mark_bound("ns/u1")  # this extender's Binding landed
+    assert cache.lose_lease("ns/u1")
+    assert _free(cache) == 48 * GiB and list(cache.orphans) == ["ns/u1"]
+    # a fresh extender knows it from the pods it lists: the rebuild's `held`
+    nodes, gpunodes = [read_node(_node("n1"))], [read_gpu_node(_gpunode("n1", [CARD]))]
+    reserved = _lease("u2", 8, 24, phase=LeasePhase.RESERVED)
+    cache.rebuild(nodes, gpunodes, [reserved], held=[reserved])
+    assert cache.lose_lease("ns/u2") and _free(cache) == 64 * GiB
+    cache.delete_lease("ns/u2")  # gone for good (its pod ended): forgotten as bound too
+    assert "ns/u2" not in cache.bound and _free(cache) == 72 * GiB
+
+
 def test_a_rebuild_holds_bound_pods_allocations_without_a_lease_and_drops_them_once_gone() -> None:
     cache = _cache(_lease("u1", 24))
     cache.lose_lease("ns/u1")

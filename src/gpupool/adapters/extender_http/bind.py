@@ -99,10 +99,12 @@ async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBi
                 with contextlib.suppress(Exception):
                     annotations = pod_annotations(reserved.lease)
                     await ctx.api.annotate_pod(pod.namespace, pod.name, annotations)
+            ctx.cache.mark_bound(reserved.lease.key)
             return ExtenderBindingResult()  # the Binding landed; only its reply was lost
         await unreserve(ctx, reserved)
         return ExtenderBindingResult(f"bind {pod.ref} to {node} failed: {err}")
     ctx.timer.done("binding", t)
+    ctx.cache.mark_bound(reserved.lease.key)
     if gang is not None:
         held = await hold_gang(ctx, gang)
         log.info("gang %s: %s bound on %s, room held for %d more", gang.gang, pod.ref, node, held)
