@@ -153,8 +153,8 @@ async def _live_round(args: argparse.Namespace) -> tuple[Round, DefragRules]:
             if pool is None:
                 known = ", ".join(sorted(pools)) or "none"
                 raise UnknownPool(f"no GpuPool {args.pool!r} (GpuPools: {known})")
-            if pool.problem is not None:
-                raise UnknownPool(f"GpuPool {args.pool}: {pool.problem}")
+            if pool.any_problem is not None:
+                raise UnknownPool(f"GpuPool {args.pool}: {pool.any_problem}")
         if args.threshold is not None:
             rules = DefragRules(args.threshold, args.max_moves, pool is not None and bool(
                 pool.defrag and pool.defrag.move_orphans))  # fmt: skip

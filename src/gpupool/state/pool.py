@@ -1,27 +1,30 @@
-"""A GpuPool as the defragmentation loop reads it (decoded once, `adapters.kubernetes.pool`):
-which nodes and models it covers, and its defragmentation settings (`spec.defrag`, the threshold
-`spec.defragThresholdPercent`), or the problem that keeps it from defragmenting."""
+"""A GpuPool, decoded once (`adapters.kubernetes.pool`) for the two loops that read it: which
+cards it covers (its node selector and models) and its fragmentation threshold, for its status
+(`controllers.pool_status`); and its defragmentation settings (`spec.defrag`), for the
+defragmentation loop (`controllers.defrag`). What cannot be read is kept as a problem, each
+loop reporting the ones that concern it as a condition on the GpuPool."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpupool.domain.errors import GpupoolError
-from gpupool.state.nodes import NodeObject
+
+DEFAULT_THRESHOLD_PCT = 30
 
 
 class InvalidPoolSpec(GpupoolError):
-    """A GpuPool's defragmentation settings cannot be used (the message says which and why)."""
+    """A GpuPool's settings cannot be used (the message says which and why)."""
 
 
 @dataclass(frozen=True, slots=True)
 class PoolDefrag:
-    """`threshold_pct`: cards whose fragmentation is above it are cleared; `interval_s`: a new
-    round at most this often; `notice_s`: the buffer time between a pod's notice and its
-    eviction; `timeout_s`: a round's marks end by then even if its cards are not cleared;
-    `max_moves`: bound per round (None: none); `move_orphans`: also pods no owner recreates."""
+    """`interval_s`: a new round at most this often; `notice_s`: the buffer time between a pod's
+    notice and its eviction; `timeout_s`: a round's marks end by then even if its cards are not
+    cleared; `max_moves`: bound per round (None: none); `move_orphans`: also pods no owner
+    recreates. The threshold is the pool's own (`PoolObject.threshold_pct`)."""
 
-    threshold_pct: int
     interval_s: float = 300.0
     notice_s: float = 60.0
     timeout_s: float = 900.0
@@ -34,10 +37,23 @@ class PoolObject:
     name: str
     generation: int
     node_selector: tuple[tuple[str, str], ...] = ()
-    models: tuple[str, ...] = ()
-    defrag: PoolDefrag | None = None  # None: defragmentation off (or `problem`)
-    problem: str | None = None  # why the settings cannot be used: nothing is moved
+    models: tuple[str, ...] = ()  # empty: every model
+    threshold_pct: int = DEFAULT_THRESHOLD_PCT  # spec.defragThresholdPercent
+    # Why the selector, models or threshold cannot be read: the pool covers nothing, both loops
+    # report it.
+    problem: str | None = None
+    defrag: PoolDefrag | None = None  # None: defragmentation off (or `defrag_problem`)
+    defrag_problem: str | None = None  # why spec.defrag cannot be used: nothing is moved
     last_round: float | None = None  # status.defrag.lastRound: when the last round was planned
 
-    def covers(self, node: NodeObject) -> bool:
-        return all(node.labels.get(k) == v for k, v in self.node_selector)
+    def covers_node(self, labels: Mapping[str, str]) -> bool:
+        return self.problem is None and all(labels.get(k) == v for k, v in self.node_selector)
+
+    def covers(self, labels: Mapping[str, str], model: str) -> bool:
+        """Whether a card of `model` on a node with these labels is the pool's."""
+        return (not self.models or model in self.models) and self.covers_node(labels)
+
+    @property
+    def any_problem(self) -> str | None:
+        """What keeps the pool from defragmenting, if anything."""
+        return self.problem or self.defrag_problem

@@ -11,12 +11,15 @@ import pytest
 from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 from support.builders import node_json
 
+from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
+from gpupool.controllers.defrag.plan import plan_defrag_round
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.pool_status.plan import PoolCard, pool_status
 from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
-from gpupool.state.pool_scope import PoolScope
+from gpupool.controllers.reclaim.room import build_placement
+from gpupool.state.pool import PoolObject
 
 NOW = 1_767_225_600.0
 GiB = 2**30
@@ -34,7 +37,7 @@ def test_the_pool_covers_its_nodes_and_models_and_flags_cards_over_its_threshold
         _card("n1", 2, 0, 0.0, model="T4"),  # not one of the pool's models
     ]
     labels = {"n1": {"pool": "a"}, "n2": {"pool": "b"}}
-    pool = PoolScope("a", 3, node_selector=(("pool", "a"),), models=("A100-80GB",))
+    pool = PoolObject("a", 3, node_selector=(("pool", "a"),), models=("A100-80GB",))
     status = pool_status(pool, cards, labels)
     assert (status.nodes, status.gpus) == (1, 2)
     assert status.capacity_bytes == 160 * GiB
@@ -45,13 +48,13 @@ def test_the_pool_covers_its_nodes_and_models_and_flags_cards_over_its_threshold
     assert status.condition_true and status.reason == "CardsOverThreshold"
     assert "n1/1 40.0%" in status.message
 
-    calm = pool_status(PoolScope("a", 3, threshold_pct=45), cards, labels)
+    calm = pool_status(PoolObject("a", 3, threshold_pct=45), cards, labels)
     assert calm.gpus == 4 and calm.over == () and not calm.condition_true
     assert calm.reason == "NoCardOverThreshold"
 
 
 def test_a_full_pool_has_no_fragmentation_to_divide() -> None:
-    status = pool_status(PoolScope("a", 1), [_card("n1", 0, 80, 0.0)], {"n1": {}})
+    status = pool_status(PoolObject("a", 1), [_card("n1", 0, 80, 0.0)], {"n1": {}})
     assert status.fragmentation == 0.0 and status.over == ()
 
 
@@ -125,3 +128,25 @@ def test_an_unchanged_status_is_not_written_again_and_the_transition_time_stays(
     _round(cluster, NOW + 60)
     assert len(cluster.written("patch_gpu_pool_status")) == writes
     assert cluster.pool_objects["a"]["status"]["conditions"][-1]["lastTransitionTime"] == first
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ({"nodeSelector": "pool=a"}, "spec.nodeSelector must map labels to values"),
+        ({"models": "A100-80GB"}, "spec.models must be a list of model names"),
+        ({"defragThresholdPercent": 120}, "from 0 to 100; got 120"),
+    ],
+)
+def test_a_pool_whose_scope_cannot_be_read_covers_nothing_for_either_loop(
+    spec: dict[str, object], words: str
+) -> None:
+    """The status and the defragmentation loop read the pool through the one decoder: a scope
+    it cannot read is the same problem for both, and covers no card (it once meant every node
+    to the defragmentation loop when the selector was not a mapping)."""
+    pool = read_pool({"metadata": {"name": "a", "generation": 4}, "spec": spec})
+    assert pool.problem is not None and words in pool.problem and pool.generation == 4
+    assert pool.any_problem == pool.problem
+    assert not pool.covers_node({"pool": "a"}) and not pool.covers({"pool": "a"}, "A100-80GB")
+    plan = plan_defrag_round([pool], build_placement([], [], []), [], [], {}, NOW)
+    assert [(c.ok, c.reason) for c in plan.conditions] == [(False, "InvalidSpec")]

@@ -237,7 +237,7 @@ def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
     ctx = _ctx(api)
     api.fail["bind_pod"] = ConnectionError("reset")
     result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
-    assert "failed: reset" in result.error
+    assert "failed: reset" in result.error and result.reason == "WriteFailed"
     assert api.calls[-2:] == ["get_pod", "delete_lease"]  # bound anyway? no: unreserve
     assert set(api.leases) == {"t/uid-other"}
     assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
@@ -286,7 +286,7 @@ def test_bind_refuses_a_replaced_pod_by_its_uid() -> None:
     ext = Extender(_cache((NODE,), []), api, policy="binpack")
     args = ExtenderBindingArgs(pod_name="p", pod_namespace="t", pod_uid="uid-old", node=NODE)
     result = asyncio.run(ext.bind(args))
-    assert "it was replaced" in result.error
+    assert "it was replaced" in result.error and result.reason == "PodReplaced"
     assert api.calls == ["get_pod"]
 
 

@@ -1,14 +1,17 @@
 """The extender's scheduling series through the real aiohttp app on a loopback port: filter's
-refused nodes counted per reason (`gpupool_extender_refusals_total`) and prioritize's scores
-(`gpupool_extender_node_scores_total`), read back from its /metrics as Prometheus would."""
+refused nodes and refused binds counted per reason (`gpupool_extender_refusals_total`) and
+prioritize's scores (`gpupool_extender_node_scores_total`), read back from its /metrics as
+Prometheus would."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from support.builders import node_json, pod_json
@@ -49,9 +52,12 @@ def _pod(name: str, gpu_memory: str) -> dict[str, Any]:
     return pod_json(name, namespace="t", uid=f"uid-{name}", gpu_memory=gpu_memory, vgpu=1)
 
 
-async def _calls(calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], dict[str, float]]:
-    """The replies to `calls` (verb, pod) over NAMES, then the extender's series by name+labels."""
-    runner = web.AppRunner(make_app(Extender(_cache(), policy="binpack")), access_log=None)
+async def _calls(
+    calls: list[tuple[str, dict[str, Any]]], **app: Any
+) -> tuple[list[Any], dict[str, float]]:
+    """The replies to `calls` (verb, pod) over NAMES, then the extender's series by name+labels;
+    `app`: make_app's keywords."""
+    runner = web.AppRunner(make_app(Extender(_cache(), policy="binpack"), **app), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -60,7 +66,9 @@ async def _calls(calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], di
     try:
         async with aiohttp.ClientSession() as session:
             for verb, pod in calls:
-                body = json.dumps({"Pod": pod, "NodeNames": NAMES}).encode()
+                body = json.dumps(
+                    _binding(pod) if verb == "bind" else {"Pod": pod, "NodeNames": NAMES}
+                ).encode()
                 async with session.post(f"{url}/gpupool/{verb}", data=body) as resp:
                     assert resp.status == 200
                     replies.append(json.loads(await resp.read()))
@@ -72,13 +80,21 @@ async def _calls(calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], di
         f"{s.name}{sorted(s.labels.items())}": s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name.startswith(("gpupool_extender_refusals", "gpupool_extender_node_scores"))
+        if s.name.startswith(
+            ("gpupool_extender_refusals", "gpupool_extender_node_scores", "gpupool_extender_binds")
+        )
     }
     return replies, series
 
 
-def _refused(series: dict[str, float], reason: str) -> float:
-    key = f"gpupool_extender_refusals_total{sorted({'verb': 'filter', 'reason': reason}.items())}"
+def _binding(pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod["metadata"]
+    return {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"],
+            "Node": "free"}  # fmt: skip
+
+
+def _refused(series: dict[str, float], reason: str, verb: str = "filter") -> float:
+    key = f"gpupool_extender_refusals_total{sorted({'verb': verb, 'reason': reason}.items())}"
     return series[key]
 
 
@@ -113,3 +129,39 @@ def test_prioritize_counts_the_nodes_given_each_score() -> None:
         key = f"gpupool_extender_node_scores_total{[('score', str(score))]}"
         assert scores[key] == sum(1 for s in given.values() if s == score)
     assert given["ghost"] == 0
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # closed again: a leader that is not there
+
+
+@pytest.mark.parametrize(
+    ("app", "reason", "words"),
+    [
+        ({}, "NoApiClient", "no API client"),  # an extender built without a client
+        ({"is_leader": lambda: False}, "NotLeader", "not the leader"),
+        ({"ready": lambda: False}, "NotSynced", "not synced"),
+        (
+            {"is_leader": lambda: False,
+             "leader_url": lambda: f"http://127.0.0.1:{_closed_port()}/gpupool"},
+            "ForwardFailed",
+            "forwarded to the gpupool extender leader",
+        ),
+    ],
+)  # fmt: skip
+def test_a_refused_bind_is_counted_by_its_reason(
+    app: dict[str, Any], reason: str, words: str
+) -> None:
+    replies, series = asyncio.run(_calls([("bind", _pod("p1", "20Gi"))], **app))
+    assert words in replies[0]["Error"]
+    assert "reason" not in json.dumps(replies[0]).lower()  # the reason is ours, not the wire's
+    assert _refused(series, reason, "bind") == 1
+    bind_reasons = {
+        k: v for k, v in series.items() if k.startswith("gpupool_extender_refusals_total") and
+        "'bind'" in k
+    }  # fmt: skip
+    assert sum(bind_reasons.values()) == 1 and len(bind_reasons) > 10  # every reason shown
+    assert series[f"gpupool_extender_binds_total{[('outcome', 'error')]}"] == 1

@@ -74,21 +74,21 @@ async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBi
     """Reserve, write; on a failed write, unreserve unless the pod landed anyway."""
     refused = pod.refusal()
     if refused is not None:
-        return ExtenderBindingResult(refused.message)
+        return ExtenderBindingResult.refused(refused.why, refused.message)
     node_object = ctx.cache.nodes.get(node)
     if node_object is None:
-        return ExtenderBindingResult(
-            Refusal(Why.UNKNOWN_NODE, f"node {node} is not in the extender's cache").message
+        return ExtenderBindingResult.refused(
+            Why.UNKNOWN_NODE, f"node {node} is not in the extender's cache"
         )
     excluded = pod.excluded_from(node_object)  # kube-scheduler asked, but /bind trusts no one
     if excluded is not None:
-        return ExtenderBindingResult(excluded.message)
+        return ExtenderBindingResult.refused(excluded.why, excluded.message)
     gang = await check_gang(ctx, pod, node)  # a gang's member: do all its members fit?
     if isinstance(gang, Refusal):
-        return ExtenderBindingResult(gang.message)
+        return ExtenderBindingResult.refused(gang.why, gang.message)
     reserved = await reserve(ctx, pod, node)
     if isinstance(reserved, Refusal):
-        return ExtenderBindingResult(reserved.message)
+        return ExtenderBindingResult.refused(reserved.why, reserved.message)
     t = time.perf_counter()
     try:
         await write_binding(ctx, pod, node, reserved)
@@ -102,7 +102,9 @@ async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBi
             ctx.cache.mark_bound(reserved.lease.key)
             return ExtenderBindingResult()  # the Binding landed; only its reply was lost
         await unreserve(ctx, reserved)
-        return ExtenderBindingResult(f"bind {pod.ref} to {node} failed: {err}")
+        return ExtenderBindingResult.refused(
+            Why.WRITE_FAILED, f"bind {pod.ref} to {node} failed: {err}"
+        )
     ctx.timer.done("binding", t)
     ctx.cache.mark_bound(reserved.lease.key)
     if gang is not None:
@@ -138,16 +140,17 @@ class Binder:
             async with asyncio.timeout(self.bind_wait_s):
                 await self._slots.acquire()
         except TimeoutError:
-            return ExtenderBindingResult(
+            return ExtenderBindingResult.refused(
+                Why.BUSY,
                 f"gpupool extender busy: {self.max_binds} binds in flight for over "
-                f"{self.bind_wait_s:g} s; pod {args.pod_namespace}/{args.pod_name} not bound"
+                f"{self.bind_wait_s:g} s; pod {args.pod_namespace}/{args.pod_name} not bound",
             )
         try:
             self.ctx.timer.done("wait", t)
             async with self._pod_locks.hold(args.pod_uid):
                 pod = await self._pod(args)
                 if isinstance(pod, Refusal):
-                    return ExtenderBindingResult(pod.message)
+                    return ExtenderBindingResult.refused(pod.why, pod.message)
                 return await bind_pod(self.ctx, pod, args.node)
         finally:
             self._slots.release()

@@ -23,6 +23,13 @@ class Why(StrEnum):
     GANG_NO_ROOM = "GangNoRoom"  # the pod's gang does not all fit now
     GANG_NEVER_FITS = "GangNeverFits"  # the pod's gang does not fit the cluster even empty
     GANG_HELD = "GangHeld"  # the pod's room is held on another node
+    # bind only: the extender could not judge or could not write
+    BUSY = "Busy"  # every bind slot stayed taken for BIND_WAIT_S
+    WRITE_FAILED = "WriteFailed"  # the Binding (or the pod's annotations) could not be written
+    NOT_LEADER = "NotLeader"  # this replica does not hold the bind lease
+    NOT_SYNCED = "NotSynced"  # the cache has not listed the cluster yet
+    NO_API = "NoApiClient"  # an extender without an API client (a test's or a bench's)
+    FORWARD_FAILED = "ForwardFailed"  # a standby could not reach the leader
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,12 +115,14 @@ class Metrics:
         )
         self.refusals = Counter(
             "gpupool_extender_refusals",
-            "Nodes refused by filter calls, by the reason of each refusal",
+            "Nodes refused by filter calls and binds refused, by the reason of each refusal",
             ["verb", "reason"],
             registry=r,
         )
         for reason in (*REASON_LABELS, *(w.value for w in Why), ROOM_HELD):
             self.refusals.labels("filter", reason)  # every reason shown from the start, at 0
+        for why in Why:
+            self.refusals.labels("bind", why.value)
         self.scores = Counter(
             "gpupool_extender_node_scores",
             "Nodes given each score (0..10, kube-scheduler's scale) by prioritize calls",
@@ -128,6 +130,11 @@ class Metrics:
             registry=r,
         )
         self._score_series = [self.scores.labels(str(s)) for s in range(MAX_EXTENDER_PRIORITY + 1)]
+
+    def record_bind(self, result: ExtenderBindingResult) -> None:
+        self.binds.labels("error" if result.error else "ok").inc()
+        if result.error:
+            self.refusals.labels("bind", result.reason or "Error").inc()
 
     def record_refusals(self, reason: str, nodes: int) -> None:
         self.refusals.labels("filter", reason).inc(nodes)
@@ -268,15 +275,18 @@ def make_app(
         # not here: a bind is no witness of a lost-and-regained lease between two binds.
         args = ExtenderBindingArgs.from_json(body)
         if not is_leader():
-            result = ExtenderBindingResult(
+            result = ExtenderBindingResult.refused(
+                Why.NOT_LEADER,
                 "this gpupool extender replica is not the leader"
-                + (" (a bind forwarded to it is not forwarded again)" if forwarded else "")
+                + (" (a bind forwarded to it is not forwarded again)" if forwarded else ""),
             )
         elif not ready():
-            result = ExtenderBindingResult("gpupool extender cache is not synced yet")
+            result = ExtenderBindingResult.refused(
+                Why.NOT_SYNCED, "gpupool extender cache is not synced yet"
+            )
         else:
             result = await extender.bind(args)
-        m.binds.labels("ok" if not result.error else "error").inc()
+        m.record_bind(result)
         return result.to_json()
 
     filter_h = verb_handler("filter", run_filter, lambda e: ExtenderFilterResult(error=e).to_json())
@@ -336,11 +346,12 @@ def make_app(
             log.warning("bind forwarded to the leader at %s failed: %s", url, reply.reason)
             m.bind_forwards.labels("error").inc()
             m.requests.labels("bind", "error").inc()
-            m.binds.labels("error").inc()
             error = (
                 f"the bind forwarded to the gpupool extender leader at {url} failed: {reply.reason}"
             )
-            reply = _encode(ExtenderBindingResult(error).to_json())
+            failed = ExtenderBindingResult.refused(Why.FORWARD_FAILED, error)
+            m.record_bind(failed)
+            reply = _encode(failed.to_json())
         m.latency.labels("bind").observe(time.perf_counter() - started)
         return _json(reply)
 

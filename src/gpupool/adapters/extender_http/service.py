@@ -30,6 +30,7 @@ from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
 from gpupool.adapters.extender_http.prioritize import PriorityEncoder, node_scores, score_array
+from gpupool.adapters.extender_http.refusal import Why
 from gpupool.adapters.extender_http.requeue import RefusedPods, requeue, requeue_loop
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import (
@@ -105,7 +106,9 @@ class Extender:
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
         if self.binder is None:
-            return ExtenderBindingResult("this extender has no API client; it cannot bind")
+            return ExtenderBindingResult.refused(
+                Why.NO_API, "this extender has no API client; it cannot bind"
+            )
         return await self.binder.bind(args)
 
     def set_step_timer(self, on_step: Callable[[str, float], None]) -> None:

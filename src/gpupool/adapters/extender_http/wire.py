@@ -139,6 +139,12 @@ class ExtenderBindingArgs:
 @dataclass(frozen=True, slots=True)
 class ExtenderBindingResult:
     error: str = ""
+    # Why the bind was refused (a `refusal.Why` value), for /metrics only: not on the wire.
+    reason: str = ""
+
+    @classmethod
+    def refused(cls, why: str, message: str) -> ExtenderBindingResult:
+        return cls(message, why)
 
     def to_json(self) -> dict[str, Any]:
         return {"Error": self.error}

@@ -1,7 +1,8 @@
-"""GpuPool JSON → the typed `state.pool.PoolObject`, its defragmentation settings checked once
-here: a value the CRD schema cannot rule out (an object stored before a rule, a notice longer
-than the round's timeout) becomes `problem`, which the loop reports as a condition on the
-GpuPool, and nothing of that pool is moved."""
+"""GpuPool JSON → the typed `state.pool.PoolObject`, every setting checked once here. The CRD's
+schema rules out most bad values; a value it cannot rule out (an object stored before a rule, a
+notice longer than the round's timeout) is not raised but kept on the object as a problem — of
+the pool's scope (selector, models, threshold: `problem`) or of its defragmentation settings
+(`defrag_problem`) — which the loops report as a condition on the GpuPool."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpupool.adapters.wire.times import parse_time
-from gpupool.state.pool import InvalidPoolSpec, PoolDefrag, PoolObject
+from gpupool.state.pool import DEFAULT_THRESHOLD_PCT, InvalidPoolSpec, PoolDefrag, PoolObject
 
 
 def _number(spec: Mapping[str, Any], key: str, default: float, low: float) -> float:
@@ -30,12 +31,6 @@ def read_defrag(spec: Mapping[str, Any]) -> PoolDefrag | None:
         raise InvalidPoolSpec(f"spec.defrag must be an object; got {defrag!r}")
     if not defrag.get("enabled", False):
         return None
-    threshold = spec.get("defragThresholdPercent", 30)
-    if isinstance(threshold, bool) or not isinstance(threshold, int) or not 0 <= threshold <= 100:
-        raise InvalidPoolSpec(
-            f"spec.defragThresholdPercent is a percentage of a card's memory from 0 to 100; "
-            f"got {threshold!r}"
-        )
     interval = _number(defrag, "intervalSeconds", 300, 1)
     notice = _number(defrag, "noticeSeconds", 60, 0)
     timeout = _number(defrag, "timeoutSeconds", 900, 1)
@@ -55,7 +50,25 @@ def read_defrag(spec: Mapping[str, Any]) -> PoolDefrag | None:
     orphans = defrag.get("moveOrphans", False)
     if not isinstance(orphans, bool):
         raise InvalidPoolSpec(f"spec.defrag.moveOrphans must be true or false; got {orphans!r}")
-    return PoolDefrag(threshold, interval, notice, timeout, max_moves, orphans)
+    return PoolDefrag(interval, notice, timeout, max_moves, orphans)
+
+
+def _scope(
+    name: str, spec: Mapping[str, Any]
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], int]:
+    selector = spec.get("nodeSelector") or {}
+    if not isinstance(selector, Mapping):
+        raise InvalidPoolSpec(f"GpuPool {name}: spec.nodeSelector must map labels to values")
+    models = spec.get("models") or []
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise InvalidPoolSpec(f"GpuPool {name}: spec.models must be a list of model names")
+    threshold = spec.get("defragThresholdPercent", DEFAULT_THRESHOLD_PCT)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or not 0 <= threshold <= 100:
+        raise InvalidPoolSpec(
+            f"GpuPool {name}: spec.defragThresholdPercent is a percentage of a card's memory "
+            f"from 0 to 100; got {threshold!r}"
+        )
+    return tuple(sorted((str(k), str(v)) for k, v in selector.items())), tuple(models), threshold
 
 
 def read_pool(obj: Mapping[str, Any]) -> PoolObject:
@@ -64,27 +77,26 @@ def read_pool(obj: Mapping[str, Any]) -> PoolObject:
     status = obj.get("status") or {}
     name = str(meta.get("name") or "")
     generation = meta.get("generation")
-    selector = spec.get("nodeSelector") or {}
-    models = spec.get("models") or ()
+    pool = PoolObject(name, generation if isinstance(generation, int) else 0)
+    try:
+        selector, models, threshold = _scope(name, spec)
+    except InvalidPoolSpec as err:
+        return PoolObject(pool.name, pool.generation, problem=str(err))
     defrag: PoolDefrag | None = None
     problem: str | None = None
     try:
         defrag = read_defrag(spec)
     except InvalidPoolSpec as err:
         problem = str(err)
-    last = (
-        (status.get("defrag") or {}).get("lastRound")
-        if isinstance(status.get("defrag"), Mapping)
-        else None
-    )
+    history = status.get("defrag") if isinstance(status, Mapping) else None
+    last = history.get("lastRound") if isinstance(history, Mapping) else None
     return PoolObject(
-        name=name,
-        generation=generation if isinstance(generation, int) else 0,
-        node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items()))
-        if isinstance(selector, Mapping)
-        else (),
-        models=tuple(str(m) for m in models) if isinstance(models, list) else (),
+        name=pool.name,
+        generation=pool.generation,
+        node_selector=selector,
+        models=models,
+        threshold_pct=threshold,
         defrag=defrag,
-        problem=problem,
+        defrag_problem=problem,
         last_round=parse_time(last) if isinstance(last, str) else None,
     )

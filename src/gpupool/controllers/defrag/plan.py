@@ -2,8 +2,9 @@
 GpuNodes with their marks, GpuLeases), the tenant pods and the PodDisruptionBudgets, what to
 mark, notice, evict, hold and release.
 
-A GpuPool defragments when `spec.defrag.enabled`; settings that cannot be used (`problem`) give
-the pool a False `Defragmentation` condition and nothing of it moves. For an enabled pool:
+A GpuPool defragments when `spec.defrag.enabled`; settings that cannot be used (its
+`any_problem`) give the pool a False `Defragmentation` condition and nothing of it moves. For an
+enabled pool:
 - **A new round** starts when the pool has no card marked and `intervalSeconds` have passed
   since the last (`status.defrag.lastRound`). The placement core's planner
   (`placement.defrag.plan_defrag`) chooses over the pool's cards: lowest priority first, never an
@@ -103,7 +104,11 @@ def pool_scope(
     scope = snap.present.copy()
     for i, name in enumerate(snap.names):
         node = placement.nodes.get(name)
-        if node is None or not pool.covers(node) or (closable is not None and name not in closable):
+        if (
+            node is None
+            or not pool.covers_node(node.labels)
+            or (closable is not None and name not in closable)
+        ):
             scope[i, :] = False
     if pool.models:
         ids = [snap.model_ids[m] for m in pool.models if m in snap.model_ids]
@@ -155,7 +160,7 @@ def _hold_for(
 def rules_of(pool: PoolObject) -> DefragRules:
     assert pool.defrag is not None
     d = pool.defrag
-    return DefragRules(float(d.threshold_pct), d.max_moves, d.move_orphans)
+    return DefragRules(float(pool.threshold_pct), d.max_moves, d.move_orphans)
 
 
 def plan_one(
@@ -205,9 +210,9 @@ def plan_defrag_round(
     by_name = {p.name: p for p in pools}
     conditions: list[PoolCondition] = []
     for pool in pools:
-        if pool.problem is not None:
+        if pool.any_problem is not None:
             conditions.append(
-                PoolCondition(pool.name, pool.generation, False, "InvalidSpec", pool.problem)
+                PoolCondition(pool.name, pool.generation, False, "InvalidSpec", pool.any_problem)
             )
         elif pool.defrag is None:
             conditions.append(
@@ -227,7 +232,7 @@ def plan_defrag_round(
                     pool.generation,
                     True,
                     "Enabled",
-                    f"cards above {d.threshold_pct}% fragmentation are cleared, a "
+                    f"cards above {pool.threshold_pct}% fragmentation are cleared, a "
                     f"round at most every {d.interval_s:g}s",
                 )
             )
@@ -284,7 +289,7 @@ def plan_defrag_round(
     busy = {m.pool for m in standing.values()}
     for pool in pools:
         settings = pool.defrag
-        if settings is None or pool.problem is not None or pool.name in busy:
+        if settings is None or pool.any_problem is not None or pool.name in busy:
             continue
         d = settings
         if pool.last_round is not None and now - pool.last_round < d.interval_s:
@@ -316,7 +321,7 @@ def plan_defrag_round(
             message = (
                 f"defragmentation (GpuPool {pool.name}) moves this pod off GPU slot {src_slot} "
                 f"of node {src_node} ({format_bytes(move.source.mem_bytes[0])}, priority "
-                f"{move.priority}): the card is above {d.threshold_pct}% fragmentation; evicted "
+                f"{move.priority}): the card is above {pool.threshold_pct}% fragmentation; evicted "
                 f"at {format_time(now + d.notice_s)} (buffer {d.notice_s:g}s), its owner "
                 f"recreates it (room for it e.g. on {dst_node} slot {dst_slot})"
             )

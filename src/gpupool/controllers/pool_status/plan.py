@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpupool.state.pool_scope import PoolScope
+from gpupool.state.pool import PoolObject
 
 CONDITION = "CardsFragmented"
 LISTED_CARDS = 10  # cards named in the condition's message; the count says the rest
@@ -74,7 +74,7 @@ class PoolStatus:
 
 
 def pool_status(
-    pool: PoolScope, cards: Iterable[PoolCard], labels: Mapping[str, Mapping[str, str]]
+    pool: PoolObject, cards: Iterable[PoolCard], labels: Mapping[str, Mapping[str, str]]
 ) -> PoolStatus:
     """`labels`: each node's labels by name (a card on a node not listed is not covered)."""
     mine = [c for c in cards if c.node in labels and pool.covers(labels[c.node], c.model)]
@@ -101,7 +101,7 @@ def pool_status(
 
 
 def plan_pool_statuses(
-    pools: Sequence[PoolScope],
+    pools: Sequence[PoolObject],
     cards: Sequence[PoolCard],
     labels: Mapping[str, Mapping[str, str]],
 ) -> tuple[PoolStatus, ...]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpupool.adapters.kubernetes.node import read_node
-from gpupool.adapters.kubernetes.pool_scope import read_pool_scope
+from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.controller import CardReading
 from gpupool.controllers.pool_status.plan import CONDITION, PoolCard, PoolStatus, pool_status
 from gpupool.domain.errors import GpupoolError
@@ -87,14 +87,14 @@ class PoolStatusReconciler:
             old = next((c for c in conditions if c.get("type") == CONDITION), None)
             others = [c for c in conditions if c.get("type") != CONDITION]
             name = str((obj.get("metadata") or {}).get("name") or "")
-            try:
-                scope = read_pool_scope(obj)
-            except GpupoolError as err:
-                generation = (obj.get("metadata") or {}).get("generation") or 0
+            pool = read_pool(obj)
+            if pool.problem is not None:
                 wanted: Json = {}
-                cond = condition_json("Unknown", "InvalidSpec", str(err), generation, stamp, old)
+                cond = condition_json(
+                    "Unknown", "InvalidSpec", pool.problem, pool.generation, stamp, old
+                )
             else:
-                status = pool_status(scope, pool_cards, labels)
+                status = pool_status(pool, pool_cards, labels)
                 done.append(status)
                 wanted = status_json(status)
                 state = "True" if status.condition_true else "False"
