@@ -389,6 +389,31 @@ def test_bind_refuses_a_node_the_pods_selector_excludes() -> None:
     assert _bind(api, ctx, "p", "m") == ""
 
 
+def test_a_lease_the_controller_restores_after_the_list_still_holds_its_bytes() -> None:
+    """The chaos e2e's double booking: the node's leases were listed while a running pod's lease
+    was deleted (its bytes held as an orphan); the controller then made the lease again, which
+    ends the orphan, and only the watch says so. The next plan on that node, from the same list,
+    must still go around those bytes: here the 16Gi hole they fill is the best fit for a 16Gi
+    pod, and the card has room elsewhere."""
+    first = _lease("first", 24, phase=LeasePhase.ACTIVE)  # [0, 24)
+    running = replace(
+        _lease("run", 16, phase=LeasePhase.ACTIVE),
+        slices=(Slice(0, f"GPU-{NODE}-0", "A100-80GB", 24 * GiB, 16 * GiB, 0),),  # [24, 40)
+    )
+    api = MemoryApi([_pod_json("p", 8), _pod_json("b", 16)], [first, running])
+    ctx = _ctx(api)
+    del api.leases[running.key]  # `kubectl delete gl`
+    assert ctx.cache.lose_lease(running.key)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))  # lists: the orphan is not in it
+    assert isinstance(got, Reservation) and got.lease.slices[0].offset_bytes == 40 * GiB
+    api.leases[running.key] = running  # the controller restores it; the watch tells the cache
+    ctx.cache.set_lease(running)
+    assert running.key not in ctx.cache.orphans
+    placed = asyncio.run(reserve(ctx, _pod(api, "b"), NODE))  # from the same list
+    assert isinstance(placed, Reservation), placed
+    assert placed.lease.slices[0].offset_bytes == 48 * GiB  # beside them, not over [24, 40)
+
+
 def test_reserve_lays_a_slice_around_an_orphan_no_list_shows() -> None:
     """A running pod's lease was deleted (kept in the cache as an orphan): a fresh list of the
     node lacks it, and the next slice must still go beside its bytes."""

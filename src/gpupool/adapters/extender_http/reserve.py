@@ -3,7 +3,9 @@ pod's GpuLease on the node, its undo deletes it again.
 
 Reserve, under the node's lock:
 1. list the node's leases from the API server (a consistent read) when the node's ledger is
-   stale, and fold them into the cache, so a stale cache can never hide a lease;
+   stale, and fold them into the cache, so a stale cache can never hide a lease; what the cache
+   holds on the node beyond that list (orphans, a lease the controller restored since) counts
+   too;
 2. a lease the pod already holds there is the reservation (a retried bind);
 3. plan the pod on the node against those leases (`lease_plan.plan_lease`) and hold the lease in
    memory (`hold`): later binds on this node plan around it without waiting for the API server;
@@ -90,6 +92,13 @@ async def relist(ctx: BindContext, node: str) -> None:
     fold(ctx, node, ledger.leases())
 
 
+def _cached_on(ctx: BindContext, node: str) -> list[LeaseRecord]:
+    """The cache's holds on `node`: its leases (orphans among them) that hold capacity."""
+    seen = {x.key: x for x in ctx.cache.leases_on(node)}
+    seen.update((o.key, o) for o in ctx.cache.orphans_on(node))
+    return list(seen.values())
+
+
 async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation | Refusal:
     """The pod's lease on `node`: one it already holds, or one created now; or why not."""
     ledger = ctx.ledgers[node]
@@ -106,10 +115,14 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
                 await relist(ctx, node)
                 t = ctx.timer.done("list_leases", t)
             listed_keys = {x.key for x in ledger.leases()}
-            # what bound pods hold without a lease (a lease deleted under a running pod): no
-            # list shows it, and no slice may be laid over it
-            known = [*ledger.leases(), *(o for o in ctx.cache.orphans_on(node)
-                                         if o.key not in listed_keys)]  # fmt: skip
+            # What the ledger's list lacks but the cache knows, and no slice may be laid over:
+            # what bound pods hold without a lease (a lease deleted under a running pod: no list
+            # shows it), and leases another writer made since the list (the controller
+            # restoring such a lease from its pod's allocation: it is no orphan any more, and
+            # only the watch has told us). Counting a lease the list no longer has is safe: a
+            # refusal re-lists and plans again.
+            known = [*ledger.leases(), *(x for x in _cached_on(ctx, node)
+                                         if x.key not in listed_keys)]  # fmt: skip
             mine = [x for x in known if x.pod.uid == pod.uid and x.holds_capacity]
             if mine:
                 return Reservation(mine[0], created=False)
