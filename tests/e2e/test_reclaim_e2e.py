@@ -183,8 +183,13 @@ def test_a_pod_disruption_budget_holds_the_eviction_back(stack: Stack) -> None:
 
     why = poll_until(blocked, timeout_s=60, interval_s=0.2)
     assert why is not None, stack.tail()
-    events = [e for e in pod_events(api, nb, "b4") if e["reason"] == "EvictionBlocked"]
-    assert events and "PodDisruptionBudget" in events[0]["message"], events
+
+    def blocked_events() -> list[dict[str, Any]] | None:  # the event follows the annotation
+        got = [e for e in pod_events(api, nb, "b4") if e["reason"] == "EvictionBlocked"]
+        return got or None
+
+    events = poll_until(blocked_events, timeout_s=30, interval_s=0.2)
+    assert events and "PodDisruptionBudget" in events[0]["message"], (events, stack.tail())
     assert pod_running(api, nb, "b4") is not None
     a1 = pod_get(api, na, "a1")
     assert a1 is not None and {"name": "gpupool.io/quota"} in a1["spec"]["schedulingGates"]
