@@ -256,15 +256,24 @@ def test_the_fragmented_card_is_fixed_and_the_large_pod_runs(stack: Stack) -> No
         assert NOTICE not in pod_annotations(pod), pod["metadata"]["name"]
     assert set(_running_on(api, ns, "solo", 1) or {}) == {solo}
 
-    events = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+    def with_moved() -> list[dict[str, Any]] | None:  # events follow what they report
+        got: list[dict[str, Any]] = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+        return got if any(e["reason"] == "DefragMoved" for e in got) else None
+
+    events = poll_until(with_moved, timeout_s=30, interval_s=0.2) or []
     reasons = [e["reason"] for e in events if e["involvedObject"]["name"].startswith("low-")]
     assert reasons.count("DefragNotice") == 1 and reasons.count("DefragMoved") == 1, reasons
     noticed = next(e for e in events if e["reason"] == "DefragNotice")
     assert f"GpuPool {pool}" in noticed["message"] and f"{ns}/large" in noticed["message"]
     assert not [e for e in events if e["reason"] == "DefragNotice"
                 and not e["involvedObject"]["name"].startswith("low-")]  # fmt: skip
-    pool_events = [e for e in api.get("/api/v1/namespaces/default/events")["items"]
-                   if e["involvedObject"].get("name") == pool]  # fmt: skip
+
+    def released() -> list[dict[str, Any]] | None:
+        got = [e for e in api.get("/api/v1/namespaces/default/events")["items"]
+               if e["involvedObject"].get("name") == pool]  # fmt: skip
+        return got if any(e["reason"] == "DefragReleased" for e in got) else None
+
+    pool_events = poll_until(released, timeout_s=30, interval_s=0.2) or []
     assert {"DefragRound", "DefragReleased"} <= {e["reason"] for e in pool_events}, pool_events
     condition = _condition(api, pool)
     assert condition is not None and condition["status"] == "True", condition

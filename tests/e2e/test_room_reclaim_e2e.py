@@ -193,7 +193,11 @@ def test_a_borrowed_pod_on_the_node_that_can_fit_the_pod_is_evicted_for_room(roo
     assert ended["status"]["reclaim"]["reason"] == "RoomReclaim", ended["status"]
     assert f"room on node {NODE_X} for pod {na}/a1" in ended["status"]["reclaim"]["message"]
 
-    events = pod_events(api, nb, "b3")
+    def with_reclaimed() -> list[dict[str, Any]] | None:  # events follow what they report
+        got = pod_events(api, nb, "b3")
+        return got if any(e["reason"] == "Reclaimed" for e in got) else None
+
+    events = poll_until(with_reclaimed, timeout_s=30, interval_s=0.2) or pod_events(api, nb, "b3")
     reasons = [e["reason"] for e in events]
     assert reasons.count("ReclaimNotice") == 1 and "Reclaimed" in reasons, reasons
     noticed = next(e for e in events if e["reason"] == "ReclaimNotice")

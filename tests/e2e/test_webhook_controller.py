@@ -331,10 +331,16 @@ def test_over_quota_pods_wait_gated_and_are_admitted_in_priority_then_fifo_order
     assert status is not None, api.get(f"{QUOTAS}/{tenant}")
     assert status["used"] == "24Gi" and status["pods"] == 2
     assert [q["name"] for q in status["queue"]] == ["wait-urgent", "wait-a", "wait-b"]
+
+    def queued_event() -> list[dict[str, Any]] | None:  # the event follows the status write
+        items: list[dict[str, Any]] = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
+        mine = [e for e in items if e["involvedObject"]["name"] == "wait-b"]
+        return items if any(e["reason"] == "Queued" for e in mine) else None
+
     events = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
-    assert any(
-        e["reason"] == "Queued" and e["involvedObject"]["name"] == "wait-b" for e in events
-    ), [(e["reason"], e["involvedObject"]["name"]) for e in events]
+    assert poll_until(queued_event, timeout_s=30, interval_s=0.2), [
+        (e["reason"], e["involvedObject"]["name"]) for e in events
+    ]
 
     # capacity frees: the highest priority goes first, then the earliest submitted
     api.delete(f"{pods}/run-1")
