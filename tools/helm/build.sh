@@ -11,19 +11,14 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../go-build-env.sh
+source "$here/../go-build-env.sh"
 force=0
 [[ "${1:-}" == "--force" ]] && force=1
+need_go 1.26
 
-if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
-  export PATH="/usr/local/go/bin:$PATH"
-fi
-command -v go >/dev/null || { echo "build.sh: go is not on PATH (need go >= 1.26)" >&2; exit 1; }
-
-# version of a required module, from the wrapper go.mod
-modver() { awk -v m="$1" '$1 == "require" && $2 == m {print $3} $1 == m && NF >= 2 {print $2}' "$here/helm/go.mod" | head -n1; }
-
-helm_version="$(modver helm.sh/helm/v3)"
-client_version="$(modver k8s.io/client-go)"
+helm_version="$(modver "$here/helm/go.mod" helm.sh/helm/v3)"
+client_version="$(modver "$here/helm/go.mod" k8s.io/client-go)"
 for v in "$helm_version" "$client_version"; do
   [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "build.sh: cannot read versions from helm/go.mod" >&2; exit 1; }
 done
@@ -36,11 +31,7 @@ if [[ $force == 0 && -x "$bin/helm" && "$(cat "$bin/.built" 2>/dev/null)" == "$t
   exit 0
 fi
 
-export GOFLAGS="${GOFLAGS:--mod=mod}"
-jobs="${GPUPOOL_K8S_BUILD_JOBS:-2}"
-mkdir -p "$bin"
-staging="$(mktemp -d "$bin/.staging.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
+go_build_env "$bin"
 t0=$SECONDS
 
 # helm's own Makefile sets these: its version, and the Kubernetes version `helm lint` and

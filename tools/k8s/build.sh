@@ -16,20 +16,15 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../go-build-env.sh
+source "$here/../go-build-env.sh"
 force=0
 [[ "${1:-}" == "--force" ]] && force=1
+need_go 1.24
 
-if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
-  export PATH="/usr/local/go/bin:$PATH"
-fi
-command -v go >/dev/null || { echo "build.sh: go is not on PATH (need go >= 1.24)" >&2; exit 1; }
-
-# version of a required module, from a wrapper go.mod
-modver() { awk -v m="$2" '$1 == "require" && $2 == m {print $3} $1 == m && NF == 2 {print $2}' "$here/$1/go.mod" | head -n1; }
-
-kube_version="$(modver kubernetes k8s.io/kubernetes)"
-etcd_version="$(modver etcd go.etcd.io/etcd/server/v3)"
-kwok_version="$(modver kwok sigs.k8s.io/kwok)"
+kube_version="$(modver "$here/kubernetes/go.mod" k8s.io/kubernetes)"
+etcd_version="$(modver "$here/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+kwok_version="$(modver "$here/kwok/go.mod" sigs.k8s.io/kwok)"
 for v in "$kube_version" "$etcd_version" "$kwok_version"; do
   [[ "$v" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "build.sh: cannot read versions from go.mod files" >&2; exit 1; }
 done
@@ -53,12 +48,7 @@ if [[ ${#missing[@]} == 0 ]]; then
 fi
 wanted() { local b; for b in "${missing[@]}"; do [[ "$b" == "$1" ]] && return 0; done; return 1; }
 
-# 2 cores on the reference machine: more parallelism only adds memory pressure.
-export GOFLAGS="${GOFLAGS:--mod=mod}"
-jobs="${GPUPOOL_K8S_BUILD_JOBS:-2}"
-mkdir -p "$bin"
-staging="$(mktemp -d "$bin/.staging.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
+go_build_env "$bin"
 
 t0=$SECONDS
 step() { echo "build.sh: $* ($((SECONDS - t0))s)" >&2; }
