@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpupool.domain.requests import MILLI
 from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
@@ -67,14 +68,15 @@ class HostReserve:
             sets[hosts.tobytes()] = (mask, before + load)
         self.sets = np.array([m for m, _ in sets.values()], dtype=bool).reshape(-1, len(snap))
         self.fractions = np.array([load / total for _, load in sets.values()]) if total else None
-        # per request (shape, memory): its narrower sets and the cell of each node among them
-        self._narrow: dict[tuple[Shape, int], tuple[IntArray, IntArray]] = {}
+        # per request (shape, memory): its narrower sets' fractions, their members (as floats,
+        # for the products below) and the cell of each node among them
+        self._narrow: dict[tuple[Shape, int], tuple[FloatArray, FloatArray, IntArray]] = {}
 
     def narrower(
         self, snap: ClusterSnapshot, shape: Shape, memory_mib: int
-    ) -> tuple[IntArray, IntArray]:
-        """The sets strictly inside the request's host set, and each node's cell: nodes in the
-        same cell belong to the same ones of those sets."""
+    ) -> tuple[FloatArray, FloatArray, IntArray]:
+        """The sets strictly inside the request's host set (their fractions and members), and
+        each node's cell: nodes in the same cell belong to the same ones of those sets."""
         key = (shape, memory_mib)
         found = self._narrow.get(key)
         if found is None:
@@ -82,9 +84,12 @@ class HostReserve:
             inside = ~(self.sets & ~mine).any(axis=1)
             same = (self.sets == mine).all(axis=1)
             sets = np.flatnonzero(inside & ~same)
+            fractions = (
+                self.fractions[sets] if self.fractions is not None else np.zeros(0)
+            ).astype(np.float64)
             member = np.packbits(self.sets[sets], axis=0).T  # (N, bytes)
             cell = np.unique(member, axis=0, return_inverse=True)[1].reshape(-1)
-            found = (sets.astype(np.int64), cell.astype(np.int64))
+            found = (fractions, self.sets[sets].astype(np.float64), cell.astype(np.int64))
             self._narrow[key] = found
         return found
 
@@ -93,17 +98,22 @@ class HostReserve:
         req, rows, snap = ctx.req, ctx.rows, ctx.snap
         if self.fractions is None or not req.wants_gpu or len(rows) == 0:
             return np.zeros(len(rows))
-        sets, cell = self.narrower(snap, Shape.of(req), req.memory_mib)
-        if len(sets) == 0:
+        fractions, members, cell = self.narrower(snap, Shape.of(req), req.memory_mib)
+        if len(fractions) == 0:
             return np.zeros(len(rows))
-        free = np.where(snap.present & snap.healthy, snap.share_free, 0).sum(axis=1)
-        free = free.astype(np.float64)
-        members = self.sets[sets]
+        free = np.where(snap.healthy, snap.share_free, 0).sum(axis=1).astype(np.float64)
         in_set = members @ free
-        pressure = np.where(
-            in_set > 0, self.fractions[sets] * free.sum() / np.maximum(in_set, 1.0), 0.0
-        )
+        pressure = fractions * free.sum() / np.maximum(in_set, 1.0)
         reserved = pressure @ members  # per node, the fraction of its free share reserved
-        surplus = np.maximum(np.bincount(cell, weights=free * (1.0 - reserved)), 0.0)
-        taken = (snap.share_free[rows].sum(axis=1) - ctx.share_after.sum(axis=1)).astype(float)
-        return np.asarray(np.clip(taken - surplus[cell[rows]], 0.0, taken), dtype=np.float64)
+        surplus = np.maximum(np.bincount(cell, weights=free * (1.0 - reserved)), 0.0)[cell[rows]]
+        # The share taken is at most the request's cards; only where the surplus is smaller is
+        # it worked out (the cards on each candidate: as costly as scoring, so only there).
+        cost = np.zeros(len(rows))
+        short = np.flatnonzero(surplus < req.gpu_count * MILLI)
+        if len(short):
+            sub = PlanContext(snap, req, ctx.feas, rows[short])
+            taken = (snap.share_free[sub.rows].sum(axis=1) - sub.share_after.sum(axis=1)).astype(
+                np.float64
+            )
+            cost[short] = np.clip(taken - surplus[short], 0.0, taken)
+        return cost
