@@ -5,8 +5,11 @@ for its asks. Most tasks fit most nodes, but some fit only a few: on the Alibaba
 8-GPU task asking 120 cores and 625-720 GiB fits only the 39 G3 nodes (128 cores, 768 GiB), an
 8-GPU task only the 8-card nodes, a 4-GPU task asking 313 GiB only nodes with that much memory.
 A task that could have gone elsewhere and takes such a node's share takes a place one of those
-tasks will be refused later: FGD (and gpupool before this) put 8-GPU tasks of 64-88 cores on G3
-nodes early, and from half load on every 8-GPU task of 120 cores was refused.
+tasks will be refused later. FGD's one-step measure partly sees this (a node that cannot host a
+shape counts all its free share as fragment for it, which pulls other tasks to such nodes), but
+any measure that prefers a big node for its own reasons overrides it: a variant of gpupool that
+judged CPU by the workload's mix put 4-GPU tasks on G3 and refused the 120-core tasks from half
+load on, where FGD refuses them only once G3 is full (70-80%).
 
 The idea is model reserves' (reserve.py) with the set of models replaced by the set of nodes that
 could host a shape when empty (its *host set*, fixed by the nodes' sizes). Of the target
