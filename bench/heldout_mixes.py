@@ -10,6 +10,8 @@ The mixes (`bench/mixes.py`, each a deterministic variant of `openb_pod_list_def
   their small CPU request (the first, less realistic stand-in; kept because it showed a loss);
 - `gpuspec25/33`: a quarter / a third of the GPU tasks accept only one model (or one V100
   family), drawn in proportion to the cards that could host them.
+`builtin` (not in `all`) is `gpupool simulate`'s built-in scenario, its own nodes and pods.
+Any other name is a shared pod list of the trace (`default`, `gpushare40`, ...).
 Per mix: unallocated GPU % at 100% and 130% arrived load for each policy (mean, sd, per seed),
 and the paired difference gpupool - fgd per seed (mean, sd, min, max; negative: gpupool better).
 """
@@ -25,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from gpupool.cli.simulate import parse_seeds
+from gpupool.domain.devices import Node
 from gpupool.domain.requests import Request
+from gpupool.simulator.builtin import builtin_scenario
 from gpupool.simulator.fill import FillConfig, run_fill
 from gpupool.simulator.openb import load_nodes, load_pods
 
@@ -35,18 +39,21 @@ from mixes import MIXES
 DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/traces/alibaba-gpu-v2023"
 
 
-def requests_of(trace: Path, mix: str) -> list[Request]:
+def inputs(trace: Path, mix: str) -> tuple[list[Node], list[Request]]:
+    if mix == "builtin":
+        scenario = builtin_scenario()
+        return list(scenario.nodes), list(scenario.requests)
     nodes = load_nodes(trace / "openb_node_list_gpu_node.csv")
     if mix in MIXES:
         base = [p.request for p in load_pods(trace / "openb_pod_list_default.csv")]
-        return MIXES[mix](base, nodes)
-    return [p.request for p in load_pods(trace / f"openb_pod_list_{mix}.csv")]
+        return nodes, MIXES[mix](base, nodes)
+    return nodes, [p.request for p in load_pods(trace / f"openb_pod_list_{mix}.csv")]
 
 
 def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
     trace, policy, mix, seed = job
-    nodes = load_nodes(trace / "openb_node_list_gpu_node.csv")
-    run = run_fill(nodes, requests_of(trace, mix), policy, FillConfig(seed=seed))
+    nodes, requests = inputs(trace, mix)
+    run = run_fill(nodes, requests, policy, FillConfig(seed=seed))
     return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
 
 

@@ -7,7 +7,12 @@ Runs the fill experiment's loop (same shuffle, inflation and node order as `run_
 - refused tasks per load band (10% of arrived load), by task kind (cpu, share, 1, 2, 4, 8 GPUs),
   by restriction (the accepted models, or `any`), with the planner's most common node reason;
 - at each `--at` load: per GPU model, the allocated share of its cards, its whole idle cards and
-  idle nodes, and where the GPU placed so far went (restricted vs unrestricted tasks).
+  idle nodes, and where the GPU placed so far went (restricted vs unrestricted tasks);
+- and per node class (model/cards/cores/GiB), where the free GPUs are: free GPUs, whole idle
+  cards, and the free cores and GiB beside them (on the nodes with free share), which tells
+  cards stranded by CPU or memory from fragments.
+Multi-GPU tasks are keyed with their CPU and memory (`8 120c 700Gi any`): those decide which
+nodes can host them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import math
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import numpy as np
 
 from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.planner import Planner
@@ -37,7 +44,28 @@ def kind(req: Request) -> str:
         return "cpu"
     if not req.whole_cards:
         return "share"
-    return str(req.gpu_count)
+    if req.gpu_count == 1:
+        return "1"
+    return f"{req.gpu_count} {req.cpu_milli // 1000}c {req.memory_mib // 1024}Gi"
+
+
+def node_classes(snap: ClusterSnapshot) -> dict[str, object]:
+    """Per node class, its free GPUs, idle cards, and the cores and GiB free beside them."""
+    out: dict[str, dict[str, float]] = {}
+    free = snap.share_free.sum(axis=1)
+    idle = snap.fully_free().sum(axis=1)
+    for i in np.flatnonzero(free > 0):
+        model = snap.model_names[int(snap.model_id[i, 0])]
+        name = f"{model}/{snap.gpu_count[i]}/{snap.cpu_cap[i] // 1000}c/{snap.mem_cap[i] // 1024}Gi"
+        row = out.setdefault(
+            name, {"nodes": 0, "free_gpus": 0.0, "idle_cards": 0, "cores": 0, "GiB": 0}
+        )
+        row["nodes"] += 1
+        row["free_gpus"] += round(float(free[i]) / MILLI, 2)
+        row["idle_cards"] += int(idle[i])
+        row["cores"] += int(snap.cpu_free[i]) // 1000
+        row["GiB"] += int(snap.mem_free[i]) // 1024
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["free_gpus"]))
 
 
 def model_state(snap: ClusterSnapshot, placed: dict[str, Counter[str]]) -> dict[str, object]:
@@ -100,6 +128,7 @@ def run(nodes_path: Path, requests: list[Request], policy: str, seed: int, at: l
             states[pending.pop(0)] = {
                 "allocated_pct": round(100.0 * allocated / capacity, 2),
                 "models": model_state(snap, placed),
+                "free_by_node_class": node_classes(snap),
             }
     return {
         "refused_by_band": {b: dict(c.most_common(12)) for b, c in sorted(refused.items())},

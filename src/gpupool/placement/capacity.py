@@ -4,10 +4,14 @@ FGD's measure (fragmentation.py) asks, per shape, "can this node host one more?"
 "if only tasks of this shape came, how much of the free share would they fill?", counting every
 instance that fits: per card, as many slices as fit (the remainder below one slice is stranded);
 whole-card shapes, as many groups of free cards as fit; and at most as many instances as the
-node's free CPU allows, which is where GPUs most often strand on real nodes (a node with three
-free cards and CPU for one task strands two cards, which the one-step measure cannot see).
+node's free CPU and free memory allow, which is where GPUs most often strand on real nodes (a
+node with three free cards and CPU for one task strands two cards, which the one-step measure
+cannot see; a G2 node holding a 4-GPU task that asked 313 of its 384 GiB has four free cards and
+memory for no other multi-GPU task).
 The node's stranded capacity is the frequency-weighted sum over shapes; CPU-only shapes count all
 free share, as in FGD.
+
+Memory is each shape's mean ask (TargetWorkload.memory_mib); FGD's measure has no memory.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ from gpupool.placement.workload import Shape, TargetWorkload
 class CapacityModel:
     def __init__(self, snap: ClusterSnapshot, workload: TargetWorkload) -> None:
         self.cpu_only_weight = 0.0
-        groups: dict[Shape, list[tuple[int, float]]] = {}
-        for shape, weight in zip(workload.shapes, workload.weights, strict=True):
+        groups: dict[Shape, list[tuple[int, int, float]]] = {}
+        for k, (shape, weight) in enumerate(zip(workload.shapes, workload.weights, strict=True)):
             if not shape.wants_gpu:
                 self.cpu_only_weight += weight
                 continue
             gpu_part = replace(shape, cpu_milli=0)
-            groups.setdefault(gpu_part, []).append((shape.cpu_milli, weight))
+            groups.setdefault(gpu_part, []).append((shape.cpu_milli, workload.memory_of(k), weight))
         # Shapes that differ only in CPU share the card arithmetic; the CPU bound is per shape.
         # Stacked so that one pass of array operations measures every group: thresholds
         # (S, N, G), and per member shape (M) its group, CPU demand and weight.
@@ -48,10 +52,17 @@ class CapacityModel:
             [k for k, (_, members) in enumerate(parts) for _ in members], dtype=np.int64
         )
         self._group_start = np.searchsorted(self._member_group, np.arange(len(parts)))
-        self._cpus = np.array([c for _, m in parts for c, _ in m], dtype=np.int64)
-        self._weights = np.array([w for _, m in parts for _, w in m], dtype=np.float64)
+        self._cpus = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
+        self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
+        self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
 
-    def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
+    def node_frag(
+        self,
+        rows: IntArray,
+        cpu_free: IntArray,
+        share_free: IntArray,
+        mem_free: IntArray | None = None,
+    ) -> FloatArray:
         total = share_free.sum(axis=1).astype(np.float64)
         if not self.group_count:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
@@ -65,11 +76,15 @@ class CapacityModel:
         used = np.where(
             self._whole, instances * (self._count * MILLI), (per_card * need).sum(axis=2)
         ).astype(np.float64)
-        # (B, M): the fraction of its group's instances the node's CPU allows, per shape
+        # (B, M): the fraction of its group's instances the node's CPU and memory allow, per shape
         g = self._member_group
         inst = instances[g].T
+        per_inst = np.maximum(inst, 1)
         allowed = np.where(self._cpus > 0, cpu_free[:, None] // np.maximum(self._cpus, 1), inst)
-        scale = np.minimum(1.0, allowed / np.maximum(inst, 1))
+        scale = np.minimum(1.0, allowed / per_inst)
+        if mem_free is not None:
+            fit = np.where(self._mems > 0, mem_free[:, None] // np.maximum(self._mems, 1), inst)
+            scale = np.minimum(scale, np.minimum(1.0, fit / per_inst))
         strand = (total[:, None] - used[g].T * scale) * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
         terms = np.empty((self.group_count + 1, len(rows)))

@@ -33,6 +33,11 @@ class PlanContext:
         return self.snap.cpu_free[self.rows] - self.req.cpu_milli
 
     @cached_property
+    def mem_after(self) -> IntArray:
+        """Free node memory (MiB) after placing on each candidate."""
+        return self.snap.mem_free[self.rows] - self.req.memory_mib
+
+    @cached_property
     def share_after(self) -> IntArray:
         """(B, G) free share per card after placing on each candidate."""
         snap, rows = self.snap, self.rows

@@ -39,7 +39,16 @@ class _Group:
 class NodeMeasure(Protocol):
     """A per-node fragmentation measure, evaluated for hypothetical node states."""
 
-    def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray: ...
+    def node_frag(
+        self,
+        rows: IntArray,
+        cpu_free: IntArray,
+        share_free: IntArray,
+        mem_free: IntArray | None = None,
+    ) -> FloatArray:
+        """Per node of `rows`, its measure if it had `cpu_free` (B,), `share_free` (B, G) and
+        `mem_free` (B,) MiB of node memory (None: memory does not bound it)."""
+        ...
 
 
 class FragmentationModel:
@@ -98,8 +107,15 @@ class FragmentationModel:
             ]
         ).reshape(len(self.groups), len(cuts) + 1)
 
-    def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
-        """Fragmentation of nodes `rows` if they had `cpu_free` (B,) and `share_free` (B, G).
+    def node_frag(
+        self,
+        rows: IntArray,
+        cpu_free: IntArray,
+        share_free: IntArray,
+        mem_free: IntArray | None = None,
+    ) -> FloatArray:
+        """Fragmentation of nodes `rows` if they had `cpu_free` (B,) and `share_free` (B, G);
+        node memory is not part of FGD's measure (`mem_free` is ignored).
 
         Per group: fits_cpu x (the partial cards if the node can host the group, else all its
         free share) + the rest of the group's weight x all its free share; the terms are added

@@ -3,6 +3,9 @@
 FGD measures fragmentation against it, and the simulator's fragmentation metric uses it too.
 Shapes are (cpu, per-GPU demand, GPU count, accepted models); the most frequent ones are kept
 up to a cumulative popularity cut-off (95% by default, as the FGD paper does) and renormalised.
+Node memory is not part of a shape (FGD's shapes have none, and the paper's numbers rest on its
+shapes), but each shape carries the mean memory its tasks ask for, which gpupool's measures use:
+a node's free memory bounds how many tasks it can take as surely as its free CPU does.
 """
 
 from __future__ import annotations
@@ -49,15 +52,31 @@ class Shape:
     def whole_cards(self) -> bool:
         return self.gpu_milli == MILLI
 
+    @property
+    def gpu_load(self) -> int:
+        """Nominal GPU load of one task of this shape in milli-GPU (byte shapes: their compute
+        share, else a whole card, since their share depends on the card)."""
+        return self.gpu_count * (self.gpu_milli or self.compute_milli or MILLI)
+
 
 @dataclass(frozen=True, slots=True)
 class TargetWorkload:
     shapes: tuple[Shape, ...]
     weights: tuple[float, ...]  # sum to 1
+    memory_mib: tuple[int, ...] = ()  # per shape, the mean node memory its tasks ask; () for none
+
+    def memory_of(self, k: int) -> int:
+        """Mean node memory (MiB) the tasks of shape k ask (0 when the workload has none)."""
+        return self.memory_mib[k] if self.memory_mib else 0
 
     @classmethod
     def from_requests(cls, requests: Iterable[Request], cutoff: float = 0.95) -> TargetWorkload:
-        counts = Counter(Shape.of(r) for r in requests)
+        counts: Counter[Shape] = Counter()
+        memory: Counter[Shape] = Counter()
+        for r in requests:
+            shape = Shape.of(r)
+            counts[shape] += 1
+            memory[shape] += r.memory_mib
         if not counts:
             raise InvalidRequest("the target workload needs at least one request")
         if not 0 < cutoff <= 1:
@@ -75,6 +94,7 @@ class TargetWorkload:
         return cls(
             shapes=tuple(s for s, _ in kept),
             weights=tuple(c / running for _, c in kept),
+            memory_mib=tuple(memory[s] // c for s, c in kept),
         )
 
     @property

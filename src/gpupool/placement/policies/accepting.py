@@ -37,6 +37,7 @@ class AcceptingMeasure:
             sub = TargetWorkload(
                 tuple(workload.shapes[k] for k in members),
                 tuple(workload.weights[k] for k in members),
+                tuple(workload.memory_of(k) for k in members),
             )
             accepts = None
             if models:
@@ -46,13 +47,20 @@ class AcceptingMeasure:
                 )
             self.parts.append((accepts, make(snap, sub)))
 
-    def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
+    def node_frag(
+        self,
+        rows: IntArray,
+        cpu_free: IntArray,
+        share_free: IntArray,
+        mem_free: IntArray | None = None,
+    ) -> FloatArray:
         frag = np.zeros(len(rows))
         for accepts, measure in self.parts:
             if accepts is None:
-                frag += measure.node_frag(rows, cpu_free, share_free)
+                frag += measure.node_frag(rows, cpu_free, share_free, mem_free)
                 continue
             mine = np.flatnonzero(accepts[rows])
             if len(mine):
-                frag[mine] += measure.node_frag(rows[mine], cpu_free[mine], share_free[mine])
+                mem = None if mem_free is None else mem_free[mine]
+                frag[mine] += measure.node_frag(rows[mine], cpu_free[mine], share_free[mine], mem)
         return frag

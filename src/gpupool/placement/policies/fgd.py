@@ -51,6 +51,7 @@ class FragCache:
                 np.concatenate([stale_before, stale_after]),
                 np.concatenate([snap.cpu_free[stale_before], sub.cpu_after]),
                 np.concatenate([snap.share_free[stale_before], sub.share_after]),
+                np.concatenate([snap.mem_free[stale_before], sub.mem_after]),
             )
             self.before[stale_before] = values[:nb]
             self.before_version[stale_before] = snap.version[stale_before]

@@ -15,7 +15,10 @@ On the Alibaba trace this beats FGD on every published pod list (see README, Res
 Tasks restricted to some models: each measure counts a restricted shape only on nodes of its
 models (accepting.py), and an unrestricted placement pays for the share it takes out of the
 reserve restricted tasks need on the model it lands on (reserve.py). Both are no-ops on a
-workload without restrictions.
+workload without restrictions. Tasks that only few nodes are big enough for (8 cards, 120 cores,
+700 GiB): a placement that could have gone elsewhere pays for the share it takes out of their
+reserve in the same way (hosts.py); the capacity measure bounds every shape by the node's free
+memory as well as its CPU (capacity.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
 from gpupool.placement.policies.accepting import AcceptingMeasure
 from gpupool.placement.policies.fgd import FgdPolicy
+from gpupool.placement.policies.hosts import HostReserve
 from gpupool.placement.policies.reserve import ModelReserve
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import TargetWorkload
@@ -38,8 +42,14 @@ class MeanMeasure:
     def __init__(self, *measures: NodeMeasure) -> None:
         self.measures = measures
 
-    def node_frag(self, rows: IntArray, cpu_free: IntArray, share_free: IntArray) -> FloatArray:
-        values = [m.node_frag(rows, cpu_free, share_free) for m in self.measures]
+    def node_frag(
+        self,
+        rows: IntArray,
+        cpu_free: IntArray,
+        share_free: IntArray,
+        mem_free: IntArray | None = None,
+    ) -> FloatArray:
+        values = [m.node_frag(rows, cpu_free, share_free, mem_free) for m in self.measures]
         return np.asarray(np.mean(values, axis=0), dtype=np.float64)
 
 
@@ -50,6 +60,12 @@ class GpupoolPolicy(FgdPolicy):
     def __init__(self, workload: TargetWorkload) -> None:
         super().__init__(workload)
         self.reserve = ModelReserve(workload)
+        self._hosts: HostReserve | None = None
+
+    def hosts(self, snap: ClusterSnapshot) -> HostReserve:
+        if self._hosts is None or self._hosts.uid != snap.uid:
+            self._hosts = HostReserve(snap, self.workload)
+        return self._hosts
 
     def measure(self, snap: ClusterSnapshot) -> NodeMeasure:
         return MeanMeasure(
@@ -59,4 +75,5 @@ class GpupoolPolicy(FgdPolicy):
 
     def score(self, ctx: PlanContext) -> FloatArray:
         delta = self.cache(ctx.snap).delta(ctx) - self.reserve.cost(ctx)
+        delta -= self.hosts(ctx.snap).cost(ctx)
         return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))

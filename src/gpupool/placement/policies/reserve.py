@@ -23,17 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpupool.domain.requests import MILLI
 from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray
 from gpupool.placement.snapshot import ClusterSnapshot
-from gpupool.placement.workload import Shape, TargetWorkload
-
-
-def shape_load(shape: Shape) -> int:
-    """Nominal GPU load of one task of `shape` in milli-GPU (byte shapes: their compute share,
-    else a whole card, since their share depends on the card)."""
-    return shape.gpu_count * (shape.gpu_milli or shape.compute_milli or MILLI)
+from gpupool.placement.workload import TargetWorkload
 
 
 def restricted_fractions(workload: TargetWorkload) -> dict[tuple[str, ...], float]:
@@ -43,7 +36,7 @@ def restricted_fractions(workload: TargetWorkload) -> dict[tuple[str, ...], floa
     for shape, weight in zip(workload.shapes, workload.weights, strict=True):
         if not shape.wants_gpu:
             continue
-        load = weight * shape_load(shape)
+        load = weight * shape.gpu_load
         total += load
         if shape.models:
             key = tuple(sorted(shape.models))
