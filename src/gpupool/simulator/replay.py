@@ -54,7 +54,8 @@ from gpupool.quota.reclaim_sites import SitePlan
 from gpupool.simulator.replay_defrag import FRAG_SAMPLES, RECENT, ReplayDefrag, movable
 from gpupool.simulator.replay_jobs import Job
 from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
-from gpupool.simulator.replay_reclaim import HELD, UsableNodes, room_bound, room_plan
+from gpupool.simulator.replay_reclaim import UsableNodes, room_plan
+from gpupool.simulator.replay_room import RoomHolds
 from gpupool.simulator.replay_stats import RunStats
 from gpupool.simulator.tenancy import Tenancy
 
@@ -68,14 +69,6 @@ class _Running:
     lease: Lease
     decision: Decision
     job: Job
-
-
-@dataclass(frozen=True, slots=True)
-class _Hold:
-    """Room on `node` being freed for one waiting pod by the noticed leases `notices`."""
-
-    node: int
-    notices: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -102,9 +95,7 @@ class Engine:
     requested_milli: int = 0
     wakes: set[float] = field(default_factory=set)
     claims: dict[str, int] = field(default_factory=dict)  # tenant -> quota a reclaim frees for it
-    holds: dict[str, _Hold] = field(default_factory=dict)  # job id -> room freed for it
-    room_victims: set[str] = field(default_factory=set)  # noticed leases whose room is held
-    no_room: dict[Shape, Request] = field(default_factory=dict)  # no room reclaim serves these
+    room: RoomHolds = field(default_factory=RoomHolds)  # reclaim for room: its holds
     on_node: dict[int, set[str]] = field(default_factory=dict)  # node -> running lease ids
     usable: UsableNodes = field(default_factory=UsableNodes)
     defrag: ReplayDefrag | None = None
@@ -213,7 +204,7 @@ class Engine:
                 self._enqueue(job)
             if defrag:
                 self._defrag_round(freed)
-            if freed and self.no_room:
+            if freed and self.room.no_room:
                 self._reopen_room(freed)
             served = self._serve_holds()
             if freed or wake or served:
@@ -410,7 +401,7 @@ class Engine:
     def _reject(self, job: Job) -> None:
         self.queue.remove(job.id)
         self.stats.rejected(job.tenant)
-        if job.id in self.holds:
+        if job.id in self.room:
             self._drop_hold(job.id, withdraw=True)
 
     def _held_for_claimants(self, tenant: str, amount: int) -> bool:
@@ -442,10 +433,10 @@ class Engine:
                 self.claims[job.tenant] = left
             else:
                 del self.claims[job.tenant]
-        if job.id in self.holds:
+        if job.id in self.room:
             self._drop_hold(job.id, withdraw=True)
         if verdict.borrowed:
-            self.no_room.clear()  # a new borrowed lease: room reclaims may now find victims
+            self.room.no_room.clear()  # a new borrowed lease: room reclaims may find victims
         self.requested_milli += job.share_milli
         self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
         self.stats.seen.add(job.id)
@@ -545,7 +536,7 @@ class Engine:
                 for key, run in self.running.items()
             ),
             self.notices.keys(),
-            {h.node for h in self.holds.values()},
+            self.room.nodes(),
         )
         return plan_defrag(self.snap, residents, CommonSizes.learn(self.recent), rules)
 
@@ -572,8 +563,7 @@ class Engine:
         if run is None:
             return
         self.stats.reclaims += 1
-        if key in self.room_victims:
-            self.room_victims.discard(key)
+        if self.room.evicted(key):
             self.stats.room_reclaims += 1
         self._enqueue(run.job)  # a gang's members come back together (reclaim takes all)
         # the evicted pod restarts from scratch: its whole run time is ahead of it again
@@ -581,7 +571,7 @@ class Engine:
     def _reclaim(self, job: Job, needed: int) -> None:
         """Quota back for `job`'s tenant: with room for the pod too when it does not fit now."""
         tenant = job.tenant
-        if job.id in self.holds:
+        if job.id in self.room:
             return
         if (
             tenant not in self.claims
@@ -618,8 +608,8 @@ class Engine:
         beside it, none planned for it or found impossible for its shape)?"""
         return (
             self.mode == "pooled-borrowing"
-            and job.id not in self.holds
-            and shape_of(job.request) not in self.no_room
+            and job.id not in self.room
+            and shape_of(job.request) not in self.room.no_room
             and self.ledger.used(job.tenant) + amount <= self.ledger.book[job.tenant].nominal
             and self._borrowers_beside(job.tenant)
         )
@@ -637,7 +627,7 @@ class Engine:
             self.snap,
             self.ledger,
             self._decision_of,
-            {h.node for h in self.holds.values()},
+            self.room.nodes(),
             job.request,
             job.tenant,
             self.now,
@@ -647,12 +637,10 @@ class Engine:
         )
         if not isinstance(plan, SitePlan) or not plan.plan.notices:
             if needed == 0:
-                self.no_room[shape] = job.request
+                self.room.no_room[shape] = job.request
             return False
         notices = plan.plan.notices
-        self.holds[job.id] = _Hold(plan.site, tuple(n.lease_id for n in notices))
-        self.snap.set_condition(self.snap.names[plan.site], HELD)
-        self.room_victims.update(n.lease_id for n in notices)
+        self.room.hold(self.snap, job.id, plan.site, (n.lease_id for n in notices))
         self._notify(notices)
         return True
 
@@ -664,30 +652,18 @@ class Engine:
                 for key in self.on_node.get(node, ())
                 if (self.ledger.lease(key) or self.running[key].lease).reclaimable
             ]
-            for shape, req in list(self.no_room.items()):
-                if room_bound(self.snap, node, req, gone):
-                    del self.no_room[shape]
+            self.room.reopen(self.snap, node, gone)
 
     def _drop_hold(self, job_id: str, withdraw: bool) -> None:
         """End a hold: reopen its node; `withdraw` the notices not yet carried out."""
-        hold = self.holds.pop(job_id)
-        if withdraw:
-            for lease_id in hold.notices:
-                if self.notices.pop(lease_id, None) is not None:
-                    self.room_victims.discard(lease_id)
-        self.snap.set_condition(self.snap.names[hold.node], None)
-        self.no_room.clear()
+        node = self.room.drop(self.snap, job_id, self.notices if withdraw else None)
         self.failed_shapes = {
-            shape for shape in self.failed_shapes if not fits_node(self.snap, hold.node, shape)
+            shape for shape in self.failed_shapes if not fits_node(self.snap, node, shape)
         }
 
     def _serve_holds(self) -> bool:
         """Place first the pods whose victims are all gone, on the room freed for them."""
-        ready = [
-            job_id
-            for job_id, hold in self.holds.items()
-            if not any(lease_id in self.notices for lease_id in hold.notices)
-        ]
+        ready = self.room.ready(self.notices.keys())
         for job_id in ready:
             self._drop_hold(job_id, withdraw=False)
             if job_id in self.queue:
