@@ -26,6 +26,7 @@ from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json, po
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.adapters.wire.compute_modes import read_compute_modes
 from gpupool.domain.allocations import Slice
+from gpupool.domain.sockets import SocketPathTooLong
 from gpupool.domain.units import GiB
 from gpupool.node.agent import NodeAgent
 from gpupool.node.device_plugin.decide import PluginPaths, allocation_key, limits_file_name
@@ -373,3 +374,29 @@ def test_a_lease_bind_made_with_mps_defaults_gets_the_mps_envs_from_allocate(
         assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in dict(response.container_responses[0].envs)
 
     run_rig(short_dir, body)
+
+
+def test_a_plugin_socket_path_over_the_kernels_limit_is_refused_with_its_fix(
+    tmp_path: Path,
+) -> None:
+    """gRPC's own failure names neither the limit nor the flag ("Failed to bind to address"):
+    the plugin says both before it binds."""
+    base = tmp_path / ("d" * 110)
+    config = PluginConfig(
+        node="n1",
+        plugin_dir=base / "device-plugins",
+        per_card=3,
+        reserve_pct=10,
+        paths=PluginPaths(
+            limiter_host=str(base / "lib" / "libgpupool.so"),
+            limits_host_dir=str(base / "limits"),
+            usage_host_dir=str(base / "usage"),
+            mps_pipe_host=str(base / "mps"),
+        ),
+    )
+    server = DevicePluginServer(config, FakeInventory.from_spec("1xA100-80GB", node="n1"),
+                                CountingSource())  # fmt: skip
+    with pytest.raises(SocketPathTooLong) as err:
+        asyncio.run(server.start())
+    assert "--device-plugin-dir" in str(err.value) and "at most 107 bytes" in str(err.value)
+    assert not config.socket_path.exists()

@@ -40,6 +40,7 @@ from gpupool.devcluster.realnode.layout import (
     TOUCHED_SYSCTLS,
     Layout,
 )
+from gpupool.domain.sockets import check_socket_path
 
 NODE_USER_GROUP = "system:nodes"
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -181,6 +182,14 @@ class RealNode:
 
     def start(self, api: KubeApi, launch: Launch, wait: Wait, *, with_agent: bool) -> None:
         layout = self.layout
+        # containerd also listens on <socket>.ttrpc, and refuses a path over 104 bytes
+        check_socket_path(
+            f"{layout.containerd_socket}.ttrpc",
+            "the real node's containerd socket",
+            "put the dev cluster's state folder on a shorter path (--dir or GPUPOOL_DEV_CLUSTER_DIR; tests: "
+            "a shorter TMPDIR or --basetemp)",
+            limit=104,
+        )
         shutil.rmtree(layout.root, ignore_errors=True)
         folders = (layout.root, layout.cni_conf_dir, layout.limits_dir, layout.usage_dir,
                    layout.pod_logs)  # fmt: skip

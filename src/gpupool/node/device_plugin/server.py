@@ -21,6 +21,7 @@ import grpc
 
 from gpupool.domain.devices import Gpu
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
+from gpupool.domain.sockets import check_socket_path
 from gpupool.node.device_plugin.decide import (
     Grant,
     PluginPaths,
@@ -303,6 +304,9 @@ class DevicePluginServer:
         """Listen on the plugin socket and register with the kubelet."""
         self._prepare_host_files()
         path = self.config.socket_path
+        check_socket_path(
+            str(path), "the device plugin's socket", "give the agent a shorter --device-plugin-dir"
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
