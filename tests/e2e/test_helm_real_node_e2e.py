@@ -47,6 +47,7 @@ from support.real_node import (
     check_down_leaves_nothing_behind,
     check_pods_see_their_own_limits,
     create_namespace,
+    short_root,
     up,
 )
 
@@ -215,40 +216,40 @@ def _point_kube_scheduler_at_the_chart(real: RealNode, url: str, tls: Path) -> N
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HelmRealNode]:
     archive, helm = _image_archive(), _helm()
-    root = tmp_path_factory.mktemp("helm-real-node")
-    extender_port, webhook_port = free_port(), free_port()
-    url = _extender_url(extender_port)
-    spec = ClusterSpec(
-        # no client pair yet: the chart makes it; kube-scheduler is pointed at it after install
-        extender=ExtenderConfig(url_prefix=url),
-        real_node=RealNodeSpec(gpus=parse_gpu_spec(HELM_GPUS)),
-        ready_timeout_s=120.0,
-    )
-    real = up(root, spec)
-    try:
-        api = real.api
-        _import_image(real.cluster, archive)
-        create_namespace(api, NAMESPACE)
-        _kubeconfig_secrets(real.cluster, api)
-        values = root / "values.yaml"
-        values.write_text(yaml.safe_dump(_values(root, extender_port, webhook_port)))
-        home = root / "helm-home"
-        # its own HOME too: helm's Kubernetes client caches under $HOME/.kube
-        env = {f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}
-        env |= {"PATH": "/usr/bin:/bin", "HOME": str(home)}
-        installed = subprocess.run(
-            [helm, "--kubeconfig", real.state.kubeconfig, "install", "gpupool", str(CHART),
-             "-n", NAMESPACE, "-f", str(values)],
-            capture_output=True, text=True, timeout=300, env=env,
-        )  # fmt: skip
-        assert installed.returncode == 0, f"helm install: {installed.stderr}"
-        assert poll_until(lambda: _pods_ready(api), timeout_s=240, interval_s=1), real.logs()
-        assert poll_until(lambda: _gpus_reported(api), timeout_s=60, interval_s=1), real.logs()
-        tls = _copy_scheduler_client_pair(api, root / "scheduler-tls")
-        _point_kube_scheduler_at_the_chart(real, url, tls)
-        yield HelmRealNode(real, url, tls)
-    finally:
-        real.cluster.down()
+    with short_root(tmp_path_factory, "helm-real-node") as root:
+        extender_port, webhook_port = free_port(), free_port()
+        url = _extender_url(extender_port)
+        spec = ClusterSpec(
+            # no client pair yet: the chart makes it; kube-scheduler is pointed at it after install
+            extender=ExtenderConfig(url_prefix=url),
+            real_node=RealNodeSpec(gpus=parse_gpu_spec(HELM_GPUS)),
+            ready_timeout_s=120.0,
+        )
+        real = up(root, spec)
+        try:
+            api = real.api
+            _import_image(real.cluster, archive)
+            create_namespace(api, NAMESPACE)
+            _kubeconfig_secrets(real.cluster, api)
+            values = root / "values.yaml"
+            values.write_text(yaml.safe_dump(_values(root, extender_port, webhook_port)))
+            home = root / "helm-home"
+            # its own HOME too: helm's Kubernetes client caches under $HOME/.kube
+            env = {f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}
+            env |= {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+            installed = subprocess.run(
+                [helm, "--kubeconfig", real.state.kubeconfig, "install", "gpupool", str(CHART),
+                 "-n", NAMESPACE, "-f", str(values)],
+                capture_output=True, text=True, timeout=300, env=env,
+            )  # fmt: skip
+            assert installed.returncode == 0, f"helm install: {installed.stderr}"
+            assert poll_until(lambda: _pods_ready(api), timeout_s=240, interval_s=1), real.logs()
+            assert poll_until(lambda: _gpus_reported(api), timeout_s=60, interval_s=1), real.logs()
+            tls = _copy_scheduler_client_pair(api, root / "scheduler-tls")
+            _point_kube_scheduler_at_the_chart(real, url, tls)
+            yield HelmRealNode(real, url, tls)
+        finally:
+            real.cluster.down()
 
 
 def _opener(context: ssl.SSLContext) -> urllib.request.OpenerDirector:

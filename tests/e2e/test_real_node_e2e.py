@@ -24,6 +24,7 @@ from support.real_node import (
     check_down_leaves_nothing_behind,
     check_pods_on_two_cards_each_see_their_own_card,
     check_pods_see_their_own_limits,
+    short_root,
     up,
 )
 
@@ -48,11 +49,12 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
         real_node=RealNodeSpec(gpus=parse_gpu_spec(DEFAULT_GPUS)),
         ready_timeout_s=120.0,
     )
-    real = up(tmp_path_factory.mktemp("real-node-cluster"), spec)
-    try:
-        yield real
-    finally:
-        real.cluster.down()
+    with short_root(tmp_path_factory, "real-node") as root:
+        real = up(root, spec)
+        try:
+            yield real
+        finally:
+            real.cluster.down()
 
 
 def test_the_real_node_is_ready_and_shows_the_agents_vgpus(real: RealNode) -> None:

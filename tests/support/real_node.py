@@ -8,9 +8,12 @@ Every wait has a hang guard (poll_until's timeout); none asserts a time.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from gpupool.devcluster.realnode.fake_gpus import driver_uuid
 from gpupool.devcluster.realnode.layout import NODE_NAME, PROBE_IMAGE
 from gpupool.devcluster.spec import ClusterState
 from gpupool.domain.units import GiB
+from support.kubelet import short_socket_dir
 
 GPUPOOL_API = "/apis/gpupool.io/v1alpha1"
 # The fake driver's card (what the agent's inventory says it is): 80 GiB.
@@ -86,6 +90,19 @@ class RealNode:
 
     def probe_output(self, ns: str, pod: str) -> str | None:
         return finished_output(self.kubectl("-n", ns, "logs", pod))
+
+
+@contextlib.contextmanager
+def short_root(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """The real node's state folder, under /tmp with a short name: containerd refuses a socket
+    path over 104 bytes, and pytest's folders under an xdist worker come within two of that.
+    Its logs are copied into pytest's own folder (`name`) afterwards, the rest removed."""
+    with short_socket_dir(f"gp-{name}-") as root:
+        try:
+            yield root
+        finally:
+            if (root / "logs").is_dir():
+                shutil.copytree(root / "logs", tmp_path_factory.mktemp(name) / "logs")
 
 
 def up(root: Path, spec: ClusterSpec) -> RealNode:
