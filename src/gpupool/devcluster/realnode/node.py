@@ -186,8 +186,8 @@ class RealNode:
         check_socket_path(
             f"{layout.containerd_socket}.ttrpc",
             "the real node's containerd socket",
-            "put the dev cluster's state folder on a shorter path (--dir or GPUPOOL_DEV_CLUSTER_DIR; tests: "
-            "a shorter TMPDIR or --basetemp)",
+            "put the dev cluster's state folder on a shorter path (--dir or "
+            "GPUPOOL_DEV_CLUSTER_DIR; tests: a shorter TMPDIR or --basetemp)",
             limit=104,
         )
         shutil.rmtree(layout.root, ignore_errors=True)
