@@ -74,6 +74,23 @@ class Rig:
         return [g.uuid for g in self.inventory.devices()]
 
 
+def plugin_config(base: Path, per_card: int, watch_interval_s: float = 2.0) -> PluginConfig:
+    """The plugin's configuration with every host folder under `base`."""
+    return PluginConfig(
+        node="n1",
+        plugin_dir=base / "device-plugins",
+        per_card=per_card,
+        reserve_pct=10,
+        paths=PluginPaths(
+            limiter_host=str(base / "lib" / "libgpupool.so"),
+            limits_host_dir=str(base / "limits"),
+            usage_host_dir=str(base / "usage"),
+            mps_pipe_host=str(base / "mps"),
+        ),
+        watch_interval_s=watch_interval_s,
+    )
+
+
 def run_rig(
     base: Path,
     body: Callable[[Rig], Awaitable[None]],
@@ -86,19 +103,7 @@ def run_rig(
         plugin_dir = base / "device-plugins"
         plugin_dir.mkdir()
         inventory = FakeInventory.from_spec(spec, node="n1")
-        config = PluginConfig(
-            node="n1",
-            plugin_dir=plugin_dir,
-            per_card=per_card,
-            reserve_pct=10,
-            paths=PluginPaths(
-                limiter_host=str(base / "lib" / "libgpupool.so"),
-                limits_host_dir=str(base / "limits"),
-                usage_host_dir=str(base / "usage"),
-                mps_pipe_host=str(base / "mps"),
-            ),
-            watch_interval_s=0.05,
-        )
+        config = plugin_config(base, per_card, watch_interval_s=0.05)
         chosen: Any = source if source is not None else CountingSource()
         async with fake_kubelet(plugin_dir) as kubelet:
             server = DevicePluginServer(config, inventory, chosen)
@@ -381,19 +386,7 @@ def test_a_plugin_socket_path_over_the_kernels_limit_is_refused_with_its_fix(
 ) -> None:
     """gRPC's own failure names neither the limit nor the flag ("Failed to bind to address"):
     the plugin says both before it binds."""
-    base = tmp_path / ("d" * 110)
-    config = PluginConfig(
-        node="n1",
-        plugin_dir=base / "device-plugins",
-        per_card=3,
-        reserve_pct=10,
-        paths=PluginPaths(
-            limiter_host=str(base / "lib" / "libgpupool.so"),
-            limits_host_dir=str(base / "limits"),
-            usage_host_dir=str(base / "usage"),
-            mps_pipe_host=str(base / "mps"),
-        ),
-    )
+    config = plugin_config(tmp_path / ("d" * 110), 3)
     server = DevicePluginServer(config, FakeInventory.from_spec("1xA100-80GB", node="n1"),
                                 CountingSource())  # fmt: skip
     with pytest.raises(SocketPathTooLong) as err:
