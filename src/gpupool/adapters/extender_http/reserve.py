@@ -92,13 +92,6 @@ async def relist(ctx: BindContext, node: str) -> None:
     fold(ctx, node, ledger.leases())
 
 
-def _cached_on(ctx: BindContext, node: str) -> list[LeaseRecord]:
-    """The cache's holds on `node`: its leases (orphans among them) that hold capacity."""
-    seen = {x.key: x for x in ctx.cache.leases_on(node)}
-    seen.update((o.key, o) for o in ctx.cache.orphans_on(node))
-    return list(seen.values())
-
-
 async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation | Refusal:
     """The pod's lease on `node`: one it already holds, or one created now; or why not."""
     ledger = ctx.ledgers[node]
@@ -121,7 +114,8 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
             # restoring such a lease from its pod's allocation: it is no orphan any more, and
             # only the watch has told us). Counting a lease the list no longer has is safe: a
             # refusal re-lists and plans again.
-            known = [*ledger.leases(), *(x for x in _cached_on(ctx, node)
+            # (orphans are in the cache's leases: `leases_on` has them)
+            known = [*ledger.leases(), *(x for x in ctx.cache.leases_on(node)
                                          if x.key not in listed_keys)]  # fmt: skip
             mine = [x for x in known if x.pod.uid == pod.uid and x.holds_capacity]
             if mine:
