@@ -69,10 +69,13 @@ def _user(s: Stack, user: str, group: str) -> KubeApi:
 def tenant(stack: Stack) -> Tenant:
     api = stack.api
     name = f"exp-{secrets.token_hex(3)}"
-    api.create(f"{GROUP}/gpuquotas", {
-        "apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota", "metadata": {"name": name},
-        "spec": {"nominal": "48Gi", "reclaimGracePeriodSeconds": 3},
-    })  # fmt: skip
+    try:
+        api.create(f"{GROUP}/gpuquotas", {
+            "apiVersion": "gpupool.io/v1alpha1", "kind": "GpuQuota", "metadata": {"name": name},
+            "spec": {"nominal": "48Gi", "reclaimGracePeriodSeconds": 3},
+        })  # fmt: skip
+    except ApiError as err:  # the webhook's log says what the API server answered it
+        raise AssertionError(f"{err}\n{stack.tail()}") from err
     ns = f"{name}-ns"
     labels = {stack.selector[0]: stack.selector[1], "gpupool.io/tenant": name}
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",

@@ -1,18 +1,24 @@
 """The webhook's reads from the API server, with lightkube: namespace labels, GpuQuotas, gang
 members and the cards the GpuNodes report.
 
-Every read is tried twice when the connection fails (`httpx2.TransportError`: a kept-alive
-connection the API server closed, a connect refused while it restarts): the reads are
-idempotent, and a denial the user must retry costs far more than a second request."""
+Every read is tried up to three times when it fails in a way that passes: the connection
+(`httpx2.TransportError`: a kept-alive connection the API server closed, a connect refused while
+it restarts) or an answer the API server means as "later" (429 while a watch cache initialises,
+504 "Too large resource version" while it catches up with etcd, 500/503), after the Retry-After
+it gives (at most `MAX_WAIT_S`), as client-go does. The reads are idempotent, and a denial the
+user must retry costs far more than a second request; the waits stay well inside the API
+server's 10 s timeout for the webhook."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import httpx2
 from lightkube import AsyncClient
+from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource
 from lightkube.resources.core_v1 import Namespace, Pod
 
@@ -30,12 +36,52 @@ GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunode
 T = TypeVar("T")
 
 
-async def _twice(read: Callable[[], Awaitable[T]]) -> T:
+ATTEMPTS = 3
+MAX_WAIT_S = 2.0
+# The answers the API server gives for "not now": too many requests, internal error while etcd
+# is slow, unavailable, timeout (the watch cache behind etcd).
+TRANSIENT = frozenset({429, 500, 503, 504})
+
+
+def _wait_s(err: ApiError) -> float:
     try:
-        return await read()
-    except httpx2.TransportError as err:
-        log.info("retrying a read after a connection failure: %s", err)
-        return await read()
+        return min(MAX_WAIT_S, max(0.0, float(err.response.headers.get("Retry-After", "0.5"))))
+    except ValueError:
+        return 0.5
+
+
+def _code(err: ApiError) -> int:
+    return err.response.status_code if err.response is not None else int(err.status.code or 0)
+
+
+def _transient(err: Exception) -> float | None:
+    """The seconds to wait before retrying `err`, or None when retrying cannot help."""
+    if isinstance(err, httpx2.TransportError):
+        return 0.0
+    if isinstance(err, ApiError) and _code(err) in TRANSIENT:
+        return _wait_s(err)
+    return None
+
+
+async def _read(read: Callable[[], Awaitable[T]]) -> T:
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return await read()
+        except (httpx2.TransportError, ApiError) as err:
+            wait_s = _transient(err)
+            if wait_s is None or attempt == ATTEMPTS:
+                raise
+            log.info("retrying a read in %.1f s (attempt %d): %s", wait_s, attempt, err)
+            await asyncio.sleep(wait_s)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def why(err: BaseException) -> str:
+    """What the API server said, for a denial's message: its status and message, or that it did
+    not answer (the connection error itself is for the log, not the user)."""
+    if isinstance(err, ApiError):
+        return f"the API server answered {_code(err)}: {err.status.message}"
+    return "the API server did not answer"
 
 
 class KubeLookups:
@@ -43,17 +89,17 @@ class KubeLookups:
         self.client = client
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        ns: Any = await _twice(lambda: self.client.get(Namespace, namespace))
+        ns: Any = await _read(lambda: self.client.get(Namespace, namespace))
         return dict(ns.metadata.labels or {})
 
     async def quotas(self) -> list[TenantQuota]:
-        return await _twice(self._quotas)
+        return await _read(self._quotas)
 
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
-        return await _twice(lambda: self._gang_members(namespace, gang))
+        return await _read(lambda: self._gang_members(namespace, gang))
 
     async def cards(self) -> tuple[tuple[str, int], ...]:
-        return await _twice(self._cards)
+        return await _read(self._cards)
 
     async def _quotas(self) -> list[TenantQuota]:
         out: list[TenantQuota] = []

@@ -26,6 +26,7 @@ from aiohttp import web
 from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.adapters.webhook.certs import ServingCert
 from gpupool.adapters.webhook.gang import GangMember, read_member
+from gpupool.adapters.webhook.lookups import why
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts
 from gpupool.adapters.webhook.review import (
     AdmissionRequest,
@@ -146,7 +147,7 @@ def build_app(
                 allowed=False,
                 code=503,
                 message=f"gpupool cannot read namespace {namespace!r} to find the pod's tenant "
-                f"(the API server did not answer); retry",
+                f"({why(err)}); retry",
             )
         gang = gang_label(request.object)
         members: tuple[GangMember, ...] = ()
@@ -161,8 +162,7 @@ def build_app(
                     allowed=False,
                     code=503,
                     message=f"gpupool cannot list the members of gang {gang!r} in namespace "
-                    f"{namespace!r} to check this pod against them (the API server did not "
-                    f"answer); retry",
+                    f"{namespace!r} to check this pod against them ({why(err)}); retry",
                 )
         cluster = ClusterFacts(
             cards=await _cards(lookups), schedulers=schedulers, gang_members=members
@@ -182,7 +182,7 @@ def build_app(
                 allowed=False,
                 code=503,
                 message="gpupool cannot list the other GpuQuotas to check this one against "
-                "their cohorts (the API server did not answer); retry",
+                f"their cohorts ({why(err)}); retry",
             )
         return review_quota(request, others, denied)
 
