@@ -8,7 +8,8 @@ containerd, and gpupool's agent for its fake GPU), which `down` takes apart to t
 gpupool's processes run under their own least-privilege identities, not as admin: `up` applies
 deploy/rbac, deploy/policies and the CRDs as admin, registers the webhook as admin (with the CA
 of the serving certificate it made for the webhook), and starts each component with a kubeconfig
-for its ServiceAccount (`rbac.py`, `pki/identities/<component>.kubeconfig`).
+for its ServiceAccount (`gpupool_layer.py`, `rbac.py`, `pki/identities/<component>.kubeconfig`).
+What "ready" means for each part is `readiness.py`.
 
 Everything lives in one state folder: `pki/` (with `identities/` and `users/`, the kubeconfigs
 of components and of `user_kubeconfig`), `etcd/` (data), `logs/<component>.log`, `kubeconfig`
@@ -24,27 +25,21 @@ import json
 import os
 import re
 import shutil
-import ssl
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from gpupool.adapters.webhook.certs import ensure_serving_cert
-from gpupool.devcluster import control_plane, processes, rbac
+from gpupool.devcluster import control_plane, gpupool_layer, processes, readiness
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries
 from gpupool.devcluster.certs import generate_pki, issue_client
 from gpupool.devcluster.errors import (
-    ApiError,
     ClusterAlreadyRunning,
     ClusterNotRunning,
-    ComponentNotReady,
     UnknownComponent,
 )
 from gpupool.devcluster.kubeconfig import write_kubeconfig
-from gpupool.devcluster.nodes import build_node, ready_for_pods
+from gpupool.devcluster.nodes import build_node
 from gpupool.devcluster.ports import LOOPBACK, claim
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode import node as realnode
@@ -58,8 +53,6 @@ from gpupool.devcluster.spec import (
 
 # Start order; `down` stops in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-WEBHOOK_NAME = "gpupool"  # adapters.webhook.register.NAME
-WEBHOOK_CERT_HOSTS = ("127.0.0.1", "localhost")  # `gpupool webhook serve`'s default
 STATE_FILE = "state.json"
 
 
@@ -85,18 +78,6 @@ def _env() -> dict[str, str]:
 def _file_stem(user: str) -> str:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", user).strip("._")
     return stem or "user"
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
-    handlers: list[urllib.request.BaseHandler] = [urllib.request.ProxyHandler({})]
-    if context is not None:
-        handlers.append(urllib.request.HTTPSHandler(context=context))
-    opener = urllib.request.build_opener(*handlers)
-    try:
-        with opener.open(url, timeout=2) as resp:
-            return int(resp.status) == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 class DevCluster:
@@ -326,11 +307,13 @@ class DevCluster:
                     binaries, ports, pki, self.state_dir / "apiserver-certs"
                 ),
             )
-            self._wait(
-                etcd, deadline_s, lambda: _http_ok(f"http://{LOOPBACK}:{ports['etcd']}/health")
+            readiness.wait(
+                etcd,
+                deadline_s,
+                lambda: readiness.http_ok(f"http://{LOOPBACK}:{ports['etcd']}/health"),
             )
             api = self._api(server)
-            self._wait(apiserver, deadline_s, lambda: self._apiserver_ready(api))
+            readiness.wait(apiserver, deadline_s, lambda: readiness.apiserver_ready(api))
             controller_manager = launch(
                 "kube-controller-manager",
                 control_plane.controller_manager_argv(
@@ -342,11 +325,11 @@ class DevCluster:
                 ),
             )
             if gpupool is not None:
-                crds = self._create_crds(api)
-                self._apply_rbac(api)
-                self._apply_policies(api)
-                self._write_identities(server)
-                ensure_serving_cert(self.webhook_cert_dir, WEBHOOK_CERT_HOSTS)
+                crds = gpupool_layer.create_crds(api)
+                gpupool_layer.apply_rbac(api)
+                gpupool_layer.apply_policies(api)
+                gpupool_layer.write_identities(self.pki_dir, server, self.component_kubeconfig)
+                ensure_serving_cert(self.webhook_cert_dir, gpupool_layer.WEBHOOK_CERT_HOSTS)
             scheduler = launch(
                 "kube-scheduler",
                 control_plane.scheduler_argv(
@@ -361,7 +344,7 @@ class DevCluster:
             )
             started: dict[str, ProcessRecord] = {}
             if gpupool is not None:
-                self._wait(apiserver, deadline_s, lambda: self._crds_established(api, crds))
+                readiness.wait(apiserver, deadline_s, lambda: readiness.crds_established(api, crds))
                 argvs = control_plane.gpupool_argvs(
                     gpupool,
                     ports,
@@ -375,18 +358,28 @@ class DevCluster:
                 api.create("/api/v1/nodes", build_node(node))
                 state.nodes.append(node.name)
             self._save(state)
-            insecure = ssl.create_default_context()
-            insecure.check_hostname = False
-            insecure.verify_mode = ssl.CERT_NONE
+            insecure = readiness.insecure_context()
             scheduler_url = f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz"
-            self._wait(scheduler, deadline_s, lambda: _http_ok(scheduler_url, insecure))
+            readiness.wait(
+                scheduler, deadline_s, lambda: readiness.http_ok(scheduler_url, insecure)
+            )
             manager_url = f"https://{LOOPBACK}:{ports['kube-controller-manager']}/healthz"
-            self._wait(controller_manager, deadline_s, lambda: _http_ok(manager_url, insecure))
+            readiness.wait(
+                controller_manager, deadline_s, lambda: readiness.http_ok(manager_url, insecure)
+            )
             # Pods need their namespace's default ServiceAccount (the ServiceAccount admission
             # plugin refuses them until the controller manager has made it).
-            self._wait(controller_manager, deadline_s, lambda: self._default_account(api))
-            self._wait(kwok, deadline_s, lambda: self._nodes_ready(api, state.nodes))
-            self._wait_gpupool(api, started, ports, state.nodes, deadline_s)
+            readiness.wait(controller_manager, deadline_s, lambda: readiness.default_account(api))
+            readiness.wait(kwok, deadline_s, lambda: readiness.nodes_ready(api, state.nodes))
+            gpupool_layer.wait_ready(
+                api,
+                started,
+                ports,
+                state.nodes,
+                (self.pki_dir, self.webhook_cert_dir),
+                readiness.wait,
+                deadline_s,
+            )
             if spec.real_node is not None and real_node is not None:
                 state.real_node = spec.real_node.name
                 state.host_before = realnode.record_host()
@@ -397,167 +390,13 @@ class DevCluster:
                 real.start(
                     api,
                     launch,
-                    lambda record, ready: self._wait(record, deadline_s, ready),
+                    lambda record, ready: readiness.wait(record, deadline_s, ready),
                     with_agent=gpupool is not None,
                 )
         except BaseException:
             self._stop_all(state)
             raise
         return state
-
-    # ---- gpupool on top -----------------------------------------------------------------------
-
-    @staticmethod
-    def _apply_rbac(api: KubeApi) -> None:
-        """deploy/rbac (and the fake agents' one extra right), as admin."""
-        rbac.apply(api, [*rbac.load_rbac(), *rbac.FAKE_AGENT_RBAC])
-
-    @staticmethod
-    def _apply_policies(api: KubeApi) -> None:
-        """deploy/policies (gpupool's marks on pods are gpupool's own), as admin."""
-        from gpupool.adapters.webhook import policy
-
-        for obj in policy.objects():
-            api.create_or_replace(obj)
-
-    def _write_identities(self, server: str) -> None:
-        """A client certificate and kubeconfig per gpupool process, for its ServiceAccount."""
-        for component, account in rbac.COMPONENT_ACCOUNTS.items():
-            user = rbac.service_account_user(account)
-            pair = issue_client(self.pki_dir, component, user, rbac.service_account_groups())
-            write_kubeconfig(
-                self.component_kubeconfig(component),
-                server,
-                self.pki_dir / "ca.crt",
-                pair.cert,
-                pair.key,
-                user,
-            )
-
-    def _register_webhook(self, api: KubeApi, url: str) -> None:
-        """The webhook configurations, applied as admin: the webhook's own role cannot write
-        them (a webhook able to rewrite its rules could widen what it intercepts)."""
-        from gpupool.adapters.webhook import register as registration
-
-        reg = registration.Registration(
-            target=registration.Target(url=url),
-            ca_bundle=(self.webhook_cert_dir / "ca.crt").read_bytes(),
-            name=WEBHOOK_NAME,
-        )
-        for config in registration.configurations(reg):
-            api.create_or_replace(config)
-
-    @staticmethod
-    def _create_crds(api: KubeApi) -> list[str]:
-        from gpupool.adapters.kubernetes.crds import load_crds
-
-        names = []
-        for crd in load_crds():
-            api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-            names.append(str(crd["metadata"]["name"]))
-        return names
-
-    @staticmethod
-    def _crds_established(api: KubeApi, names: list[str]) -> bool:
-        for name in names:
-            try:
-                crd = api.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-            except (ApiError, urllib.error.URLError, OSError):
-                return False
-            conditions = (crd.get("status") or {}).get("conditions") or []
-            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                return False
-        return True
-
-    def _wait_gpupool(
-        self,
-        api: KubeApi,
-        started: Mapping[str, ProcessRecord],
-        ports: Mapping[str, int],
-        nodes: list[str],
-        timeout_s: float,
-    ) -> None:
-        """Ready: the extender answers /healthz (its cache is synced), the webhook answers
-        /healthz (then `up` registers it), every fake GPU node has a GpuNode with a heartbeat,
-        the controller still runs and the web view answers /healthz (it has read the cluster)."""
-        if "gpupool-extender" in started:
-            url = f"https://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
-            ca = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
-            self._wait(started["gpupool-extender"], timeout_s, lambda: _http_ok(url, ca))
-        if "gpupool-webhook" in started:
-            url = f"https://{LOOPBACK}:{ports['gpupool-webhook']}"
-            context = ssl.create_default_context(cafile=str(self.webhook_cert_dir / "ca.crt"))
-            healthz = f"{url}/healthz"
-            self._wait(started["gpupool-webhook"], timeout_s, lambda: _http_ok(healthz, context))
-            self._register_webhook(api, url)
-        if "gpupool-heartbeat" in started:
-            self._wait(
-                started["gpupool-heartbeat"],
-                timeout_s,
-                lambda: self._gpunodes_beating(api, nodes),
-            )
-        if "gpupool-controller" in started:
-            self._wait(started["gpupool-controller"], timeout_s, lambda: True)
-        if "gpupool-web" in started:
-            url = f"http://{LOOPBACK}:{ports['gpupool-web']}/healthz"
-            self._wait(started["gpupool-web"], timeout_s, lambda: _http_ok(url))
-
-    @staticmethod
-    def _gpunodes_beating(api: KubeApi, nodes: list[str]) -> bool:
-        try:
-            selector = "gpupool.io%2Fgpu-model,gpupool.io%2Fgpu-memory-bytes"
-            gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}")["items"]
-            items = api.get("/apis/gpupool.io/v1alpha1/gpunodes")["items"]
-        except (ApiError, urllib.error.URLError, OSError):
-            return False
-        beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}
-        wanted = {n["metadata"]["name"] for n in gpu_nodes} & set(nodes)
-        return wanted <= beating
-
-    @staticmethod
-    def _apiserver_ready(api: KubeApi) -> bool:
-        try:
-            return bool(api.get("/readyz") == "ok")
-        except (ApiError, urllib.error.URLError, OSError):
-            return False
-
-    @staticmethod
-    def _default_account(api: KubeApi) -> bool:
-        try:
-            api.get("/api/v1/namespaces/default/serviceaccounts/default")
-        except (ApiError, urllib.error.URLError, OSError):
-            return False
-        return True
-
-    @staticmethod
-    def _nodes_ready(api: KubeApi, names: list[str]) -> bool:
-        if not names:
-            return True
-        try:
-            items = api.get("/api/v1/nodes")["items"]
-        except (ApiError, urllib.error.URLError, OSError):
-            return False
-        ready = {item["metadata"]["name"] for item in items if ready_for_pods(item)}
-        return all(name in ready for name in names)
-
-    @staticmethod
-    def _wait(record: ProcessRecord, timeout_s: float, ready: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if not processes.is_running(record):
-                raise ComponentNotReady(
-                    record.name, "the process exited", record.log, processes.tail(record.log)
-                )
-            if ready():
-                return
-            if time.monotonic() > deadline:
-                raise ComponentNotReady(
-                    record.name,
-                    f"not ready after {timeout_s:g}s",
-                    record.log,
-                    processes.tail(record.log),
-                )
-            time.sleep(0.1)
 
     # ---- down --------------------------------------------------------------------------------
 
