@@ -39,10 +39,8 @@ def _shortfall(
 ) -> FloatArray:
     """(B, M): the fraction of each shape's instances that the node's `free` CPU denies beyond
     what `own`, the node's own CPU for its free cards, would deny."""
-    allowed = np.where(need > 0, free[:, None] // np.maximum(need, 1), inst)
-    by_ratio = np.where(need > 0, np.floor(own[:, None] / np.maximum(need, 1)), inst)
-    gap = np.minimum(1.0, by_ratio / per_inst) - np.minimum(1.0, allowed / per_inst)
-    return np.asarray(np.maximum(0.0, gap), dtype=np.float64)
+    gap = np.minimum(own[:, None] // need, inst) - np.minimum(free[:, None] // need, inst)
+    return np.asarray(np.maximum(gap, 0.0) / per_inst, dtype=np.float64)
 
 
 class CapacityModel:
@@ -74,8 +72,13 @@ class CapacityModel:
         self._cpus = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
-        self._cpu_cap = snap.cpu_cap
-        self._share_cap = snap.present.sum(axis=1).astype(np.float64) * MILLI
+        # A shape without a CPU ask: a need so large that free and own CPU deny it alike (none).
+        self._cpus = np.where(self._cpus > 0, self._cpus, np.iinfo(np.int64).max // 2)
+        cards = snap.present.sum(axis=1).astype(np.float64) * MILLI
+        # the node's own CPU per milli of card: its CPU for a free share is that times the share
+        self._cpu_per_share = np.divide(
+            snap.cpu_cap, cards, out=np.zeros_like(cards), where=cards > 0
+        )
 
     def node_frag(
         self,
@@ -89,7 +92,7 @@ class CapacityModel:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
         need = self._need[:, rows]  # (S, B, G)
         fits = share_free[None] >= need
-        per_card = np.where(fits, share_free[None] // need, 0)
+        per_card = share_free[None] // need  # 0 where it does not fit (need >= 1)
         # whole-card shapes: groups of `count` free cards; slices: every slice that fits a card
         instances = np.where(
             self._whole, fits.sum(axis=2) // self._count, per_card.sum(axis=2)
@@ -103,9 +106,8 @@ class CapacityModel:
         per_inst = np.maximum(inst, 1)
         # A node's own CPU per card is not fragmentation: only CPU that allocation took faster
         # than cards, beyond the node's own ratio for its free cards, strands them.
-        cap = self._share_cap[rows]
-        own = np.divide(total, cap, out=np.zeros_like(total), where=cap > 0)  # free part of node
-        scale = 1.0 - _shortfall(cpu_free, self._cpu_cap[rows] * own, self._cpus, inst, per_inst)
+        own = self._cpu_per_share[rows] * total
+        scale = 1.0 - _shortfall(cpu_free, own, self._cpus, inst, per_inst)
         if mem_free is not None:  # memory bounds as it is (see the module's docstring)
             fit = np.where(self._mems > 0, mem_free[:, None] // np.maximum(self._mems, 1), inst)
             scale = np.minimum(scale, np.minimum(1.0, fit / per_inst))
