@@ -11,6 +11,14 @@ memory for no other multi-GPU task).
 The node's stranded capacity is the frequency-weighted sum over shapes; CPU-only shapes count all
 free share, as in FGD.
 
+CPU strands cards only beyond the node's own ratio: the instances its free CPU denies, less those
+that the node's own CPU per card (its cores times the free part of its cards) would deny. A
+96-core node with 8 idle cards feeds only five 18-core 1-GPU tasks, but that is the node, not
+fragmentation: no placement made it so and none can undo it. Counted as stranded, it made an
+idle node look fragmented, so that a low-CPU multi-GPU task placed there "repaired" it; the
+measure then broke up idle 8-card nodes that whole-node tasks need. CPU that other tasks took
+faster than cards still counts in full.
+
 Memory is each shape's mean ask (TargetWorkload.memory_mib); FGD's measure has no memory.
 """
 
@@ -24,6 +32,15 @@ from gpupool.domain.requests import MILLI
 from gpupool.placement.fragmentation import FloatArray, threshold
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
+
+
+def _shortfall(
+    free: IntArray, own: FloatArray, need: IntArray, inst: IntArray, per_inst: IntArray
+) -> FloatArray:
+    """(B, M): the fraction of each shape's instances that the node's `free` CPU denies beyond
+    what `own`, the node's own CPU for its free cards, would deny."""
+    gap = np.minimum(own[:, None] // need, inst) - np.minimum(free[:, None] // need, inst)
+    return np.asarray(np.maximum(gap, 0.0) / per_inst, dtype=np.float64)
 
 
 class CapacityModel:
@@ -55,6 +72,13 @@ class CapacityModel:
         self._cpus = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
+        # A shape without a CPU ask: a need so large that free and own CPU deny it alike (none).
+        self._cpus = np.where(self._cpus > 0, self._cpus, np.iinfo(np.int64).max // 2)
+        cards = snap.present.sum(axis=1).astype(np.float64) * MILLI
+        # the node's own CPU per milli of card: its CPU for a free share is that times the share
+        self._cpu_per_share = np.divide(
+            snap.cpu_cap, cards, out=np.zeros_like(cards), where=cards > 0
+        )
 
     def node_frag(
         self,
@@ -68,7 +92,7 @@ class CapacityModel:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
         need = self._need[:, rows]  # (S, B, G)
         fits = share_free[None] >= need
-        per_card = np.where(fits, share_free[None] // need, 0)
+        per_card = share_free[None] // need  # 0 where it does not fit (need >= 1)
         # whole-card shapes: groups of `count` free cards; slices: every slice that fits a card
         instances = np.where(
             self._whole, fits.sum(axis=2) // self._count, per_card.sum(axis=2)
@@ -80,9 +104,11 @@ class CapacityModel:
         g = self._member_group
         inst = instances[g].T
         per_inst = np.maximum(inst, 1)
-        allowed = np.where(self._cpus > 0, cpu_free[:, None] // np.maximum(self._cpus, 1), inst)
-        scale = np.minimum(1.0, allowed / per_inst)
-        if mem_free is not None:
+        # A node's own CPU per card is not fragmentation: only CPU that allocation took faster
+        # than cards, beyond the node's own ratio for its free cards, strands them.
+        own = self._cpu_per_share[rows] * total
+        scale = 1.0 - _shortfall(cpu_free, own, self._cpus, inst, per_inst)
+        if mem_free is not None:  # memory bounds as it is (see the module's docstring)
             fit = np.where(self._mems > 0, mem_free[:, None] // np.maximum(self._mems, 1), inst)
             scale = np.minimum(scale, np.minimum(1.0, fit / per_inst))
         strand = (total[:, None] - used[g].T * scale) * self._weights  # (B, M)

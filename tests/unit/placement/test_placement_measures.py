@@ -12,9 +12,11 @@ from gpupool.placement.policies.gpupool import MeanMeasure
 
 
 def snapshot_with_cpu(cpu_milli: int) -> ClusterSnapshot:
-    """One node, two 80Gi cards: card 0 free, card 1 with 300 milli free (56Gi used)."""
-    snap = ClusterSnapshot([node("n", gpus=2, cpu=cpu_milli)])
+    """One node of 10 cores, two 80Gi cards: card 0 free, card 1 with 300 milli free (56Gi used);
+    other pods hold all but `cpu_milli` of its CPU."""
+    snap = ClusterSnapshot([node("n", gpus=2, cpu=10_000)])
     occupy(snap, "n", 1, 56)
+    snap.cpu_free[0] = cpu_milli
     return snap
 
 
@@ -35,7 +37,8 @@ def frag(model: object, snap: ClusterSnapshot) -> float:
         (10_000, 300.0, 300.0),
         # CPU for one half-card task and no 1-GPU task. FGD: the half-card shape is still
         # hostable (150), the 1-GPU shape is not (all 1300 count: 650). Capacity: one 500 slice
-        # of 1300 is usable (0.5*800) and nothing for 1-GPU tasks (0.5*1300).
+        # of 1300 is usable (0.5*800) and nothing for 1-GPU tasks (0.5*1300), where the
+        # node's own ratio (6.5 cores for 1.3 free GPUs) would feed both.
         (1_000, 800.0, 1050.0),
     ],
 )
@@ -65,3 +68,15 @@ def test_cpu_only_shapes_count_all_free_share_in_both() -> None:
     expected = 0.75 * 1300 + 0.25 * 300
     assert frag(FragmentationModel(snap, workload), snap) == pytest.approx(expected)
     assert frag(CapacityModel(snap, workload), snap) == pytest.approx(expected)
+
+
+def test_a_nodes_own_cpu_per_card_is_not_fragmentation_for_the_capacity_measure() -> None:
+    """Two free cards and 4 cores that nothing has used: a stream of 4-core 1-GPU tasks fills
+    one card only, but no placement made that so and none can undo it: nothing is stranded.
+    Once a CPU-only pod takes 2 of the 4 cores, the card the node could have fed is stranded
+    by that pod (1000); the other never could be."""
+    snap = ClusterSnapshot([node("n", gpus=2, cpu=4_000)])
+    workload = TargetWorkload.from_requests([whole("w", cpu=4000)], cutoff=1.0)
+    assert frag(CapacityModel(snap, workload), snap) == pytest.approx(0.0)
+    snap.cpu_free[0] = 2_000
+    assert frag(CapacityModel(snap, workload), snap) == pytest.approx(1000.0)
