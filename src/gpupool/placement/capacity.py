@@ -17,7 +17,8 @@ that the node's own CPU per card (its cores times the free part of its cards) wo
 fragmentation: no placement made it so and none can undo it. Counted as stranded, it made an
 idle node look fragmented, so that a low-CPU multi-GPU task placed there "repaired" it; the
 measure then broke up idle 8-card nodes that whole-node tasks need. CPU that other tasks took
-faster than cards still counts in full.
+faster than cards still counts in full. Memory still bounds in absolute terms: the same rule for
+memory was tried and not kept (docs/simulator.md, "A node's own CPU per card").
 
 Memory is each shape's mean ask (TargetWorkload.memory_mib); FGD's measure has no memory.
 """
@@ -108,7 +109,7 @@ class CapacityModel:
         # than cards, beyond the node's own ratio for its free cards, strands them.
         own = self._cpu_per_share[rows] * total
         scale = 1.0 - _shortfall(cpu_free, own, self._cpus, inst, per_inst)
-        if mem_free is not None:  # memory bounds as it is (see the module's docstring)
+        if mem_free is not None:  # memory: an absolute bound (see the module's docstring)
             fit = np.where(self._mems > 0, mem_free[:, None] // np.maximum(self._mems, 1), inst)
             scale = np.minimum(scale, np.minimum(1.0, fit / per_inst))
         strand = (total[:, None] - used[g].T * scale) * self._weights  # (B, M)
