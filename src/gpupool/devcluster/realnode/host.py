@@ -201,3 +201,14 @@ def make_cgroup(relative: str) -> None:
     """Create cgroup `relative` in every hierarchy (the kubelet wants its cgroup root to exist)."""
     for mount in mounted_hierarchies():
         (mount / relative.lstrip("/")).mkdir(exist_ok=True)
+
+
+def is_dead(pid: int) -> bool:
+    """Whether process `pid` is gone or a zombie (dead, its pid entry waiting for a parent to
+    reap it: whoever inherited it once its shim was killed; nothing of it is left to stop)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    # `pid (comm) state ...`: comm may hold spaces and parentheses, the state follows the last ')'
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]

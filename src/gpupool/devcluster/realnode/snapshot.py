@@ -56,6 +56,8 @@ def _processes(marker: str) -> frozenset[str]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
+        if host.is_dead(int(entry.name)):  # a zombie: dead, waiting to be reaped by init
+            continue
         try:
             comm = (entry / "comm").read_text().strip()
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ def teardown(
     if "containerd" in by_name:
         stop(by_name["containerd"])
     report.killed += kill_shims(layout.containerd_socket)
+    wait_dead(report.killed)
     report.unmounted = unmount_under([layout.root, *(Path(d) for d in before.fixed_dirs)])
     report.links = delete_links()
     report.chains = host.remove_new_chains(before.iptables_chains)
@@ -83,6 +85,17 @@ def kill_cgroup_tree(relative: str) -> list[int]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return sorted(pids)
+
+
+def wait_dead(pids: Iterable[int], timeout_s: float = 10.0) -> list[int]:
+    """Until every SIGKILLed process is dead (SIGKILL lands asynchronously; one in the middle
+    of a kernel call dies when it returns); the ones still alive at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    alive = [pid for pid in pids if not host.is_dead(pid)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if not host.is_dead(pid)]
+    return alive
 
 
 def kill_shims(socket: Path) -> list[int]:
