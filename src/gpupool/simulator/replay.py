@@ -42,7 +42,7 @@ from gpupool.placement.fragmentation import (
     pool_fragmentation,
 )
 from gpupool.placement.whatif import place_together
-from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
+from gpupool.quota.admission import Admit, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.gang import GangAdmit, decide_gang
 from gpupool.quota.lease import Lease
@@ -53,6 +53,7 @@ from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
 from gpupool.quota.reclaim_sites import SitePlan
 from gpupool.simulator.replay_defrag import FRAG_SAMPLES, RECENT, ReplayDefrag, movable
 from gpupool.simulator.replay_jobs import Job
+from gpupool.simulator.replay_leases import ask_of, gang_entry, lease_for
 from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
 from gpupool.simulator.replay_reclaim import UsableNodes, room_plan
 from gpupool.simulator.replay_room import RoomHolds
@@ -248,16 +249,7 @@ class Engine:
         members = self.gangs.setdefault(job.gang, [])
         members.append(job.id)
         if len(members) == job.gang_size:
-            jobs = [self.jobs[m] for m in members]
-            self.queue.push(
-                QueueEntry(
-                    GANG + job.gang,
-                    job.tenant,
-                    max(j.request.priority for j in jobs),
-                    min(j.arrival for j in jobs),
-                    sum(j.share_milli for j in jobs),
-                )
-            )
+            self.queue.push(gang_entry(GANG + job.gang, [self.jobs[m] for m in members]))
 
     # -- admission -----------------------------------------------------------------------------
     def _amount(self, job: Job) -> int:
@@ -303,25 +295,13 @@ class Engine:
         if failed and not self._may_want_room(job, amount):
             self.queue.mark(job.id, WaitReason.NO_FIT, "no card has room (unchanged since tried)")
             return WaitReason.NO_FIT
-        ask = Ask(
-            job.tenant,
-            amount,
-            job.request.compute_milli,
-            job.request.exclusive,
-            job.request.priority,
-        )
+        ask = ask_of(job, amount)
         verdict = decide(self.ledger, ask, self.now, self.meter if self.metered else None)
         if isinstance(verdict, Reject):
             self._reject(job)
             return None
         if isinstance(verdict, Wait):
-            self.queue.mark(job.id, verdict.reason, verdict.detail)
-            if verdict.reason is WaitReason.RECLAIM_NEEDED:
-                self._reclaim(job, verdict.reclaim_needed)
-            if verdict.retry_at is not None and verdict.retry_at not in self.wakes:
-                self.wakes.add(verdict.retry_at)
-                self._push(verdict.retry_at, _WAKE, "")
-            return verdict.reason
+            return self._wait(job.id, job, verdict)
         if verdict.borrowed and self._held_for_claimants(job.tenant, amount):
             self.queue.mark(job.id, WaitReason.COHORT_EXHAUSTED, "capacity held for a reclaim")
             return WaitReason.COHORT_EXHAUSTED
@@ -350,16 +330,7 @@ class Engine:
                 f"placed",
             )
             return WaitReason.NO_FIT
-        asks = [
-            Ask(
-                j.tenant,
-                self._amount(j),
-                j.request.compute_milli,
-                j.request.exclusive,
-                j.request.priority,
-            )
-            for j in jobs
-        ]
+        asks = [ask_of(j, self._amount(j)) for j in jobs]
 
         made: dict[int, Lease] = {}  # member -> its lease (in the ledger once all admit)
 
@@ -378,25 +349,31 @@ class Engine:
                 self.stats.rejected(job.tenant)
             return None
         if isinstance(verdict, Wait):
-            self.queue.mark(entry_id, verdict.reason, verdict.detail)
-            if verdict.reason is WaitReason.RECLAIM_NEEDED:
-                self._reclaim(jobs[0], verdict.reclaim_needed)
-            if verdict.retry_at is not None and verdict.retry_at not in self.wakes:
-                self.wakes.add(verdict.retry_at)
-                self._push(verdict.retry_at, _WAKE, "")
-            return verdict.reason
+            return self._wait(entry_id, jobs[0], verdict)
         assert isinstance(verdict, GangAdmit)
         self.queue.remove(entry_id)
         del self.gangs[gang]
         for i, (job, plan, admit) in enumerate(zip(jobs, placed, verdict.admits, strict=True)):
             self._run(job, plan, made[i])  # each decision was planned with the ones before it
-            self.requested_milli += job.share_milli
-            first = job.id not in self.stats.seen
-            self.stats.admitted(job.tenant, self.now - job.arrival, first=first)
-            self.stats.seen.add(job.id)
-            if admit.borrowed:
-                self.stats.borrowed_admissions += 1
+            self._admitted(job, admit.borrowed)
         return None
+
+    def _wait(self, entry_id: str, job: Job, verdict: Wait) -> WaitReason:
+        """Mark the queue entry waiting; reclaim for `job`'s tenant, or wake when it asks."""
+        self.queue.mark(entry_id, verdict.reason, verdict.detail)
+        if verdict.reason is WaitReason.RECLAIM_NEEDED:
+            self._reclaim(job, verdict.reclaim_needed)
+        if verdict.retry_at is not None and verdict.retry_at not in self.wakes:
+            self.wakes.add(verdict.retry_at)
+            self._push(verdict.retry_at, _WAKE, "")
+        return verdict.reason
+
+    def _admitted(self, job: Job, borrowed: bool) -> None:
+        self.requested_milli += job.share_milli
+        self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
+        self.stats.seen.add(job.id)
+        if borrowed:
+            self.stats.borrowed_admissions += 1
 
     def _reject(self, job: Job) -> None:
         self.queue.remove(job.id)
@@ -437,11 +414,7 @@ class Engine:
             self._drop_hold(job.id, withdraw=True)
         if verdict.borrowed:
             self.room.no_room.clear()  # a new borrowed lease: room reclaims may find victims
-        self.requested_milli += job.share_milli
-        self.stats.admitted(job.tenant, self.now - job.arrival, first=job.id not in self.stats.seen)
-        self.stats.seen.add(job.id)
-        if verdict.borrowed:
-            self.stats.borrowed_admissions += 1
+        self._admitted(job, verdict.borrowed)
         return None
 
     def _start(
@@ -469,33 +442,11 @@ class Engine:
         gang: str | None,
     ) -> Lease:
         """The lease `job` would hold at `plan` from now (assumed on the snapshot or not)."""
-        req = job.request
         self.seq += 1
-        lease_id = f"{job.id}@{self.seq}"
-        known = sum(
-            size
-            for card, size in zip(plan.cards, plan.mem_bytes, strict=True)
-            if self.snap.mem_known[plan.node_index, card]
-        )
-        lease = (
-            Lease(
-                id=lease_id,
-                tenant=job.tenant,
-                amount=amount,
-                reserved_at=self.now,
-                priority=req.priority,
-                compute_milli=req.compute_milli * req.gpu_count,
-                gpu_memory_bytes=known,
-                gpu_milli=amount,
-                borrowed=borrowed,
-                preemptible=preemptible,
-                exclusive=req.exclusive,
-                gang=gang,
-            )
-            .bind(self.now)
-            .activate(self.now)
-        )
-        return lease
+        return lease_for(
+            job, plan, self.snap, f"{job.id}@{self.seq}", self.now, amount, borrowed,
+            preemptible, gang,
+        )  # fmt: skip
 
     # -- leaving -------------------------------------------------------------------------------
     def _end(self, key: str, how: str, freed: set[int]) -> _Running | None:
