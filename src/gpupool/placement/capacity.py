@@ -70,11 +70,11 @@ class CapacityModel:
             [k for k, (_, members) in enumerate(parts) for _ in members], dtype=np.int64
         )
         self._group_start = np.searchsorted(self._member_group, np.arange(len(parts)))
-        self._cpus = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
+        # A shape without a CPU ask: a need so large that free and own CPU deny it alike (none).
+        never = np.iinfo(np.int64).max // 2
+        self._cpus = np.array([c or never for _, m in parts for c, _, _ in m], dtype=np.int64)
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
-        # A shape without a CPU ask: a need so large that free and own CPU deny it alike (none).
-        self._cpus = np.where(self._cpus > 0, self._cpus, np.iinfo(np.int64).max // 2)
         cards = snap.present.sum(axis=1).astype(np.float64) * MILLI
         # the node's own CPU per milli of card: its CPU for a free share is that times the share
         self._cpu_per_share = np.divide(
