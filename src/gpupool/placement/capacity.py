@@ -40,7 +40,10 @@ def _shortfall(
 ) -> FloatArray:
     """(B, M): the fraction of each shape's instances that the node's `free` CPU denies beyond
     what `own`, the node's own CPU for its free cards, would deny."""
-    gap = np.minimum(own[:, None] // need, inst) - np.minimum(free[:, None] // need, inst)
+    # floor(own) // need == own // need for own >= 0 and a whole need, and integer division
+    # is several times faster than floating
+    whole = own.astype(np.int64)[:, None]
+    gap = np.minimum(whole // need, inst) - np.minimum(free[:, None] // need, inst)
     return np.asarray(np.maximum(gap, 0.0) / per_inst, dtype=np.float64)
 
 
@@ -75,6 +78,9 @@ class CapacityModel:
         self._cpus = np.array([c or never for _, m in parts for c, _, _ in m], dtype=np.int64)
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
+        self._group_milli = self._count * MILLI
+        self._mem_divisor = np.maximum(self._mems, 1)
+        self._mem_unbounded = np.where(self._mems > 0, 0, never)
         cards = snap.present.sum(axis=1).astype(np.float64) * MILLI
         # the node's own CPU per milli of card: its CPU for a free share is that times the share
         self._cpu_per_share = np.divide(
@@ -92,14 +98,12 @@ class CapacityModel:
         if not self.group_count:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
         need = self._need[:, rows]  # (S, B, G)
-        fits = share_free[None] >= need
         per_card = share_free[None] // need  # 0 where it does not fit (need >= 1)
-        # whole-card shapes: groups of `count` free cards; slices: every slice that fits a card
-        instances = np.where(
-            self._whole, fits.sum(axis=2) // self._count, per_card.sum(axis=2)
-        )  # (S, B)
+        # whole-card shapes (need is a whole card, so per_card is 0 or 1): groups of `count`
+        # free cards; slices (count 1): every slice that fits a card
+        instances = per_card.sum(axis=2) // self._count  # (S, B)
         used = np.where(
-            self._whole, instances * (self._count * MILLI), (per_card * need).sum(axis=2)
+            self._whole, instances * self._group_milli, (per_card * need).sum(axis=2)
         ).astype(np.float64)
         # (B, M): the fraction of its group's instances the node's CPU and memory allow, per shape
         g = self._member_group
@@ -110,8 +114,9 @@ class CapacityModel:
         own = self._cpu_per_share[rows] * total
         scale = 1.0 - _shortfall(cpu_free, own, self._cpus, inst, per_inst)
         if mem_free is not None:  # memory: an absolute bound (see the module's docstring)
-            fit = np.where(self._mems > 0, mem_free[:, None] // np.maximum(self._mems, 1), inst)
-            scale = np.minimum(scale, np.minimum(1.0, fit / per_inst))
+            # shapes without a memory ask: a bound no node memory reaches (scale stays 1)
+            fit = mem_free[:, None] // self._mem_divisor + self._mem_unbounded
+            scale = np.minimum(scale, fit / per_inst)  # scale <= 1 already
         strand = (total[:, None] - used[g].T * scale) * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
         terms = np.empty((self.group_count + 1, len(rows)))

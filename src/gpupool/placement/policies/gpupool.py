@@ -50,8 +50,12 @@ class MeanMeasure:
         share_free: IntArray,
         mem_free: IntArray | None = None,
     ) -> FloatArray:
-        values = [m.node_frag(rows, cpu_free, share_free, mem_free) for m in self.measures]
-        return np.asarray(np.mean(values, axis=0), dtype=np.float64)
+        # summed in order, then divided: what np.mean over the stacked values gives, without
+        # stacking them (this runs once per scored request)
+        total = self.measures[0].node_frag(rows, cpu_free, share_free, mem_free)
+        for m in self.measures[1:]:
+            total = total + m.node_frag(rows, cpu_free, share_free, mem_free)
+        return np.asarray(total / len(self.measures), dtype=np.float64)
 
 
 class GpupoolPolicy(FgdPolicy):

@@ -74,6 +74,8 @@ class HostReserve:
         # per request (shape, memory): its narrower sets' fractions, their members (as floats,
         # for the products below) and the cell of each node among them
         self._narrow: dict[tuple[Shape, int], tuple[FloatArray, FloatArray, IntArray]] = {}
+        self._free = np.zeros(len(snap))
+        self._free_version = np.full(len(snap), -1, dtype=np.int64)
 
     def narrower(
         self, snap: ClusterSnapshot, shape: Shape, memory_mib: int
@@ -96,6 +98,15 @@ class HostReserve:
             self._narrow[key] = found
         return found
 
+    def free(self, snap: ClusterSnapshot) -> FloatArray:
+        """Per node, the free share of its healthy cards; only nodes changed since are summed."""
+        stale = np.flatnonzero(self._free_version != snap.version)
+        if len(stale):
+            cards = np.where(snap.healthy[stale], snap.share_free[stale], 0)
+            self._free[stale] = cards.sum(axis=1)
+            self._free_version[stale] = snap.version[stale]
+        return self._free
+
     def cost(self, ctx: PlanContext) -> FloatArray:
         """Per candidate, the milli-GPU the request would take out of narrower host reserves."""
         req, rows, snap = ctx.req, ctx.rows, ctx.snap
@@ -104,7 +115,7 @@ class HostReserve:
         fractions, members, cell = self.narrower(snap, Shape.of(req), req.memory_mib)
         if len(fractions) == 0:
             return np.zeros(len(rows))
-        free = np.where(snap.healthy, snap.share_free, 0).sum(axis=1).astype(np.float64)
+        free = self.free(snap)
         in_set = members @ free
         pressure = fractions * free.sum() / np.maximum(in_set, 1.0)
         reserved = pressure @ members  # per node, the fraction of its free share reserved
