@@ -80,8 +80,9 @@ class HostReserve:
     def narrower(
         self, snap: ClusterSnapshot, shape: Shape, memory_mib: int
     ) -> tuple[FloatArray, FloatArray, IntArray]:
-        """The sets strictly inside the request's host set (their fractions and members), and
-        each node's cell: nodes in the same cell belong to the same ones of those sets."""
+        """The sets strictly inside the request's host set (their fractions), and each node's
+        cell with the cells' members (sets x cells): nodes in the same cell belong to the same
+        ones of those sets, so every per-node figure below is one per cell."""
         key = (shape, memory_mib)
         found = self._narrow.get(key)
         if found is None:
@@ -93,8 +94,9 @@ class HostReserve:
                 self.fractions[sets] if self.fractions is not None else np.zeros(0)
             ).astype(np.float64)
             member = np.packbits(self.sets[sets], axis=0).T  # (N, bytes)
-            cell = np.unique(member, axis=0, return_inverse=True)[1].reshape(-1)
-            found = (fractions, self.sets[sets].astype(np.float64), cell.astype(np.int64))
+            first, cell = np.unique(member, axis=0, return_index=True, return_inverse=True)[1:]
+            cell_members = self.sets[sets][:, first].astype(np.float64)  # (K, cells)
+            found = (fractions, cell_members, cell.reshape(-1).astype(np.int64))
             self._narrow[key] = found
         return found
 
@@ -116,10 +118,11 @@ class HostReserve:
         if len(fractions) == 0:
             return np.zeros(len(rows))
         free = self.free(snap)
-        in_set = members @ free
+        cell_free = np.bincount(cell, weights=free, minlength=members.shape[1])
+        in_set = members @ cell_free
         pressure = fractions * free.sum() / np.maximum(in_set, 1.0)
-        reserved = pressure @ members  # per node, the fraction of its free share reserved
-        surplus = np.maximum(np.bincount(cell, weights=free * (1.0 - reserved)), 0.0)[cell[rows]]
+        reserved = pressure @ members  # per cell, the fraction of its free share reserved
+        surplus = np.maximum(cell_free * (1.0 - reserved), 0.0)[cell[rows]]
         # The share taken is at most the request's cards; only where the surplus is smaller is
         # it worked out (the cards on each candidate: as costly as scoring, so only there).
         cost = np.zeros(len(rows))
