@@ -22,6 +22,7 @@ from gpupool.domain.errors import InvalidRequest
 from gpupool.domain.requests import Request
 from gpupool.placement.fragmentation import FragmentationModel
 from gpupool.placement.planner import Planner
+from gpupool.placement.policies import Policy
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
 from gpupool.placement.workload import TargetWorkload
 from gpupool.simulator.load import nominal_gpu_milli
@@ -122,10 +123,12 @@ def task_count(nodes: Sequence[Node], requests: Sequence[Request], config: FillC
 def run_fill(
     nodes: Sequence[Node],
     requests: Sequence[Request],
-    policy: str,
+    policy: str | Policy,
     config: FillConfig = FillConfig(),
     progress: Progress | None = None,
 ) -> FillRun:
+    """One seed of the fill experiment with a policy by name, or a policy built by the caller
+    for this workload (`TargetWorkload.from_requests(requests, cutoff=popularity_cutoff)`)."""
     snap, tasks, task_load, rng = prepare(nodes, requests, config)
     workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
     planner = Planner(policy, workload, seed=config.seed, rank=rng.permutation(len(snap)))
@@ -135,7 +138,8 @@ def run_fill(
     changed = np.zeros(len(snap), dtype=bool)  # nodes placed on since node_frag was measured
     capacity = snap.total_gpu_milli()
 
-    run = FillRun(policy=policy, seed=config.seed, tasks=len(tasks))
+    name = policy if isinstance(policy, str) else policy.name
+    run = FillRun(policy=name, seed=config.seed, tasks=len(tasks))
     samples: dict[int, list[tuple[float, float, float]]] = {p: [] for p in config.checkpoints}
     arrived = 0
     allocated = 0  # the nominal load of placed tasks, so allocation never exceeds arrival

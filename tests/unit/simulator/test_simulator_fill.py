@@ -7,6 +7,8 @@ import pytest
 
 from gpupool.domain import GiB, Request, uniform_node
 from gpupool.placement import ClusterSnapshot
+from gpupool.placement.policies.gpupool import GpupoolPolicy
+from gpupool.placement.workload import TargetWorkload
 from gpupool.simulator.builtin import builtin_scenario
 from gpupool.simulator.experiment import run_experiment
 from gpupool.simulator.fill import FillConfig, inflate, run_fill
@@ -79,3 +81,20 @@ def test_experiment_aggregates_means_over_seeds() -> None:
         results["best-fit"]["unallocated_gpu_pct_100"]
         < results["random"]["unallocated_gpu_pct_100"]
     )
+
+
+def test_a_policy_built_by_the_caller_runs_as_its_name_does() -> None:
+    # bench/decided_by.py passes its own policy object; built for the same workload, the
+    # policy by name and the object must give the same run, under the policy's name.
+    sc = builtin_scenario()
+    config = FillConfig(seed=3)
+    workload = TargetWorkload.from_requests(sc.requests, cutoff=config.popularity_cutoff)
+    by_name = run_fill(sc.nodes, sc.requests, "gpupool", config)
+    by_object = run_fill(sc.nodes, sc.requests, GpupoolPolicy(workload), config)
+    assert by_object.policy == "gpupool"
+    assert (by_object.placed, by_object.unallocated_gpu_pct) == (
+        by_name.placed,
+        by_name.unallocated_gpu_pct,
+    )
+    assert by_object.frag_rate_pct == by_name.frag_rate_pct
+    assert by_name.placed > 0

@@ -54,6 +54,8 @@ class AcceptingMeasure:
         share_free: IntArray,
         mem_free: IntArray | None = None,
     ) -> FloatArray:
+        if len(self.parts) == 1 and self.parts[0][0] is None:  # no restricted shapes
+            return self.parts[0][1].node_frag(rows, cpu_free, share_free, mem_free)
         frag = np.zeros(len(rows))
         for accepts, measure in self.parts:
             if accepts is None:
