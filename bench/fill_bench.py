@@ -40,6 +40,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=5, help="paired rounds per policy")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     nodes_csv = args.trace / "openb_node_list_gpu_node.csv"
     if not nodes_csv.exists():
         print(json.dumps({"error": f"trace not found at {args.trace}"}))
