@@ -71,9 +71,10 @@ class HostReserve:
             sets[hosts.tobytes()] = (mask, before + load)
         self.sets = np.array([m for m, _ in sets.values()], dtype=bool).reshape(-1, len(snap))
         self.fractions = np.array([load / total for _, load in sets.values()]) if total else None
-        # per request (shape, memory): its narrower sets' fractions, their members (as floats,
-        # for the products below) and the cell of each node among them
+        # per request (shape, memory): its narrower sets' fractions, each cell's membership of
+        # them (as floats, for the products below) and the cell of each node
         self._narrow: dict[tuple[Shape, int], tuple[FloatArray, FloatArray, IntArray]] = {}
+        # per node, the free share of its healthy cards, and the node version it was summed at
         self._free = np.zeros(len(snap))
         self._free_version = np.full(len(snap), -1, dtype=np.int64)
 
