@@ -140,6 +140,16 @@ def test_a_gang_of_four_waits_while_three_fit_then_all_four_run_together(stack: 
         x["spec"]["podRef"]["name"] for x in leases if x["spec"]["podRef"]["name"] != "blocker"
     )
     assert held == ["w-0", "w-1", "w-2", "w-3"], [(x["spec"], x.get("status")) for x in leases]
+    # The next test needs whole free nodes: where the gang's slices landed is the extender's
+    # choice (in one CI run here they were spread over both nodes), so they go, leases and all.
+    for i in range(4):
+        api.delete(f"{pods}/w-{i}")
+
+    def released() -> bool:
+        leases = api.get(f"{GROUP}/namespaces/{ns}/gpuleases")["items"]
+        return all((x.get("status") or {}).get("phase") == "Released" for x in leases)
+
+    wait_until(released, 60, "the gang's pods gone and their leases released")
 
 
 def _namespace(s: Stack) -> str:
