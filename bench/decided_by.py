@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from gpupool.cli.simulate import parse_seeds
-from gpupool.domain.requests import Request
 from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray
 from gpupool.placement.policies.fgd import FgdPolicy
@@ -30,13 +29,10 @@ from gpupool.placement.workload import TargetWorkload
 from gpupool.simulator.fill import FillConfig, run_fill
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from choice_diff import kind
 from heldout_mixes import DEFAULT_TRACE, inputs, stats
 
 KINDS = ("cpu", "share", "1", "2", "4", "8")
-
-
-def kind(r: Request) -> str:
-    return "cpu" if not r.wants_gpu else ("share" if not r.whole_cards else str(r.gpu_count))
 
 
 def parse_kinds(text: str) -> list[frozenset[str]]:
