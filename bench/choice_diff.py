@@ -14,6 +14,7 @@ largest difference is what sent gpupool there.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections import Counter
 from pathlib import Path
@@ -89,11 +90,14 @@ def kind(r: Request) -> str:
 
 
 def main() -> int:
-    args = [a for a in sys.argv[1:] if not a.startswith("--bands")]
-    bands = next((a.split("=")[1] for a in sys.argv[1:] if a.startswith("--bands=")), "0-30")
-    low, high = (int(x) for x in bands.split("-"))
-    mix, seed = args[0], int(args[1])
-    lead = args[2] if len(args) > 2 else "gpupool"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mix")
+    parser.add_argument("seed", type=int)
+    parser.add_argument("lead", nargs="?", default="gpupool")
+    parser.add_argument("--bands", default="0-30", help="LOW-HIGH, %% of arrived load")
+    ns = parser.parse_args()
+    low, high = (int(x) for x in ns.bands.split("-"))
+    mix, seed, lead = ns.mix, ns.seed, ns.lead
     other = "fgd" if lead == "gpupool" else "gpupool"
     nodes = load_nodes(TRACE / "openb_node_list_gpu_node.csv")
     base = [p.request for p in load_pods(TRACE / "openb_pod_list_default.csv")]
