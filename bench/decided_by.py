@@ -8,6 +8,12 @@ of those kinds as gpupool would and every other task as FGD would, on the same f
 shuffle, node order); the paired difference (mixed - fgd) per seed says how much of gpupool's
 gain or loss on the mix those decisions carry. FGD and gpupool themselves are run too, so the
 three columns are paired. A mix is any name `bench/heldout_mixes.py` takes.
+
+    python bench/decided_by.py MIX --kinds "" --until 0.3,0.6
+
+`--until X` asks *when* instead of *which*: the fill is split at the moment the cluster's
+allocated fraction passes X, once with FGD placing every task until then and gpupool after,
+once the other way round (`fgd<X`, `gpupool<X`), each paired with FGD.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ KINDS = ("cpu", "share", "1", "2", "4", "8")
 
 def parse_kinds(text: str) -> list[frozenset[str]]:
     sets = []
-    for part in text.split(","):
+    for part in filter(None, text.split(",")):
         names: set[str] = set()
         for name in part.split("/"):
             if name == "2+":
@@ -64,16 +70,47 @@ class MixedPolicy(GpupoolPolicy):
         return super().score(ctx) if kind(ctx.req) in self.kinds else self.fgd.score(ctx)
 
 
+class PhasedPolicy(GpupoolPolicy):
+    """`first` ("fgd" or "gpupool") places every task until the cluster's allocated fraction
+    passes `until`, the other one after."""
+
+    name = "phased"
+
+    def __init__(self, workload: TargetWorkload, first: str, until: float) -> None:
+        super().__init__(workload)
+        self.first, self.until = first, until
+        self.fgd = FgdPolicy(workload)
+
+    def score(self, ctx: PlanContext) -> FloatArray:
+        snap = ctx.snap
+        early = snap.allocated_gpu_milli() <= self.until * snap.total_gpu_milli()
+        gpupool = early == (self.first == "gpupool")
+        return super().score(ctx) if gpupool else self.fgd.score(ctx)
+
+
 def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
     trace, who, mix, seed = job
     nodes, requests = inputs(trace, mix)
     config = FillConfig(seed=seed)
+    workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
     if who in ("fgd", "gpupool"):
         run = run_fill(nodes, requests, who, config)
+    elif "<" in who:
+        first, until = who.split("<")
+        run = run_fill(nodes, requests, PhasedPolicy(workload, first, float(until)), config)
     else:
-        workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
         run = run_fill(nodes, requests, MixedPolicy(workload, frozenset(who.split("/"))), config)
     return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
+
+
+def label(who: str) -> str:
+    if who == "gpupool":
+        return who
+    if "<" in who:
+        first, until = who.split("<")
+        then = "gpupool" if first == "fgd" else "fgd"
+        return f"{first} until {float(until):.0%} allocated, {then} after"
+    return f"gpupool for {who}, fgd for the rest"
 
 
 def main() -> int:
@@ -82,11 +119,19 @@ def main() -> int:
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--kinds", default="share,1,2+,cpu")
     parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--until", default="", help="allocated fractions to split at, e.g. 0.3,0.6")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds)
     mixed = ["/".join(sorted(k)) for k in parse_kinds(args.kinds)]
-    who = ["fgd", "gpupool", *mixed]
+    try:
+        splits = [float(x) for x in filter(None, args.until.split(","))]
+    except ValueError:
+        parser.error(f"--until takes fractions such as 0.3,0.6, not {args.until!r}")
+    if any(not 0 < x < 1 for x in splits):
+        parser.error("--until fractions must lie strictly between 0 and 1")
+    phased = [f"{first}<{x}" for x in splits for first in ("fgd", "gpupool")]
+    who = ["fgd", "gpupool", *mixed, *phased]
     jobs = [(args.trace, w, args.mix, s) for w in who for s in seeds]
     with ProcessPoolExecutor(args.jobs) as pool:
         got = dict(zip(jobs, pool.map(one, jobs), strict=True))
@@ -97,8 +142,7 @@ def main() -> int:
         for w in who[1:]:
             v = np.array([got[(args.trace, w, args.mix, s)][k] for s in seeds])
             d = v - fgd
-            label = w if w == "gpupool" else f"gpupool for {w}, fgd for the rest"
-            table[label] = {
+            table[label(w)] = {
                 **stats(v),
                 "minus_fgd": stats(d),
                 "minus_fgd_per_seed": [round(float(x), 3) for x in d],
