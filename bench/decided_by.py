@@ -56,21 +56,34 @@ def parse_kinds(text: str) -> list[frozenset[str]]:
     return sets
 
 
-class MixedPolicy(GpupoolPolicy):
-    """gpupool's scores for the tasks of `kinds`, FGD's (with its own cache) for the others."""
+class SplitPolicy(GpupoolPolicy):
+    """gpupool's score where `by_gpupool` says so, FGD's (with its own cache) elsewhere."""
+
+    def __init__(self, workload: TargetWorkload) -> None:
+        super().__init__(workload)
+        self.fgd = FgdPolicy(workload)
+
+    def by_gpupool(self, ctx: PlanContext) -> bool:
+        raise NotImplementedError
+
+    def score(self, ctx: PlanContext) -> FloatArray:
+        return super().score(ctx) if self.by_gpupool(ctx) else self.fgd.score(ctx)
+
+
+class MixedPolicy(SplitPolicy):
+    """gpupool places the tasks of `kinds`, FGD the others."""
 
     name = "gpupool-for"
 
     def __init__(self, workload: TargetWorkload, kinds: frozenset[str]) -> None:
         super().__init__(workload)
         self.kinds = kinds
-        self.fgd = FgdPolicy(workload)
 
-    def score(self, ctx: PlanContext) -> FloatArray:
-        return super().score(ctx) if kind(ctx.req) in self.kinds else self.fgd.score(ctx)
+    def by_gpupool(self, ctx: PlanContext) -> bool:
+        return kind(ctx.req) in self.kinds
 
 
-class PhasedPolicy(GpupoolPolicy):
+class PhasedPolicy(SplitPolicy):
     """`first` ("fgd" or "gpupool") places every task until the cluster's allocated fraction
     passes `until`, the other one after."""
 
@@ -79,37 +92,47 @@ class PhasedPolicy(GpupoolPolicy):
     def __init__(self, workload: TargetWorkload, first: str, until: float) -> None:
         super().__init__(workload)
         self.first, self.until = first, until
-        self.fgd = FgdPolicy(workload)
 
-    def score(self, ctx: PlanContext) -> FloatArray:
+    def by_gpupool(self, ctx: PlanContext) -> bool:
         snap = ctx.snap
         early = snap.allocated_gpu_milli() <= self.until * snap.total_gpu_milli()
-        gpupool = early == (self.first == "gpupool")
-        return super().score(ctx) if gpupool else self.fgd.score(ctx)
+        return early == (self.first == "gpupool")
+
+
+def phase(who: str) -> tuple[str, float] | None:
+    """`fgd<0.3` -> ("fgd", 0.3); None for a policy name or a set of kinds."""
+    if "<" not in who:
+        return None
+    first, until = who.split("<")
+    return first, float(until)
 
 
 def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
     trace, who, mix, seed = job
     nodes, requests = inputs(trace, mix)
     config = FillConfig(seed=seed)
-    workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
     if who in ("fgd", "gpupool"):
         run = run_fill(nodes, requests, who, config)
-    elif "<" in who:
-        first, until = who.split("<")
-        run = run_fill(nodes, requests, PhasedPolicy(workload, first, float(until)), config)
     else:
-        run = run_fill(nodes, requests, MixedPolicy(workload, frozenset(who.split("/"))), config)
+        workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
+        split = phase(who)
+        policy: SplitPolicy = (
+            PhasedPolicy(workload, *split)
+            if split
+            else MixedPolicy(workload, frozenset(who.split("/")))
+        )
+        run = run_fill(nodes, requests, policy, config)
     return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
 
 
 def label(who: str) -> str:
+    split = phase(who)
     if who == "gpupool":
         return who
-    if "<" in who:
-        first, until = who.split("<")
+    if split:
+        first, until = split
         then = "gpupool" if first == "fgd" else "fgd"
-        return f"{first} until {float(until):.0%} allocated, {then} after"
+        return f"{first} until {until:.0%} allocated, {then} after"
     return f"gpupool for {who}, fgd for the rest"
 
 

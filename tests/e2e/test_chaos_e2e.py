@@ -539,9 +539,8 @@ def test_a_pod_refused_before_a_release_lands_once_the_lease_is_released(chaos: 
     # sent it back (`gpupool.io/requeue` on the pod); once in a while kube-scheduler retries the
     # waiter on its own (seen once in CI here: probably an event during its last attempt, which
     # puts a pod in backoff rather than among the unschedulable ones) and that retry, after the
-    # release, lands it first. Both are fine
-    # for the user; which pods the requeue annotates, and when, is
-    # tests/unit/kubernetes/test_extender_requeue.py.
+    # release, lands it first. Both are fine for the user; which pods the requeue annotates,
+    # and when, is tests/unit/kubernetes/test_extender_requeue.py.
     for i in range(1, pairs):
         api.request("DELETE", f"{path}/full-{i}", None)
     api.request("DELETE", f"{path}/waiter", None)
