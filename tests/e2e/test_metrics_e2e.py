@@ -14,7 +14,6 @@ import math
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.parse
@@ -30,6 +29,7 @@ from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
 from gpupool.domain.requests import MILLI
 from gpupool.domain.units import GiB
 from gpupool.placement.workload import TargetWorkload
@@ -49,13 +49,6 @@ GPUPOOL_API = "/apis/gpupool.io/v1alpha1"
 LOOPBACK = "127.0.0.1"
 BOARDS = sorted((Path(__file__).parents[2] / "deploy" / "grafana").glob("*.json"))
 ENDED = ("Released", "Expired", "Lost", "Reclaimed")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -118,7 +111,7 @@ def tenant_pod(gpupool_cluster: E2ECluster) -> dict[str, Any]:
 @pytest.fixture
 def agent(gpupool_cluster: E2ECluster, tenant_pod: dict[str, Any], tmp_path: Path) -> Iterator[str]:
     """`gpupool agent` with the node's fake cards, on the pod's node; yields its metrics URL."""
-    port = _free_port()
+    port = free_port()
     node = tenant_pod["spec"]["nodeName"]
     log = (tmp_path / "agent.log").open("wb")
     proc = subprocess.Popen(
@@ -161,7 +154,7 @@ def prometheus(gpupool_cluster: E2ECluster, agent: str, tmp_path: Path) -> Itera
         ],
     }
     (tmp_path / "prometheus.yaml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "prometheus.log").open("wb")
     proc = subprocess.Popen(
         [shutil.which("prometheus") or "prometheus",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from support.builders import pod_json
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError
 from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.ports import free_port
 
 if TYPE_CHECKING:
     from conftest import E2ECluster
@@ -47,13 +47,6 @@ class Components:
 def _established(api: KubeApi, path: str) -> bool:
     conditions = (api.get(path).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -92,7 +85,7 @@ def components(
     selector = ("gpupool.io/e2e-webhook", token)
     name = f"gpupool-e2e-{token}"
     folder = tmp_path_factory.mktemp("webhook-controller")
-    port = _free_port()
+    port = free_port()
     kubeconfig = str(dev_cluster.kubeconfig)
     webhook_log = (folder / "webhook.log").open("wb")
     controller_log = (folder / "controller.log").open("wb")
