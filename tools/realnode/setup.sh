@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Host setup for `gpupool dev-cluster up --real-node` (Debian, as root): installs what is missing
-# of containerd, runc, the CNI plugins, iptables and a static libc, then builds the node's images
-# (build-images.sh). Idempotent: installs nothing when all is there. Other sessions on the same
-# machine may install packages too: apt runs under `flock /tmp/apt.lock`.
+# of containerd, runc, the CNI plugins, iptables and a static libc, and of buildah and mmdebstrap
+# (tools/image/build.sh, which the chart-on-a-real-node e2e test runs), then builds the node's
+# images (build-images.sh). Idempotent: installs nothing when all is there. Other sessions on the
+# same machine may install packages too: apt runs under `flock /tmp/apt.lock`.
 # Not root, or not Debian/apt: says so and exits 1 (the real-node tests then skip, saying why).
 set -euo pipefail
 
@@ -14,6 +15,8 @@ command -v runc >/dev/null || need+=(runc)
 command -v iptables >/dev/null || need+=(iptables)
 [[ -f /usr/lib/x86_64-linux-gnu/libc.a ]] || need+=(libc6-dev)
 command -v cc >/dev/null || need+=(gcc)
+command -v buildah >/dev/null || need+=(buildah)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 
 if [[ ${#need[@]} -gt 0 ]]; then
   if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
