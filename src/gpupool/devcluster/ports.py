@@ -45,8 +45,13 @@ def pickable(ephemeral: tuple[int, int]) -> list[range]:
 
 def reserve(port: int, root: Path = RESERVATIONS, now: float | None = None) -> bool:
     """Whether this process now holds `port`'s reservation: the file `root/port` is created
-    anew, or replaced when older than RESERVED_S (its owner has bound the port or given up)."""
-    root.mkdir(parents=True, exist_ok=True)
+    anew, or replaced when older than RESERVED_S (its owner has bound the port or given up).
+    Where `root` cannot be made (a read-only temp folder), every port counts as reserved: the
+    pick then rests on the free check and the range alone, as it did before reservations."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return True
     marker = root / str(port)
     for _ in range(2):
         try:

@@ -32,6 +32,13 @@ def test_a_reservation_is_held_until_it_is_stale(tmp_path: Path) -> None:
     assert ports.reserve(20002, tmp_path)
 
 
+def test_no_reservation_folder_leaves_the_pick_to_the_free_check(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    assert ports.reserve(20003, blocker / "ports")
+    assert ports.reserve(20003, blocker / "ports")
+
+
 def test_free_port_is_outside_the_ephemeral_range_free_and_reserved() -> None:
     low, high = ports.ephemeral_range()
     picked = {ports.free_port() for _ in range(20)}
