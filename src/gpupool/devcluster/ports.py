@@ -1,11 +1,12 @@
 """Loopback ports: pick free ones, or check that a chosen one is free.
 
 A port picked here is bound later, by another process, seconds after the pick (etcd, the API
-server, gpupool's own servers start one after another). Two things can take it in that gap, and
-both happened in CI: an outgoing connection, which gets its local port from the kernel's ephemeral
-range, and another process picking at the same time (pytest-xdist workers bring up clusters side
-by side). So ports are drawn at random from outside the ephemeral range, and each pick is reserved
-for a while by a file only one process can create.
+server, gpupool's own servers start one after another). Two things can take it in that gap: an
+outgoing connection, which gets its local port from the kernel's ephemeral range, and another
+process picking at the same time (pytest-xdist workers bring up clusters side by side). A CI run
+here lost the extender's port in that gap (which of the two took it was not recorded). So ports
+are drawn at random from outside the ephemeral range, and each pick is reserved for a while by a
+file only one process can create.
 """
 
 from __future__ import annotations
