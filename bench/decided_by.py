@@ -21,10 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-
-import numpy as np
 
 from gpupool.cli.simulate import parse_seeds
 from gpupool.placement.context import PlanContext
@@ -32,11 +29,10 @@ from gpupool.placement.fragmentation import FloatArray
 from gpupool.placement.policies.fgd import FgdPolicy
 from gpupool.placement.policies.gpupool import GpupoolPolicy
 from gpupool.placement.workload import TargetWorkload
-from gpupool.simulator.fill import FillConfig, run_fill
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from choice_diff import kind
-from heldout_mixes import DEFAULT_TRACE, inputs, stats
+from heldout_mixes import DEFAULT_TRACE, fill_figures, paired_runs
 
 KINDS = ("cpu", "share", "1", "2", "4", "8")
 
@@ -109,20 +105,13 @@ def phase(who: str) -> tuple[str, float] | None:
 
 def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
     trace, who, mix, seed = job
-    nodes, requests = inputs(trace, mix)
-    config = FillConfig(seed=seed)
     if who in ("fgd", "gpupool"):
-        run = run_fill(nodes, requests, who, config)
-    else:
-        workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
-        split = phase(who)
-        policy: SplitPolicy = (
-            PhasedPolicy(workload, *split)
-            if split
-            else MixedPolicy(workload, frozenset(who.split("/")))
-        )
-        run = run_fill(nodes, requests, policy, config)
-    return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
+        return fill_figures(trace, mix, seed, who)
+    split = phase(who)
+    if split:
+        return fill_figures(trace, mix, seed, lambda workload: PhasedPolicy(workload, *split))
+    kinds = frozenset(who.split("/"))
+    return fill_figures(trace, mix, seed, lambda workload: MixedPolicy(workload, kinds))
 
 
 def label(who: str) -> str:
@@ -154,24 +143,9 @@ def main() -> int:
     if any(not 0 < x < 1 for x in splits):
         parser.error("--until fractions must lie strictly between 0 and 1")
     phased = [f"{first}<{x}" for x in splits for first in ("fgd", "gpupool")]
-    who = ["fgd", "gpupool", *mixed, *phased]
-    jobs = [(args.trace, w, args.mix, s) for w in who for s in seeds]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        got = dict(zip(jobs, pool.map(one, jobs), strict=True))
-    out: dict[str, object] = {"mix": args.mix, "seeds": seeds}
-    for at, k in (("100", 0), ("130", 1)):
-        fgd = np.array([got[(args.trace, "fgd", args.mix, s)][k] for s in seeds])
-        table: dict[str, object] = {"fgd": stats(fgd)}
-        for w in who[1:]:
-            v = np.array([got[(args.trace, w, args.mix, s)][k] for s in seeds])
-            d = v - fgd
-            table[label(w)] = {
-                **stats(v),
-                "minus_fgd": stats(d),
-                "minus_fgd_per_seed": [round(float(x), 3) for x in d],
-                "seeds_better_worse": [int((d < -1e-9).sum()), int((d > 1e-9).sum())],
-            }
-        out[f"unallocated_gpu_pct_{at}"] = table
+    out = paired_runs(
+        one, args.trace, args.mix, ["gpupool", *mixed, *phased], seeds, args.jobs, label
+    )
     print(json.dumps(out, indent=1))
     return 0
 

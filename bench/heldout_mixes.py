@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -29,6 +30,8 @@ import numpy as np
 from gpupool.cli.simulate import parse_seeds
 from gpupool.domain.devices import Node
 from gpupool.domain.requests import Request
+from gpupool.placement.policies import Policy
+from gpupool.placement.workload import TargetWorkload
 from gpupool.simulator.builtin import builtin_scenario
 from gpupool.simulator.fill import FillConfig, run_fill
 from gpupool.simulator.openb import load_nodes, load_pods
@@ -50,11 +53,22 @@ def inputs(trace: Path, mix: str) -> tuple[list[Node], list[Request]]:
     return nodes, [p.request for p in load_pods(trace / f"openb_pod_list_{mix}.csv")]
 
 
+def fill_figures(
+    trace: Path, mix: str, seed: int, policy: str | Callable[[TargetWorkload], Policy]
+) -> tuple[float, float]:
+    """Unallocated GPU % at 100% and 130% arrived load of one fill: a policy by name, or one
+    built for the mix's target workload (as `run_fill` would build it)."""
+    nodes, requests = inputs(trace, mix)
+    config = FillConfig(seed=seed)
+    if not isinstance(policy, str):
+        policy = policy(TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff))
+    run = run_fill(nodes, requests, policy, config)
+    return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
+
+
 def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
     trace, policy, mix, seed = job
-    nodes, requests = inputs(trace, mix)
-    run = run_fill(nodes, requests, policy, FillConfig(seed=seed))
-    return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
+    return fill_figures(trace, mix, seed, policy)
 
 
 def stats(v: np.ndarray) -> dict[str, float]:
@@ -64,6 +78,47 @@ def stats(v: np.ndarray) -> dict[str, float]:
         "min": round(float(v.min()), 3),
         "max": round(float(v.max()), 3),
     }
+
+
+def against_fgd(fgd: np.ndarray, runs: dict[str, np.ndarray]) -> dict[str, object]:
+    """FGD's per-seed figures and, per named run on the same seeds, its figures and its paired
+    difference with FGD (negative: better), per seed and how many seeds better / worse."""
+    table: dict[str, object] = {"fgd": stats(fgd)}
+    for name, v in runs.items():
+        d = v - fgd
+        table[name] = {
+            **stats(v),
+            "minus_fgd": stats(d),
+            "minus_fgd_per_seed": [round(float(x), 3) for x in d],
+            "seeds_better_worse": [int((d < -1e-9).sum()), int((d > 1e-9).sum())],
+        }
+    return table
+
+
+def paired_runs(
+    one: Callable[[tuple[Path, str, str, int]], tuple[float, float]],
+    trace: Path,
+    mix: str,
+    who: list[str],
+    seeds: list[int],
+    jobs: int,
+    label: Callable[[str], str] = str,
+) -> dict[str, object]:
+    """`one` for FGD and every name in `who` on every seed of `mix`, as a JSON-ready table of
+    each run against FGD (`against_fgd`) at 100% and 130% arrived load, under `label(name)`."""
+    names = ["fgd", *who]
+    work = [(trace, w, mix, s) for w in names for s in seeds]
+    with ProcessPoolExecutor(jobs) as pool:
+        got = dict(zip(work, pool.map(one, work), strict=True))
+
+    def figures(w: str, k: int) -> np.ndarray:
+        return np.array([got[(trace, w, mix, s)][k] for s in seeds])
+
+    out: dict[str, object] = {"mix": mix, "seeds": seeds}
+    for at, k in (("100", 0), ("130", 1)):
+        runs = {label(w): figures(w, k) for w in who}
+        out[f"unallocated_gpu_pct_{at}"] = against_fgd(figures("fgd", k), runs)
+    return out
 
 
 def main() -> int:

@@ -25,7 +25,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +38,9 @@ from gpupool.placement.policies.fgd import FragCache
 from gpupool.placement.policies.gpupool import GpupoolPolicy
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.placement.workload import TargetWorkload
-from gpupool.simulator.fill import FillConfig, run_fill
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from heldout_mixes import DEFAULT_TRACE, inputs, stats
+from heldout_mixes import DEFAULT_TRACE, fill_figures, paired_runs
 
 
 def points(delta: FloatArray) -> FloatArray:
@@ -90,14 +88,9 @@ class ComboPolicy(GpupoolPolicy):
 
 def one(job: tuple[Path, str, str, int]) -> tuple[float, float]:
     trace, who, mix, seed = job
-    nodes, requests = inputs(trace, mix)
-    config = FillConfig(seed=seed)
     if who in ("fgd", "gpupool"):
-        run = run_fill(nodes, requests, who, config)
-    else:
-        workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
-        run = run_fill(nodes, requests, ComboPolicy(workload, who), config)
-    return run.unallocated_gpu_pct[100], run.unallocated_gpu_pct[130]
+        return fill_figures(trace, mix, seed, who)
+    return fill_figures(trace, mix, seed, lambda workload: ComboPolicy(workload, who))
 
 
 def main() -> int:
@@ -113,24 +106,7 @@ def main() -> int:
     unknown = [c for c in combos if c not in COMBOS]
     if unknown:
         parser.error(f"unknown combination {unknown[0]!r}; choose from {', '.join(COMBOS)}")
-    who = ["fgd", "gpupool", *combos]
-    jobs = [(args.trace, w, args.mix, s) for w in who for s in seeds]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        got = dict(zip(jobs, pool.map(one, jobs), strict=True))
-    out: dict[str, object] = {"mix": args.mix, "seeds": seeds}
-    for at, k in (("100", 0), ("130", 1)):
-        fgd = np.array([got[(args.trace, "fgd", args.mix, s)][k] for s in seeds])
-        table: dict[str, object] = {"fgd": stats(fgd)}
-        for w in who[1:]:
-            v = np.array([got[(args.trace, w, args.mix, s)][k] for s in seeds])
-            d = v - fgd
-            table[w] = {
-                **stats(v),
-                "minus_fgd": stats(d),
-                "minus_fgd_per_seed": [round(float(x), 3) for x in d],
-                "seeds_better_worse": [int((d < -1e-9).sum()), int((d > 1e-9).sum())],
-            }
-        out[f"unallocated_gpu_pct_{at}"] = table
+    out = paired_runs(one, args.trace, args.mix, ["gpupool", *combos], seeds, args.jobs)
     print(json.dumps(out, indent=1))
     return 0
 
