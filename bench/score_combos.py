@@ -15,8 +15,8 @@ reserves and change only how the two deltas make the score:
 - `ramp-fgd-ties`: `ramp`, its ties to the better FGD score.
 FGD and gpupool run on the same seeds, so every column is paired per seed with FGD (mean, sd,
 min, max of combination - fgd, and seeds better / worse). A mix is any name
-`bench/heldout_mixes.py` takes. None of these is gpupool's policy: docs/simulator.md (Held-out
-mixes) says what each gave and why none was kept.
+`bench/heldout_mixes.py` takes. None of these is gpupool's policy: docs/multigpu30c.md says
+what each gave and why none was kept.
 """
 
 from __future__ import annotations
