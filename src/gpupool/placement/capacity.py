@@ -21,6 +21,15 @@ faster than cards still counts in full. Memory still bounds in absolute terms: t
 memory was tried and not kept (docs/simulator.md, "A node's own CPU per card").
 
 Memory is each shape's mean ask (TargetWorkload.memory_mib); FGD's measure has no memory.
+
+What a stream of one shape leaves is stranded only for the tasks that cannot use it: "as if only
+this shape came" over-counts, because the workload's other tasks fill the remainders one shape
+alone cannot (a 2-card node with 60 GiB strands a card for 47 GiB tasks, but a 10 GiB task takes
+it). So each shape's stranded share is weighted by the fraction of the target workload that
+could not take one more task in what its stream leaves: the cards (a slice stream leaves each
+card's remainder, a whole-card stream the partial cards and the whole cards it did not take), the
+CPU and the memory its counted instances leave. That is FGD's one-step question asked of the
+capacity measure's horizon; CPU-only tasks never use free GPU share, so they always count.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import numpy as np
 
 from gpupool.domain.requests import MILLI
 from gpupool.placement.fragmentation import FloatArray, threshold
-from gpupool.placement.snapshot import ClusterSnapshot, IntArray
+from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
 
@@ -45,6 +54,17 @@ def _shortfall(
     whole = own.astype(np.int64)[:, None]
     gap = np.minimum(whole // need, inst) - np.minimum(free[:, None] // need, inst)
     return np.asarray(np.maximum(gap, 0.0) / per_inst, dtype=np.float64)
+
+
+def _count_true(b: BoolArray) -> IntArray:
+    """`b.sum(axis=-1)` for a boolean array, eight cards at a time: a bool is one byte, so the
+    popcount of eight of them read as one 64-bit word is how many are true (several times faster
+    than summing bytes along a short last axis, which this measure does per shape pair)."""
+    short = -b.shape[-1] % 8
+    if short:
+        b = np.concatenate([b, np.zeros((*b.shape[:-1], short), dtype=bool)], axis=-1)
+    words = np.bitwise_count(np.ascontiguousarray(b).view(np.uint64))
+    return np.asarray(words[..., 0] if words.shape[-1] == 1 else words.sum(axis=-1))
 
 
 class CapacityModel:
@@ -78,6 +98,31 @@ class CapacityModel:
         self._cpus = np.array([c or never for _, m in parts for c, _, _ in m], dtype=np.int64)
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
+        self._cpu_ask = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
+        self._weight_total = self.cpu_only_weight + float(self._weights.sum())
+        # per group, the weight of its shapes asking at most the i-th smallest CPU ask and the
+        # j-th smallest memory ask (index 0: none), so that "which shapes fit this much CPU and
+        # memory" is two searchsorted lookups instead of a test of every shape
+        whole = self._whole[:, 0]
+        self._member_count = self._count[self._member_group, 0]
+        self._slices = np.flatnonzero(~whole)  # the slice groups
+        self._sliced = ~whole[self._member_group]  # the members of slice groups
+        slot = np.full(len(parts), -1)
+        slot[self._slices] = np.arange(len(self._slices))
+        self._slice_of = slot[self._member_group[self._sliced]]  # their row among the slices
+        self._cpu_values = np.unique(self._cpu_ask)
+        self._mem_values = np.unique(self._mems)
+        fit_weight = np.zeros((len(parts), len(self._cpu_values) + 1, len(self._mem_values) + 1))
+        np.add.at(
+            fit_weight,
+            (
+                self._member_group,
+                np.searchsorted(self._cpu_values, self._cpu_ask) + 1,
+                np.searchsorted(self._mem_values, self._mems) + 1,
+            ),
+            self._weights,
+        )
+        self._fit_weight = fit_weight.cumsum(axis=1).cumsum(axis=2)
         self._group_milli = self._count * MILLI
         self._mem_divisor = np.maximum(self._mems, 1)
         self._mem_unbounded = np.where(self._mems > 0, 0, never)
@@ -117,9 +162,52 @@ class CapacityModel:
             # shapes without a memory ask: a bound no node memory reaches (scale stays 1)
             fit = mem_free[:, None] // self._mem_divisor + self._mem_unbounded
             scale = np.minimum(scale, fit / per_inst)  # scale <= 1 already
-        strand = (total[:, None] - used[g].T * scale) * self._weights  # (B, M)
+        left = self._unusable_share(
+            rows, cpu_free, share_free, mem_free, per_card, need, inst, scale
+        )
+        strand = (total[:, None] - used[g].T * scale) * left * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
         terms = np.empty((self.group_count + 1, len(rows)))
         terms[0] = self.cpu_only_weight * total
         terms[1:] = per_group.T
         return np.asarray(np.cumsum(terms, axis=0)[-1], dtype=np.float64)
+
+    def _unusable_share(
+        self,
+        rows: IntArray,
+        cpu_free: IntArray,
+        share_free: IntArray,
+        mem_free: IntArray | None,
+        per_card: IntArray,
+        need: IntArray,
+        inst: IntArray,
+        scale: FloatArray,
+    ) -> FloatArray:
+        """(B, M): per shape m, the fraction of the target workload that could not take one more
+        task in what a stream of m leaves on the node (the share it strands, and the CPU and
+        memory its counted instances leave): that share is stranded only for them."""
+        taken = np.floor(inst * scale + 1e-9).astype(np.int64)  # (B, M): the instances counted
+        cpu_left = cpu_free[:, None] - taken * self._cpu_ask
+        mem_left = mem_free[:, None] - taken * self._mems if mem_free is not None else None
+        # whether each group t finds its cards in what each member m's stream leaves: (B, M, T)
+        full = share_free >= MILLI
+        partial_fit = ((share_free[None] >= need) & ~full[None]).sum(axis=2)  # (T, B)
+        # whole-card streams take whole free cards and leave the partial ones as they were
+        free_cards = np.maximum(full.sum(axis=1)[:, None] - taken * self._member_count, 0)
+        cards = (partial_fit.T[:, None, :] + free_cards[:, :, None]) >= self._count[:, 0]
+        if len(self._slices):
+            # slice streams leave each card's remainder below one more slice
+            sl = self._slices
+            rest = share_free[None] - per_card[sl] * need[sl]  # (Sl, B, G)
+            fit = _count_true(rest[:, None] >= need[None]) >= self._count  # (Sl, T, B)
+            cards[:, self._sliced, :] = fit[self._slice_of].transpose(2, 0, 1)
+        # the weight of each group's shapes whose CPU and memory fit what is left: (T, B, M)
+        i = np.searchsorted(self._cpu_values, cpu_left, side="right")
+        j = (
+            np.searchsorted(self._mem_values, mem_left, side="right")
+            if mem_left is not None
+            else np.full_like(i, len(self._mem_values))
+        )
+        fitting = self._fit_weight[:, i, j]
+        hosted = np.einsum("bmt,tbm->bm", cards, fitting)
+        return np.asarray(1.0 - hosted / self._weight_total, dtype=np.float64)

@@ -36,10 +36,13 @@ def frag(model: object, snap: ClusterSnapshot) -> float:
         # Plenty of CPU: both count the 300-milli card for both shapes: 0.5*300 + 0.5*300.
         (10_000, 300.0, 300.0),
         # CPU for one half-card task and no 1-GPU task. FGD: the half-card shape is still
-        # hostable (150), the 1-GPU shape is not (all 1300 count: 650). Capacity: one 500 slice
-        # of 1300 is usable (0.5*800) and nothing for 1-GPU tasks (0.5*1300), where the
-        # node's own ratio (6.5 cores for 1.3 free GPUs) would feed both.
-        (1_000, 800.0, 1050.0),
+        # hostable (150), the 1-GPU shape is not (all 1300 count: 650). Capacity: a stream of
+        # half-card tasks uses one slice of 1300 and leaves 800 with no CPU, which no task of
+        # the mix can take (0.5*800); a stream of 1-GPU tasks uses nothing, where the node's
+        # own ratio (6.5 cores for 1.3 free GPUs) would feed one, and leaves all 1300 with the
+        # CPU for one more half-card task, so only the 1-GPU half of the mix misses it
+        # (0.5*0.5*1300).
+        (1_000, 800.0, 725.0),
     ],
 )
 def test_measures_by_hand(cpu: int, fgd: float, capacity: float) -> None:
@@ -80,3 +83,20 @@ def test_a_nodes_own_cpu_per_card_is_not_fragmentation_for_the_capacity_measure(
     assert frag(CapacityModel(snap, workload), snap) == pytest.approx(0.0)
     snap.cpu_free[0] = 2_000
     assert frag(CapacityModel(snap, workload), snap) == pytest.approx(1000.0)
+
+
+def test_capacity_strands_only_for_the_tasks_that_cannot_use_what_a_stream_leaves() -> None:
+    """Two free cards and 60Gi of node memory. A stream of 47Gi 1-GPU tasks takes one card and
+    leaves the other with 13Gi beside it: stranded for those tasks, but a 10Gi 1-GPU task takes
+    it, so it counts only for the half of the mix that could not (0.5 x 0.5 x 1000). Alone in
+    the workload, the 47Gi tasks strand the card in full."""
+    snap = ClusterSnapshot([node("n", gpus=2, cpu=32_000, mem=60 * 1024)])
+    # different CPU asks: a shape is its CPU and GPU ask, and carries its tasks' mean memory
+    big = whole("big", cpu=2000, memory_mib=47 * 1024)
+    small = whole("small", cpu=1000, memory_mib=10 * 1024)
+    rows = np.arange(1)
+    args = (rows, snap.cpu_free, snap.share_free, snap.mem_free)
+    mixed = TargetWorkload.from_requests([big, small], cutoff=1.0)
+    assert CapacityModel(snap, mixed).node_frag(*args)[0] == pytest.approx(250.0)
+    alone = TargetWorkload.from_requests([big], cutoff=1.0)
+    assert CapacityModel(snap, alone).node_frag(*args)[0] == pytest.approx(1000.0)

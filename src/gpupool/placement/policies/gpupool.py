@@ -6,7 +6,8 @@ else the cards too small for it. That one-step view misses what strands GPUs on 
 node that can host one more 1-GPU task but has CPU for only one strands its other free cards;
 a card with 600 milli free is "fine" for 470-milli tasks yet only one fits. The capacity measure
 (capacity.py) counts what a stream of each shape could actually use, CPU included (the CPU that
-allocation took, not the node's own CPU per card).
+allocation took, not the node's own CPU per card), and counts what it leaves as stranded only for
+the tasks of the workload that could not take one more task there.
 
 gpupool descends the mean of the two measures — the one-step and the fill-the-node horizon,
 weighted equally — with FGD's sigmoid scoring truncated to whole points, so that near-equal
