@@ -95,14 +95,11 @@ class CapacityModel:
         self._group_start = np.searchsorted(self._member_group, np.arange(len(parts)))
         # A shape without a CPU ask: a need so large that free and own CPU deny it alike (none).
         never = np.iinfo(np.int64).max // 2
-        self._cpus = np.array([c or never for _, m in parts for c, _, _ in m], dtype=np.int64)
+        self._cpu_ask = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
+        self._cpus = np.where(self._cpu_ask > 0, self._cpu_ask, never)
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
-        self._cpu_ask = np.array([c for _, m in parts for c, _, _ in m], dtype=np.int64)
         self._weight_total = self.cpu_only_weight + float(self._weights.sum())
-        # per group, the weight of its shapes asking at most the i-th smallest CPU ask and the
-        # j-th smallest memory ask (index 0: none), so that "which shapes fit this much CPU and
-        # memory" is two searchsorted lookups instead of a test of every shape
         whole = self._whole[:, 0]
         self._member_count = self._count[self._member_group, 0]
         self._slices = np.flatnonzero(~whole)  # the slice groups
@@ -110,6 +107,9 @@ class CapacityModel:
         slot = np.full(len(parts), -1)
         slot[self._slices] = np.arange(len(self._slices))
         self._slice_of = slot[self._member_group[self._sliced]]  # their row among the slices
+        # per group, the weight of its shapes asking at most the i-th smallest CPU ask and the
+        # j-th smallest memory ask (index 0: none), so that "which shapes fit this much CPU and
+        # memory" is two searchsorted lookups instead of a test of every shape
         self._cpu_values = np.unique(self._cpu_ask)
         self._mem_values = np.unique(self._mems)
         fit_weight = np.zeros((len(parts), len(self._cpu_values) + 1, len(self._mem_values) + 1))
@@ -162,19 +162,16 @@ class CapacityModel:
             # shapes without a memory ask: a bound no node memory reaches (scale stays 1)
             fit = mem_free[:, None] // self._mem_divisor + self._mem_unbounded
             scale = np.minimum(scale, fit / per_inst)  # scale <= 1 already
-        left = self._unusable_share(
-            rows, cpu_free, share_free, mem_free, per_card, need, inst, scale
-        )
-        strand = (total[:, None] - used[g].T * scale) * left * self._weights  # (B, M)
+        missed = self._missed_by_mix(cpu_free, share_free, mem_free, per_card, need, inst, scale)
+        strand = (total[:, None] - used[g].T * scale) * missed * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
         terms = np.empty((self.group_count + 1, len(rows)))
         terms[0] = self.cpu_only_weight * total
         terms[1:] = per_group.T
         return np.asarray(np.cumsum(terms, axis=0)[-1], dtype=np.float64)
 
-    def _unusable_share(
+    def _missed_by_mix(
         self,
-        rows: IntArray,
         cpu_free: IntArray,
         share_free: IntArray,
         mem_free: IntArray | None,
@@ -186,7 +183,9 @@ class CapacityModel:
         """(B, M): per shape m, the fraction of the target workload that could not take one more
         task in what a stream of m leaves on the node (the share it strands, and the CPU and
         memory its counted instances leave): that share is stranded only for them."""
-        taken = np.floor(inst * scale + 1e-9).astype(np.int64)  # (B, M): the instances counted
+        # (B, M): the instances the measure counts as used (the epsilon: scale is a quotient,
+        # and 3 * (2/3) must give 2, not 1)
+        taken = np.floor(inst * scale + 1e-9).astype(np.int64)
         cpu_left = cpu_free[:, None] - taken * self._cpu_ask
         mem_left = mem_free[:, None] - taken * self._mems if mem_free is not None else None
         # whether each group t finds its cards in what each member m's stream leaves: (B, M, T)
