@@ -34,18 +34,13 @@ from gpupool.placement.capacity import CapacityModel
 from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel
 from gpupool.placement.policies.accepting import AcceptingMeasure
-from gpupool.placement.policies.fgd import FragCache
+from gpupool.placement.policies.fgd import FragCache, points
 from gpupool.placement.policies.gpupool import GpupoolPolicy
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.placement.workload import TargetWorkload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from heldout_mixes import DEFAULT_TRACE, fill_figures, paired_runs
-
-
-def points(delta: FloatArray) -> FloatArray:
-    """FGD's score of a delta: sigmoid x 100, truncated."""
-    return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
 
 
 def allocated(snap: ClusterSnapshot) -> float:

@@ -18,6 +18,12 @@ from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
 
+def points(delta: FloatArray) -> FloatArray:
+    """FGD's score of a fragmentation decrease (milli-GPU): sigmoid x 100, truncated to whole
+    points as the paper's simulator does (the truncation makes the ties the node order breaks)."""
+    return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+
+
 class FragCache:
     """Per-node fragmentation before, and after each request shape, kept fresh by node version."""
 
@@ -77,5 +83,4 @@ class FgdPolicy(Policy):
         return self._cache
 
     def score(self, ctx: PlanContext) -> FloatArray:
-        delta = self.cache(ctx.snap).delta(ctx)
-        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+        return points(self.cache(ctx.snap).delta(ctx))

@@ -31,7 +31,7 @@ from gpupool.placement.capacity import CapacityModel
 from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
 from gpupool.placement.policies.accepting import AcceptingMeasure
-from gpupool.placement.policies.fgd import FgdPolicy
+from gpupool.placement.policies.fgd import FgdPolicy, points
 from gpupool.placement.policies.hosts import HostReserve
 from gpupool.placement.policies.reserve import ModelReserve
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
@@ -82,4 +82,4 @@ class GpupoolPolicy(FgdPolicy):
     def score(self, ctx: PlanContext) -> FloatArray:
         delta = self.cache(ctx.snap).delta(ctx) - self.reserve.cost(ctx)
         delta -= self.hosts(ctx.snap).cost(ctx)
-        return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+        return points(delta)
