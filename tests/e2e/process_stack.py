@@ -215,3 +215,18 @@ def pod_annotations(pod: dict[str, Any]) -> dict[str, str]:
 def pod_events(api: KubeApi, ns: str, name: str) -> list[dict[str, Any]]:
     items = api.get(f"/api/v1/namespaces/{ns}/events")["items"]
     return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def events_with(
+    api: KubeApi, ns: str, name: str, *reasons: str, timeout_s: float = 30
+) -> list[dict[str, Any]]:
+    """The pod's events once every reason in `reasons` is among them (all of them at the
+    deadline). Controllers write an event after the change it explains (the patch, the
+    eviction), so a test that has seen the change must still wait for the event."""
+
+    def seen() -> list[dict[str, Any]] | None:
+        events = pod_events(api, ns, name)
+        got = {e["reason"] for e in events}
+        return events if all(r in got for r in reasons) else None
+
+    return poll_until(seen, timeout_s=timeout_s, interval_s=0.2) or pod_events(api, ns, name)

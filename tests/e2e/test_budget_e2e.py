@@ -112,10 +112,13 @@ def test_a_spent_budget_blocks_a_new_pod_until_the_next_window(stack: Stack) -> 
     assert f"of {LIMIT_HOURS:g} GiB-hours this window (on exhaustion: block)" in note
     p2 = pod_get(api, ns, "p2")
     assert p2 is not None and {"name": "gpupool.io/quota"} in p2["spec"]["schedulingGates"]
-    assert any(
-        e["reason"] == "Queued" and "GiB-hours this window" in e["message"]
-        for e in pod_events(api, ns, "p2")
-    )
+    assert poll_until(
+        lambda: any(
+            e["reason"] == "Queued" and "GiB-hours this window" in e["message"]
+            for e in pod_events(api, ns, "p2")
+        ),
+        timeout_s=30,
+    ), pod_events(api, ns, "p2")
 
     api.delete(f"/api/v1/namespaces/{ns}/pods/p1")
     assert poll_until(lambda: pod_running(api, ns, "p2"), timeout_s=WINDOW_S + 30), (

@@ -20,6 +20,7 @@ import pytest
 from process_stack import (
     GROUP,
     Stack,
+    events_with,
     pod_annotations,
     pod_events,
     pod_get,
@@ -102,7 +103,7 @@ def test_a_gang_of_four_waits_while_three_fit_then_all_four_run_together(stack: 
         30,
         "the three members waiting for the fourth",
     )
-    assert any(e["reason"] == "Queued" for e in pod_events(api, ns, "w-0"))
+    assert any(e["reason"] == "Queued" for e in events_with(api, ns, "w-0", "Queued"))
 
     api.create(pods, member("w-3"))
     short = (

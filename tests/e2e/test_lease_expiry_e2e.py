@@ -20,8 +20,8 @@ from process_stack import (
     GROUP,
     LIVE,
     Stack,
+    events_with,
     pod_annotations,
-    pod_events,
     pod_get,
     pod_running,
     process_stack,
@@ -131,7 +131,7 @@ def test_an_unrenewed_lease_is_evicted_after_its_grace_and_a_renewed_one_is_not(
 
     assert poll_until(renew_kept_until_left_is_gone, timeout_s=90, interval_s=2), stack.tail()
 
-    reasons = [e["reason"] for e in pod_events(api, ns, "left")]
+    reasons = [e["reason"] for e in events_with(api, ns, "left", "LeaseExpired", "LeaseEvicted")]
     assert "LeaseExpired" in reasons and "LeaseEvicted" in reasons, reasons
     left = poll_until(lambda: (lambda le: le if le["status"].get("phase") not in LIVE else None)(
         _lease(stack, ns, uids["left"])), timeout_s=30)  # fmt: skip

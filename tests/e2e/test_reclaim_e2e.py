@@ -20,6 +20,7 @@ import pytest
 from process_stack import (
     GROUP,
     Stack,
+    events_with,
     lease_ends_reclaimed,
     pod_annotations,
     pod_events,
@@ -137,13 +138,14 @@ def test_borrowed_pod_is_noticed_evicted_after_grace_and_the_lender_runs(stack: 
     ended = lease_ends_reclaimed(stack, nb, victim)
     assert ended["status"]["reclaim"]["reason"] == "QuotaReclaim", ended["status"]
     assert f"give tenant {alpha} its quota back" in ended["status"]["reclaim"]["message"]
-    reasons = [e["reason"] for e in pod_events(api, nb, "b4")]
+    events = events_with(api, nb, "b4", "ReclaimNotice", "Reclaimed")
+    reasons = [e["reason"] for e in events]
     assert "ReclaimNotice" in reasons and "Reclaimed" in reasons, reasons
-    notice_event = next(e for e in pod_events(api, nb, "b4") if e["reason"] == "ReclaimNotice")
+    notice_event = next(e for e in events if e["reason"] == "ReclaimNotice")
     assert f"grace period {GRACE_S}s" in notice_event["message"]
     if "gone-before-seen" not in notice:
         # the eviction is stamped no earlier than the deadline (event times are whole seconds)
-        evicted = next(e for e in pod_events(api, nb, "b4") if e["reason"] == "Reclaimed")
+        evicted = next(e for e in events if e["reason"] == "Reclaimed")
         stamped, due = parse_time(evicted["lastTimestamp"]), parse_time(notice["evictAt"])
         assert stamped is not None and due is not None and stamped >= int(due), (evicted, notice)
     # beta's other pods (b1, b2 within its guaranteed quota, b3 not needed) are untouched
@@ -225,7 +227,7 @@ def test_a_restarted_controller_evicts_at_the_deadline_on_the_pod(stack: Stack) 
         stack.controller.start()
     assert poll_until(lambda: pod_get(api, nb, "b4") is None, timeout_s=60), stack.tail()
     assert poll_until(lambda: pod_running(api, na, "a1"), timeout_s=60), stack.tail()
-    reasons = [e["reason"] for e in pod_events(api, nb, "b4")]
+    reasons = [e["reason"] for e in events_with(api, nb, "b4", "ReclaimNotice", "Reclaimed")]
     assert reasons.count("ReclaimNotice") == 1 and "Reclaimed" in reasons, reasons
     for name in ("b1", "b2", "b3"):
         assert pod_running(api, nb, name) is not None, name

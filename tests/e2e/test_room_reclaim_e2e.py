@@ -30,6 +30,7 @@ from process_stack import (
     GROUP,
     LIVE,
     Stack,
+    events_with,
     lease_ends_reclaimed,
     pod_annotations,
     pod_events,
@@ -226,7 +227,8 @@ def test_the_notice_is_withdrawn_when_the_waiting_pod_goes(room: Stack) -> None:
     assert poll_until(lambda: _notice_on(api, nb, "b3") is None, timeout_s=30), room.tail()
     b3 = pod_running(api, nb, "b3")
     assert b3 is not None and b3["metadata"]["uid"] == b3_uid
-    withdrawn = [e for e in pod_events(api, nb, "b3") if e["reason"] == "ReclaimWithdrawn"]
+    events = events_with(api, nb, "b3", "ReclaimWithdrawn")
+    withdrawn = [e for e in events if e["reason"] == "ReclaimWithdrawn"]
     assert withdrawn and "the pod is gone" in withdrawn[0]["message"], withdrawn
 
 
