@@ -85,13 +85,20 @@ def test_plain_pod_is_scheduled_and_runs(dev_cluster: E2ECluster, namespace: str
     assert final["spec"]["nodeName"] in dev_cluster.state.nodes
     conditions = {c["type"]: c["status"] for c in final["status"]["conditions"]}
     assert conditions.get("PodScheduled") == "True"
-    events = api.get(f"/api/v1/namespaces/{namespace}/events")["items"]
-    assert any(
-        e["reason"] == "Scheduled"
-        and "default-scheduler"
-        in (e.get("reportingComponent"), e.get("source", {}).get("component"))
-        for e in events
-    ), f"no Scheduled event from default-scheduler: {[e['reason'] for e in events]}"
+
+    def scheduled_event() -> bool:  # kube-scheduler records events asynchronously
+        events = api.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        return any(
+            e["reason"] == "Scheduled"
+            and "default-scheduler"
+            in (e.get("reportingComponent"), e.get("source", {}).get("component"))
+            for e in events
+        )
+
+    assert poll_until(scheduled_event, timeout_s=30, interval_s=0.2), (
+        "no Scheduled event from default-scheduler: "
+        f"{[e['reason'] for e in api.get(f'/api/v1/namespaces/{namespace}/events')['items']]}"
+    )
 
 
 def test_kubectl_works_with_the_written_kubeconfig(dev_cluster: E2ECluster) -> None:
