@@ -40,6 +40,7 @@ import numpy as np
 
 from gpupool.domain.requests import MILLI
 from gpupool.placement.fragmentation import FloatArray, threshold
+from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
@@ -131,6 +132,7 @@ class CapacityModel:
         self._cpu_per_share = np.divide(
             snap.cpu_cap, cards, out=np.zeros_like(cards), where=cards > 0
         )
+        self.node_kind = kinds(len(snap), self._need.transpose(1, 0, 2), self._cpu_per_share)
 
     def node_frag(
         self,

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from gpupool.domain.errors import InvalidRequest
 from gpupool.domain.requests import MILLI, Request
+from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
@@ -38,6 +39,10 @@ class _Group:
 
 class NodeMeasure(Protocol):
     """A per-node fragmentation measure, evaluated for hypothetical node states."""
+
+    # (N,): nodes of one kind measure alike in equal states (free CPU, memory and share), so a
+    # batch measures each distinct (kind, state) once (FragCache)
+    node_kind: IntArray
 
     def node_frag(
         self,
@@ -106,6 +111,7 @@ class FragmentationModel:
                 for g in self.groups
             ]
         ).reshape(len(self.groups), len(cuts) + 1)
+        self.node_kind = kinds(len(snap), self._threshold.transpose(1, 0, 2))
 
     def node_frag(
         self,

@@ -8,6 +8,7 @@ from placement_builders import cpu_only, node, occupy, share, whole
 
 from gpupool.placement import ClusterSnapshot, FragmentationModel, TargetWorkload
 from gpupool.placement.capacity import CapacityModel
+from gpupool.placement.policies.fgd import FragCache
 from gpupool.placement.policies.gpupool import MeanMeasure
 
 
@@ -100,3 +101,43 @@ def test_capacity_strands_only_for_the_tasks_that_cannot_use_what_a_stream_leave
     assert CapacityModel(snap, mixed).node_frag(*args)[0] == pytest.approx(250.0)
     alone = TargetWorkload.from_requests([big], cutoff=1.0)
     assert CapacityModel(snap, alone).node_frag(*args)[0] == pytest.approx(1000.0)
+
+
+class CountingMeasure:
+    """A measure that records how many rows each call measured."""
+
+    def __init__(self, inner: MeanMeasure) -> None:
+        self.inner = inner
+        self.node_kind = inner.node_kind
+        self.batches: list[int] = []
+
+    def node_frag(
+        self,
+        rows: np.ndarray,
+        cpu_free: np.ndarray,
+        share_free: np.ndarray,
+        mem_free: np.ndarray | None = None,
+    ) -> np.ndarray:
+        self.batches.append(len(rows))
+        return self.inner.node_frag(rows, cpu_free, share_free, mem_free)
+
+
+def test_the_cache_measures_each_distinct_node_state_once_and_every_row_gets_its_own() -> None:
+    # 40 nodes of 2 cores and 40 of 40 cores, same cards, half of each with a card partly used
+    # and little CPU left: alike in state, but the node's own CPU per card sets them apart
+    nodes = [node(f"small{i}", gpus=2, cpu=2_000) for i in range(40)]
+    nodes += [node(f"big{i}", gpus=2, cpu=40_000) for i in range(40)]
+    snap = ClusterSnapshot(nodes)
+    for n in [*nodes[:20], *nodes[40:60]]:
+        occupy(snap, n.name, 1, 56)
+        snap.cpu_free[snap.index[n.name]] = 1000
+    measure = CountingMeasure(
+        MeanMeasure(FragmentationModel(snap, WORKLOAD), CapacityModel(snap, WORKLOAD))
+    )
+    rows = np.arange(len(snap))
+    state = (rows, snap.cpu_free, snap.share_free, snap.mem_free)
+    alone = measure.inner.node_frag(*state)
+    assert alone[0] != alone[40], "the two sizes must measure differently here"
+    cached = FragCache(snap, measure).measure(*state)
+    assert measure.batches == [4]  # two kinds of node, two states each
+    assert (cached == alone).all()  # the same value, to the last bit

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from gpupool.placement.fragmentation import FloatArray, NodeMeasure
+from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 from gpupool.placement.workload import TargetWorkload
 
@@ -46,6 +47,11 @@ class AcceptingMeasure:
                     (snap.present & np.isin(snap.model_id, ids)).any(axis=1), dtype=bool
                 )
             self.parts.append((accepts, make(snap, sub)))
+        self.node_kind = kinds(
+            len(snap),
+            *[measure.node_kind for _, measure in self.parts],
+            *[accepts for accepts, _ in self.parts if accepts is not None],
+        )
 
     def node_frag(
         self,

@@ -14,6 +14,7 @@ import numpy as np
 from gpupool.placement.context import PlanContext
 from gpupool.placement.fragmentation import FloatArray, FragmentationModel, NodeMeasure
 from gpupool.placement.policies.base import Policy
+from gpupool.placement.rows import distinct
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
@@ -22,6 +23,10 @@ def points(delta: FloatArray) -> FloatArray:
     """FGD's score of a fragmentation decrease (milli-GPU): sigmoid x 100, truncated to whole
     points as the paper's simulator does (the truncation makes the ties the node order breaks)."""
     return np.floor(100.0 / (1.0 + np.exp(-delta / 1000.0)))
+
+
+# batches of more rows than this are measured once per distinct row (FragCache.measure)
+_DISTINCT_FROM = 32
 
 
 class FragCache:
@@ -53,7 +58,7 @@ class FragCache:
         nb = len(stale_before)
         if nb or len(stale_after):
             sub = PlanContext(snap, ctx.req, ctx.feas, stale_after)
-            values = self.model.node_frag(
+            values = self.measure(
                 np.concatenate([stale_before, stale_after]),
                 np.concatenate([snap.cpu_free[stale_before], sub.cpu_after]),
                 np.concatenate([snap.share_free[stale_before], sub.share_after]),
@@ -64,6 +69,24 @@ class FragCache:
             after[stale_after] = values[nb:]
             after_version[stale_after] = snap.version[stale_after]
         return np.asarray(self.before[rows] - after[rows], dtype=np.float64)
+
+    def measure(
+        self, rows: IntArray, cpu_free: IntArray, share_free: IntArray, mem_free: IntArray
+    ) -> FloatArray:
+        """The model's measure of each row, taken once per distinct (node kind, state): in a
+        fill of the trace, 83% of the rows of batches over 256 rows repeat one (idle nodes of one
+        type, and the states after a placement on them), 25% of those of 33 to 64 rows, 2% of
+        those of 8 or fewer; finding them costs about as much as measuring a few rows, so small
+        batches are measured as they come."""
+        if len(rows) <= _DISTINCT_FROM:
+            return self.model.node_frag(rows, cpu_free, share_free, mem_free)
+        first, back = distinct(self.model.node_kind[rows], cpu_free, mem_free, share_free)
+        if len(first) == len(rows):
+            return self.model.node_frag(rows, cpu_free, share_free, mem_free)
+        values = self.model.node_frag(
+            rows[first], cpu_free[first], share_free[first], mem_free[first]
+        )
+        return np.asarray(values[back], dtype=np.float64)
 
 
 class FgdPolicy(Policy):

@@ -34,6 +34,7 @@ from gpupool.placement.policies.accepting import AcceptingMeasure
 from gpupool.placement.policies.fgd import FgdPolicy, points
 from gpupool.placement.policies.hosts import HostReserve
 from gpupool.placement.policies.reserve import ModelReserve
+from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import TargetWorkload
 
@@ -43,6 +44,7 @@ class MeanMeasure:
 
     def __init__(self, *measures: NodeMeasure) -> None:
         self.measures = measures
+        self.node_kind = kinds(len(measures[0].node_kind), *[m.node_kind for m in measures])
 
     def node_frag(
         self,
