@@ -40,8 +40,9 @@ import numpy as np
 
 from gpupool.domain.requests import MILLI
 from gpupool.placement.fragmentation import FloatArray, threshold
+from gpupool.placement.leftover import LeftoverCards
 from gpupool.placement.rows import kinds
-from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
+from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
 
 
@@ -55,17 +56,6 @@ def _shortfall(
     whole = own.astype(np.int64)[:, None]
     gap = np.minimum(whole // need, inst) - np.minimum(free[:, None] // need, inst)
     return np.asarray(np.maximum(gap, 0.0) / per_inst, dtype=np.float64)
-
-
-def _count_true(b: BoolArray) -> IntArray:
-    """`b.sum(axis=-1)` for a boolean array, eight cards at a time: a bool is one byte, so the
-    popcount of eight of them read as one 64-bit word is how many are true (several times faster
-    than summing bytes along a short last axis, which this measure does per shape pair)."""
-    short = -b.shape[-1] % 8
-    if short:
-        b = np.concatenate([b, np.zeros((*b.shape[:-1], short), dtype=bool)], axis=-1)
-    words = np.bitwise_count(np.ascontiguousarray(b).view(np.uint64))
-    return np.asarray(words[..., 0] if words.shape[-1] == 1 else words.sum(axis=-1))
 
 
 class CapacityModel:
@@ -102,12 +92,13 @@ class CapacityModel:
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
         self._weight_total = self.cpu_only_weight + float(self._weights.sum())
         whole = self._whole[:, 0]
-        self._member_count = self._count[self._member_group, 0]
         self._slices = np.flatnonzero(~whole)  # the slice groups
         self._sliced = ~whole[self._member_group]  # the members of slice groups
         slot = np.full(len(parts), -1)
         slot[self._slices] = np.arange(len(self._slices))
         self._slice_of = slot[self._member_group[self._sliced]]  # their row among the slices
+        self._whole_members = np.flatnonzero(~self._sliced)
+        self._cards_of = self._count[self._member_group[self._whole_members], 0]
         # per group, the weight of its shapes asking at most the i-th smallest CPU ask and the
         # j-th smallest memory ask (index 0: none), so that "which shapes fit this much CPU and
         # memory" is two searchsorted lookups instead of a test of every shape
@@ -123,7 +114,12 @@ class CapacityModel:
             ),
             self._weights,
         )
-        self._fit_weight = fit_weight.cumsum(axis=1).cumsum(axis=2)
+        # laid out (CPU rank x memory rank, group): one lookup per (node, shape) reads a row
+        self._mem_ranks = len(self._mem_values) + 1
+        self._fit_weight = np.ascontiguousarray(
+            fit_weight.cumsum(axis=1).cumsum(axis=2).transpose(1, 2, 0)
+        ).reshape(-1, len(parts))
+        self._leftover = LeftoverCards(self._need, self._count[:, 0], self._slices)
         self._group_milli = self._count * MILLI
         self._mem_divisor = np.maximum(self._mems, 1)
         self._mem_unbounded = np.where(self._mems > 0, 0, never)
@@ -164,7 +160,7 @@ class CapacityModel:
             # shapes without a memory ask: a bound no node memory reaches (scale stays 1)
             fit = mem_free[:, None] // self._mem_divisor + self._mem_unbounded
             scale = np.minimum(scale, fit / per_inst)  # scale <= 1 already
-        missed = self._missed_by_mix(cpu_free, share_free, mem_free, per_card, need, inst, scale)
+        missed = self._missed_by_mix(rows, cpu_free, share_free, mem_free, inst, scale)
         strand = (total[:, None] - used[g].T * scale) * missed * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
         terms = np.empty((self.group_count + 1, len(rows)))
@@ -174,11 +170,10 @@ class CapacityModel:
 
     def _missed_by_mix(
         self,
+        rows: IntArray,
         cpu_free: IntArray,
         share_free: IntArray,
         mem_free: IntArray | None,
-        per_card: IntArray,
-        need: IntArray,
         inst: IntArray,
         scale: FloatArray,
     ) -> FloatArray:
@@ -188,27 +183,26 @@ class CapacityModel:
         # (B, M): the instances the measure counts as used (the epsilon: scale is a quotient,
         # and 3 * (2/3) must give 2, not 1)
         taken = np.floor(inst * scale + 1e-9).astype(np.int64)
-        cpu_left = cpu_free[:, None] - taken * self._cpu_ask
-        mem_left = mem_free[:, None] - taken * self._mems if mem_free is not None else None
         # whether each group t finds its cards in what each member m's stream leaves: (B, M, T)
-        full = share_free >= MILLI
-        partial_fit = ((share_free[None] >= need) & ~full[None]).sum(axis=2)  # (T, B)
+        cards = np.empty((*taken.shape, self.group_count), dtype=bool)
         # whole-card streams take whole free cards and leave the partial ones as they were
-        free_cards = np.maximum(full.sum(axis=1)[:, None] - taken * self._member_count, 0)
-        cards = (partial_fit.T[:, None, :] + free_cards[:, :, None]) >= self._count[:, 0]
-        if len(self._slices):
-            # slice streams leave each card's remainder below one more slice
-            sl = self._slices
-            rest = share_free[None] - per_card[sl] * need[sl]  # (Sl, B, G)
-            fit = _count_true(rest[:, None] >= need[None]) >= self._count  # (Sl, T, B)
-            cards[:, self._sliced, :] = fit[self._slice_of].transpose(2, 0, 1)
-        # the weight of each group's shapes whose CPU and memory fit what is left: (T, B, M)
-        i = np.searchsorted(self._cpu_values, cpu_left, side="right")
-        j = (
-            np.searchsorted(self._mem_values, mem_left, side="right")
-            if mem_left is not None
-            else np.full_like(i, len(self._mem_values))
+        # (a partial card never hosts a whole-card task, and a slice task takes one card)
+        whole = self._whole_members
+        free_cards = (share_free >= MILLI).sum(axis=1)[:, None] - taken[:, whole] * self._cards_of
+        cards[:, whole] = (free_cards[:, :, None] >= self._count[:, 0]) | self._leftover.partial(
+            rows, share_free
+        )[:, None, :]
+        if len(self._slices):  # slice streams leave each card's remainder below one more slice
+            after = self._leftover.after_slices(rows, share_free)  # (B, Sl, T)
+            cards[:, self._sliced] = after[:, self._slice_of]
+        # the weight of each group's shapes whose CPU and memory fit what is left: (B, M, T)
+        cpu_rank = np.searchsorted(
+            self._cpu_values, cpu_free[:, None] - taken * self._cpu_ask, "right"
         )
-        fitting = self._fit_weight[:, i, j]
-        hosted = np.einsum("bmt,tbm->bm", cards, fitting)
+        mem_rank: IntArray | int = self._mem_ranks - 1  # no memory bound: every shape fits
+        if mem_free is not None:
+            mem_left = mem_free[:, None] - taken * self._mems
+            mem_rank = np.searchsorted(self._mem_values, mem_left, "right")
+        fitting = self._fit_weight[cpu_rank * self._mem_ranks + mem_rank]
+        hosted = np.einsum("bmt,bmt->bm", cards, fitting)
         return np.asarray(1.0 - hosted / self._weight_total, dtype=np.float64)

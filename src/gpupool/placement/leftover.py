@@ -1,0 +1,65 @@
+"""Which task groups still find their cards in what a stream of slices leaves, by table lookup.
+
+The capacity measure (capacity.py) asks, per node, per slice group s and per group t: after as
+many tasks of s as fit went onto each card, do enough cards hold one more task of t? Compared
+card by card, that is S x T x G tests per node, the largest part of the measure's cost. But a
+card's answer depends only on its free share (0 to 1000) and on what every group needs on it,
+and cards alike in those needs (one model, one memory size) are few: so it is worked out once
+per (card kind, free share) when the model is built, as bits over t, and per node it is one
+lookup per card and an OR over its cards. Groups of several cards need a count over the cards,
+not an OR; they keep a count table of their own (empty where the workload has none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpupool.domain.requests import MILLI
+from gpupool.placement.snapshot import BoolArray, IntArray
+
+_SHARES = np.arange(MILLI + 1)  # every free share a card can have
+
+
+def _unpack(bits: np.ndarray, count: int) -> BoolArray:
+    """The first `count` bits of the last axis (packbits order: little), as bools."""
+    return np.unpackbits(bits, axis=-1, count=count, bitorder="little").view(bool)
+
+
+class LeftoverCards:
+    def __init__(self, need: IntArray, count: IntArray, slices: IntArray) -> None:
+        """`need` (T, N, G): each group's per-card need, huge where it cannot go; `count` (T,):
+        the cards one task of each group takes; `slices`: the groups of one slice per task."""
+        groups, n, g = need.shape
+        if (count[slices] != 1).any():
+            raise ValueError("a slice group takes one card per task")
+        self.groups = groups
+        per_card = need.transpose(1, 2, 0).reshape(n * g, groups)
+        needs, kind = np.unique(per_card, axis=0, return_inverse=True)  # (K, T) per card kind
+        self.card_kind = kind.reshape(n, g)
+        # what each slice group's stream leaves on a card of each kind and share: (K, 1001, S)
+        need_s = needs[:, None, slices]
+        rest = _SHARES[None, :, None] - (_SHARES[None, :, None] // need_s) * need_s
+        hosts = rest[..., None] >= needs[:, None, None, :]  # (K, 1001, S, T)
+        self._after_slices = np.packbits(hosts, axis=-1, bitorder="little")
+        self._multi = np.flatnonzero(count > 1)
+        self._multi_count = count[self._multi]
+        self._after_slices_multi = hosts[..., self._multi].astype(np.uint8)
+        # a partial card (below a whole one) that hosts one task of each group: (K, 1001, T)
+        partial = (_SHARES[None, :, None] >= needs[:, None, :]) & (_SHARES < MILLI)[:, None]
+        self._partial = np.packbits(partial, axis=-1, bitorder="little")
+
+    def partial(self, rows: IntArray, share_free: IntArray) -> BoolArray:
+        """(B, T): whether a partial card of the node hosts one task of each group."""
+        bits = self._partial[self.card_kind[rows], share_free]  # (B, G, bytes)
+        return _unpack(np.bitwise_or.reduce(bits, axis=1), self.groups)
+
+    def after_slices(self, rows: IntArray, share_free: IntArray) -> BoolArray:
+        """(B, S, T): whether what a stream of each slice group leaves on the node's cards (each
+        card's remainder below one more slice) has the cards for one task of each group."""
+        kind = self.card_kind[rows]
+        bits = self._after_slices[kind, share_free]  # (B, G, S, bytes)
+        fit = _unpack(np.bitwise_or.reduce(bits, axis=1), self.groups)
+        if len(self._multi):
+            cards = self._after_slices_multi[kind, share_free].sum(axis=1)  # (B, S, multi)
+            fit[:, :, self._multi] = cards >= self._multi_count
+        return fit
