@@ -39,8 +39,8 @@ from dataclasses import replace
 import numpy as np
 
 from gpupool.domain.requests import MILLI
+from gpupool.placement.cardtables import CardTables
 from gpupool.placement.fragmentation import FloatArray, threshold
-from gpupool.placement.leftover import LeftoverCards
 from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
@@ -119,7 +119,7 @@ class CapacityModel:
         self._fit_weight = np.ascontiguousarray(
             fit_weight.cumsum(axis=1).cumsum(axis=2).transpose(1, 2, 0)
         ).reshape(-1, len(parts))
-        self._leftover = LeftoverCards(self._need, self._count[:, 0], self._slices)
+        self._cards = CardTables(self._need, self._count[:, 0], self._slices)
         self._group_milli = self._count * MILLI
         self._mem_divisor = np.maximum(self._mems, 1)
         self._mem_unbounded = np.where(self._mems > 0, 0, never)
@@ -140,17 +140,14 @@ class CapacityModel:
         total = share_free.sum(axis=1).astype(np.float64)
         if not self.group_count:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
-        need = self._need[:, rows]  # (S, B, G)
-        per_card = share_free[None] // need  # 0 where it does not fit (need >= 1)
-        # whole-card shapes (need is a whole card, so per_card is 0 or 1): groups of `count`
-        # free cards; slices (count 1): every slice that fits a card
-        instances = per_card.sum(axis=2) // self._count  # (S, B)
-        used = np.where(
-            self._whole, instances * self._group_milli, (per_card * need).sum(axis=2)
-        ).astype(np.float64)
+        # whole-card shapes (a card holds 0 or 1): groups of `count` free cards; slices
+        # (count 1): every slice that fits a card
+        per_card, slices_use = self._cards.stream(rows, share_free)  # (B, S)
+        instances = per_card // self._count[:, 0]
+        used = np.where(self._whole[:, 0], instances * self._group_milli[:, 0], slices_use)
         # (B, M): the fraction of its group's instances the node's CPU and memory allow, per shape
         g = self._member_group
-        inst = instances[g].T
+        inst = instances[:, g]
         per_inst = np.maximum(inst, 1)
         # A node's own CPU per card is not fragmentation: only CPU that allocation took faster
         # than cards, beyond the node's own ratio for its free cards, strands them.
@@ -161,7 +158,7 @@ class CapacityModel:
             fit = mem_free[:, None] // self._mem_divisor + self._mem_unbounded
             scale = np.minimum(scale, fit / per_inst)  # scale <= 1 already
         missed = self._missed_by_mix(rows, cpu_free, share_free, mem_free, inst, scale)
-        strand = (total[:, None] - used[g].T * scale) * missed * self._weights  # (B, M)
+        strand = (total[:, None] - used[:, g] * scale) * missed * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
         terms = np.empty((self.group_count + 1, len(rows)))
         terms[0] = self.cpu_only_weight * total
@@ -189,11 +186,11 @@ class CapacityModel:
         # (a partial card never hosts a whole-card task, and a slice task takes one card)
         whole = self._whole_members
         free_cards = (share_free >= MILLI).sum(axis=1)[:, None] - taken[:, whole] * self._cards_of
-        cards[:, whole] = (free_cards[:, :, None] >= self._count[:, 0]) | self._leftover.partial(
+        cards[:, whole] = (free_cards[:, :, None] >= self._count[:, 0]) | self._cards.partial(
             rows, share_free
         )[:, None, :]
         if len(self._slices):  # slice streams leave each card's remainder below one more slice
-            after = self._leftover.after_slices(rows, share_free)  # (B, Sl, T)
+            after = self._cards.after_slices(rows, share_free)  # (B, Sl, T)
             cards[:, self._sliced] = after[:, self._slice_of]
         # the weight of each group's shapes whose CPU and memory fit what is left: (B, M, T)
         cpu_rank = np.searchsorted(

@@ -1,11 +1,11 @@
-"""The leftover tables agree with testing every card against every group, card by card."""
+"""The card tables agree with testing every card against every group, card by card."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gpupool.placement.leftover import LeftoverCards
+from gpupool.placement.cardtables import CardTables
 
 NEVER = np.iinfo(np.int64).max // 4
 
@@ -30,10 +30,14 @@ def random_needs(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_leftover_tables_agree_with_card_by_card_tests(seed: int) -> None:
+def test_card_tables_agree_with_card_by_card_tests(seed: int) -> None:
     need, count, slices, share = random_needs(seed)
-    tables = LeftoverCards(need, count, slices)
+    tables = CardTables(need, count, slices)
     rows = np.arange(len(share))
+    fits = share[None] // need  # (T, N, G)
+    tasks, used = tables.stream(rows, share)
+    assert (tasks == fits.sum(axis=2).T).all()
+    assert (used == (fits * need).sum(axis=2).T).all()
     partial = ((share[None] >= need) & (share < 1000)[None]).sum(axis=2).T >= 1  # (N, T)
     assert (tables.partial(rows, share) == partial).all()
     rest = share[None] - (share[None] // need[slices]) * need[slices]  # (S, N, G)
@@ -49,4 +53,4 @@ def test_leftover_tables_agree_with_card_by_card_tests(seed: int) -> None:
 def test_a_slice_group_of_several_cards_is_refused() -> None:
     need, count, _, _ = random_needs(0)
     with pytest.raises(ValueError, match="one card per task"):
-        LeftoverCards(need, count, np.array([0, 6]))
+        CardTables(need, count, np.array([0, 6]))

@@ -1,13 +1,14 @@
-"""Which task groups still find their cards in what a stream of slices leaves, by table lookup.
+"""What a stream of each task group takes from a node's cards and leaves on them, by table lookup.
 
-The capacity measure (capacity.py) asks, per node, per slice group s and per group t: after as
-many tasks of s as fit went onto each card, do enough cards hold one more task of t? Compared
-card by card, that is S x T x G tests per node, the largest part of the measure's cost. But a
-card's answer depends only on its free share (0 to 1000) and on what every group needs on it,
-and cards alike in those needs (one model, one memory size) are few: so it is worked out once
-per (card kind, free share) when the model is built, as bits over t, and per node it is one
-lookup per card and an OR over its cards. Groups of several cards need a count over the cards,
-not an OR; they keep a count table of their own (empty where the workload has none).
+The capacity measure (capacity.py) asks per node: how many tasks of each group fit its cards and
+what share they use; and per slice group s and group t, after as many tasks of s as fit went
+onto each card, do enough cards hold one more task of t? Card by card, the second is S x T x G
+tests per node, the largest part of the measure's cost. But a card's answers depend only on its
+free share (0 to 1000) and on what every group needs on it, and cards alike in those needs (one
+model, one memory size) are few: so they are worked out once per (card kind, free share) when
+the model is built, and per node they are one lookup per card and a sum, or an OR of bits over
+t, over its cards. Groups of several cards need a count over the cards, not an OR; they keep a
+count table of their own (empty where the workload has none).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _unpack(bits: np.ndarray, count: int) -> BoolArray:
     return np.unpackbits(bits, axis=-1, count=count, bitorder="little").view(bool)
 
 
-class LeftoverCards:
+class CardTables:
     def __init__(self, need: IntArray, count: IntArray, slices: IntArray) -> None:
         """`need` (T, N, G): each group's per-card need, huge where it cannot go; `count` (T,):
         the cards one task of each group takes; `slices`: the groups of one slice per task."""
@@ -47,6 +48,15 @@ class LeftoverCards:
         # a partial card (below a whole one) that hosts one task of each group: (K, 1001, T)
         partial = (_SHARES[None, :, None] >= needs[:, None, :]) & (_SHARES < MILLI)[:, None]
         self._partial = np.packbits(partial, axis=-1, bitorder="little")
+        # per card, the tasks of each group it holds and the share they use: (K, 1001, T, 2)
+        per_card = _SHARES[None, :, None] // needs[:, None, :]
+        self._stream = np.stack([per_card, per_card * needs[:, None, :]], axis=-1)
+
+    def stream(self, rows: IntArray, share_free: IntArray) -> tuple[IntArray, IntArray]:
+        """(B, T) twice: per group, the tasks that fit the node's cards card by card (before a
+        multi-card group's count divides them) and the share those tasks use."""
+        per_node = self._stream[self.card_kind[rows], share_free].sum(axis=1)  # (B, T, 2)
+        return per_node[..., 0], per_node[..., 1]
 
     def partial(self, rows: IntArray, share_free: IntArray) -> BoolArray:
         """(B, T): whether a partial card of the node hosts one task of each group."""
