@@ -18,7 +18,17 @@ import numpy as np
 from gpupool.domain.requests import MILLI
 from gpupool.placement.snapshot import BoolArray, IntArray
 
-_SHARES = np.arange(MILLI + 1)  # every free share a card can have
+SHARES = np.arange(MILLI + 1)  # every free share a card can have
+
+
+def card_kinds(need: IntArray) -> tuple[IntArray, IntArray]:
+    """For `need` (T, N, G), each group's per-card need: the kind of each card (N, G), cards
+    of one kind needing the same of every group, and the needs of each kind (K, T)."""
+    groups, n, g = need.shape
+    needs, kind = np.unique(
+        need.transpose(1, 2, 0).reshape(n * g, groups), axis=0, return_inverse=True
+    )
+    return kind.reshape(n, g), needs
 
 
 def _unpack(bits: np.ndarray, count: int) -> BoolArray:
@@ -30,26 +40,23 @@ class CardTables:
     def __init__(self, need: IntArray, count: IntArray, slices: IntArray) -> None:
         """`need` (T, N, G): each group's per-card need, huge where it cannot go; `count` (T,):
         the cards one task of each group takes; `slices`: the groups of one slice per task."""
-        groups, n, g = need.shape
         if (count[slices] != 1).any():
             raise ValueError("a slice group takes one card per task")
-        self.groups = groups
-        per_card = need.transpose(1, 2, 0).reshape(n * g, groups)
-        needs, kind = np.unique(per_card, axis=0, return_inverse=True)  # (K, T) per card kind
-        self.card_kind = kind.reshape(n, g)
+        self.groups = len(need)
+        self.card_kind, needs = card_kinds(need)
         # what each slice group's stream leaves on a card of each kind and share: (K, 1001, S)
         need_s = needs[:, None, slices]
-        rest = _SHARES[None, :, None] - (_SHARES[None, :, None] // need_s) * need_s
+        rest = SHARES[None, :, None] - (SHARES[None, :, None] // need_s) * need_s
         hosts = rest[..., None] >= needs[:, None, None, :]  # (K, 1001, S, T)
         self._after_slices = np.packbits(hosts, axis=-1, bitorder="little")
         self._multi = np.flatnonzero(count > 1)
         self._multi_count = count[self._multi]
         self._after_slices_multi = hosts[..., self._multi].astype(np.uint8)
         # a partial card (below a whole one) that hosts one task of each group: (K, 1001, T)
-        partial = (_SHARES[None, :, None] >= needs[:, None, :]) & (_SHARES < MILLI)[:, None]
+        partial = (SHARES[None, :, None] >= needs[:, None, :]) & (SHARES < MILLI)[:, None]
         self._partial = np.packbits(partial, axis=-1, bitorder="little")
         # per card, the tasks of each group it holds and the share they use: (K, 1001, T, 2)
-        per_card = _SHARES[None, :, None] // needs[:, None, :]
+        per_card = SHARES[None, :, None] // needs[:, None, :]
         self._stream = np.stack([per_card, per_card * needs[:, None, :]], axis=-1)
 
     def stream(self, rows: IntArray, share_free: IntArray) -> tuple[IntArray, IntArray]:

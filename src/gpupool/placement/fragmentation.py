@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from gpupool.domain.errors import InvalidRequest
 from gpupool.domain.requests import MILLI, Request
+from gpupool.placement.cardtables import SHARES, card_kinds
 from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
@@ -112,6 +113,12 @@ class FragmentationModel:
             ]
         ).reshape(len(self.groups), len(cuts) + 1)
         self.node_kind = kinds(len(snap), self._threshold.transpose(1, 0, 2))
+        # per (card kind, free share), per group: whether the card fits one task, and the share
+        # that is a fragment when the node can host the group (the card's, where it does not
+        # fit), so that a node's figures are one lookup per card and a sum (K, 1001, S, 2)
+        self._card_kind, needs = card_kinds(self._threshold)
+        fits = SHARES[None, :, None] >= needs[:, None, :]
+        self._per_card = np.stack([fits, np.where(fits, 0, SHARES[None, :, None])], axis=-1)
 
     def node_frag(
         self,
@@ -131,9 +138,9 @@ class FragmentationModel:
         s = len(self.groups)
         if not s:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
-        ok = share_free[None] >= self._threshold[:, rows]  # (S, B, G)
-        hostable = ok.sum(axis=2) >= self._count
-        partial = np.where(ok, 0, share_free[None]).sum(axis=2)
+        per_node = self._per_card[self._card_kind[rows], share_free].sum(axis=1)  # (B, S, 2)
+        hostable = self._count <= per_node[..., 0].T
+        partial = per_node[..., 1].T
         fits_cpu = self._fits_cpu[:, np.searchsorted(self._cpu_cuts, cpu_free, side="right")]
         terms = np.empty((2 * s + 1, len(rows)))
         terms[0] = self.cpu_only_weight * total
