@@ -118,7 +118,7 @@ class CapacityModel:
         self._mem_ranks = len(self._mem_values) + 1
         self._fit_weight = np.ascontiguousarray(
             fit_weight.cumsum(axis=1).cumsum(axis=2).transpose(1, 2, 0)
-        ).reshape(-1, len(parts))
+        ).reshape((len(self._cpu_values) + 1) * self._mem_ranks, len(parts))
         self._cards = CardTables(self._need, self._count[:, 0], self._slices)
         self._group_milli = self._count * MILLI
         self._mem_divisor = np.maximum(self._mems, 1)
