@@ -58,7 +58,9 @@ class CardTables:
         self._partial = np.packbits(partial, axis=-1, bitorder="little")
         # per card, the tasks of each group it holds and the share they use: (K, 1001, T, 2)
         per_card = SHARES[None, :, None] // needs[:, None, :]
-        self._stream = np.stack([per_card, per_card * needs[:, None, :]], axis=-1)
+        # (at most 1000 each: int16 keeps the table small enough to stay in cache; the sums
+        # over a node's cards are taken in int64, numpy's default for small integers)
+        self._stream = np.stack([per_card, per_card * needs[:, None, :]], axis=-1).astype(np.int16)
 
     def stream(self, rows: IntArray, share_free: IntArray) -> tuple[IntArray, IntArray]:
         """(B, T) twice: per group, the tasks that fit the node's cards card by card (before a

@@ -118,7 +118,9 @@ class FragmentationModel:
         # fit), so that a node's figures are one lookup per card and a sum (K, 1001, S, 2)
         self._card_kind, needs = card_kinds(self._threshold)
         fits = SHARES[None, :, None] >= needs[:, None, :]
-        self._per_card = np.stack([fits, np.where(fits, 0, SHARES[None, :, None])], axis=-1)
+        self._per_card = np.stack(  # int16 (at most 1000): small enough to stay in cache
+            [fits, np.where(fits, 0, SHARES[None, :, None])], axis=-1
+        ).astype(np.int16)
 
     def node_frag(
         self,
