@@ -39,23 +39,11 @@ from dataclasses import replace
 import numpy as np
 
 from gpupool.domain.requests import MILLI
-from gpupool.placement.cardtables import CardTables
+from gpupool.placement.cardtables import CardTables, NodeCards
 from gpupool.placement.fragmentation import FloatArray, threshold
 from gpupool.placement.rows import kinds
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
 from gpupool.placement.workload import Shape, TargetWorkload
-
-
-def _shortfall(
-    free: IntArray, own: FloatArray, need: IntArray, inst: IntArray, per_inst: IntArray
-) -> FloatArray:
-    """(B, M): the fraction of each shape's instances that the node's `free` CPU denies beyond
-    what `own`, the node's own CPU for its free cards, would deny."""
-    # floor(own) // need == own // need for own >= 0 and a whole need, and integer division
-    # is several times faster than floating
-    whole = own.astype(np.int64)[:, None]
-    gap = np.minimum(whole // need, inst) - np.minimum(free[:, None] // need, inst)
-    return np.asarray(np.maximum(gap, 0.0) / per_inst, dtype=np.float64)
 
 
 class CapacityModel:
@@ -78,8 +66,8 @@ class CapacityModel:
             if parts
             else np.ones((0, *snap.present.shape), dtype=np.int64)
         )
-        self._count = np.array([max(p.gpu_count, 1) for p, _ in parts], dtype=np.int64)[:, None]
-        self._whole = np.array([p.whole_cards for p, _ in parts], dtype=bool)[:, None]
+        self._count = np.array([max(p.gpu_count, 1) for p, _ in parts], dtype=np.int64)
+        self._whole = np.array([p.whole_cards for p, _ in parts], dtype=bool)
         self._member_group = np.array(
             [k for k, (_, members) in enumerate(parts) for _ in members], dtype=np.int64
         )
@@ -91,14 +79,14 @@ class CapacityModel:
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
         self._weight_total = self.cpu_only_weight + float(self._weights.sum())
-        whole = self._whole[:, 0]
+        whole = self._whole
         self._slices = np.flatnonzero(~whole)  # the slice groups
         self._sliced = ~whole[self._member_group]  # the members of slice groups
         slot = np.full(len(parts), -1)
         slot[self._slices] = np.arange(len(self._slices))
         self._slice_of = slot[self._member_group[self._sliced]]  # their row among the slices
         self._whole_members = np.flatnonzero(~self._sliced)
-        self._cards_of = self._count[self._member_group[self._whole_members], 0]
+        self._cards_of = self._count[self._member_group[self._whole_members]]
         # per group, the weight of its shapes asking at most the i-th smallest CPU ask and the
         # j-th smallest memory ask (index 0: none), so that "which shapes fit this much CPU and
         # memory" is two searchsorted lookups instead of a test of every shape
@@ -119,7 +107,7 @@ class CapacityModel:
         self._fit_weight = np.ascontiguousarray(
             fit_weight.cumsum(axis=1).cumsum(axis=2).transpose(1, 2, 0)
         ).reshape((len(self._cpu_values) + 1) * self._mem_ranks, len(parts))
-        self._cards = CardTables(self._need, self._count[:, 0], self._slices)
+        self._cards = CardTables(self._need, self._count, self._slices)
         self._group_milli = self._count * MILLI
         self._mem_divisor = np.maximum(self._mems, 1)
         self._mem_unbounded = np.where(self._mems > 0, 0, never)
@@ -140,36 +128,37 @@ class CapacityModel:
         total = share_free.sum(axis=1).astype(np.float64)
         if not self.group_count:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
+        cards = self._cards.read(rows, share_free)
         # whole-card shapes (a card holds 0 or 1): groups of `count` free cards; slices
         # (count 1): every slice that fits a card
-        per_card, slices_use = self._cards.stream(rows, share_free)  # (B, S)
-        instances = per_card // self._count[:, 0]
-        used = np.where(self._whole[:, 0], instances * self._group_milli[:, 0], slices_use)
+        instances = cards.tasks // self._count
+        used = np.where(self._whole, instances * self._group_milli, cards.used)  # (B, S)
         # (B, M): the fraction of its group's instances the node's CPU and memory allow, per shape
         g = self._member_group
         inst = instances[:, g]
         per_inst = np.maximum(inst, 1)
         # A node's own CPU per card is not fragmentation: only CPU that allocation took faster
-        # than cards, beyond the node's own ratio for its free cards, strands them.
-        own = self._cpu_per_share[rows] * total
-        scale = 1.0 - _shortfall(cpu_free, own, self._cpus, inst, per_inst)
+        # than cards, beyond the node's own ratio for its free cards, strands them. (floor(own)
+        # // ask == own // ask for a whole ask, and integer division is several times faster)
+        own = (self._cpu_per_share[rows] * total).astype(np.int64)
+        asks = self._cpus
+        gap = np.minimum(own[:, None] // asks, inst) - np.minimum(cpu_free[:, None] // asks, inst)
+        scale = 1.0 - np.maximum(gap, 0.0) / per_inst
         if mem_free is not None:  # memory: an absolute bound (see the module's docstring)
             # shapes without a memory ask: a bound no node memory reaches (scale stays 1)
             fit = mem_free[:, None] // self._mem_divisor + self._mem_unbounded
             scale = np.minimum(scale, fit / per_inst)  # scale <= 1 already
-        missed = self._missed_by_mix(rows, cpu_free, share_free, mem_free, inst, scale)
+        missed = self._missed_by_mix(cards, cpu_free, mem_free, inst, scale)
         strand = (total[:, None] - used[:, g] * scale) * missed * self._weights  # (B, M)
         per_group = np.add.reduceat(strand, self._group_start, axis=1)  # (B, S)
-        terms = np.empty((self.group_count + 1, len(rows)))
-        terms[0] = self.cpu_only_weight * total
-        terms[1:] = per_group.T
-        return np.asarray(np.cumsum(terms, axis=0)[-1], dtype=np.float64)
+        # added in group order with a running sum: the same rounding for any batch of nodes
+        terms = np.concatenate([(self.cpu_only_weight * total)[:, None], per_group], axis=1)
+        return np.asarray(np.cumsum(terms, axis=1)[:, -1], dtype=np.float64)
 
     def _missed_by_mix(
         self,
-        rows: IntArray,
+        cards: NodeCards,
         cpu_free: IntArray,
-        share_free: IntArray,
         mem_free: IntArray | None,
         inst: IntArray,
         scale: FloatArray,
@@ -181,25 +170,22 @@ class CapacityModel:
         # and 3 * (2/3) must give 2, not 1)
         taken = np.floor(inst * scale + 1e-9).astype(np.int64)
         # whether each group t finds its cards in what each member m's stream leaves: (B, M, T)
-        cards = np.empty((*taken.shape, self.group_count), dtype=bool)
+        hosts = np.empty((*taken.shape, self.group_count), dtype=bool)
         # whole-card streams take whole free cards and leave the partial ones as they were
         # (a partial card never hosts a whole-card task, and a slice task takes one card)
         whole = self._whole_members
-        free_cards = (share_free >= MILLI).sum(axis=1)[:, None] - taken[:, whole] * self._cards_of
-        cards[:, whole] = (free_cards[:, :, None] >= self._count[:, 0]) | self._cards.partial(
-            rows, share_free
-        )[:, None, :]
-        if len(self._slices):  # slice streams leave each card's remainder below one more slice
-            after = self._cards.after_slices(rows, share_free)  # (B, Sl, T)
-            cards[:, self._sliced] = after[:, self._slice_of]
+        free_cards = cards.whole_free[:, None] - taken[:, whole] * self._cards_of
+        hosts[:, whole] = (free_cards[:, :, None] >= self._count) | cards.partial[:, None, :]
+        # slice streams leave each card's remainder below one more slice
+        hosts[:, self._sliced] = cards.after_slices[:, self._slice_of]
         # the weight of each group's shapes whose CPU and memory fit what is left: (B, M, T)
-        cpu_rank = np.searchsorted(
-            self._cpu_values, cpu_free[:, None] - taken * self._cpu_ask, "right"
-        )
-        mem_rank: IntArray | int = self._mem_ranks - 1  # no memory bound: every shape fits
-        if mem_free is not None:
-            mem_left = mem_free[:, None] - taken * self._mems
-            mem_rank = np.searchsorted(self._mem_values, mem_left, "right")
-        fitting = self._fit_weight[cpu_rank * self._mem_ranks + mem_rank]
-        hosted = np.einsum("bmt,bmt->bm", cards, fitting)
+        left = cpu_free[:, None] - taken * self._cpu_ask
+        rank = np.searchsorted(self._cpu_values, left, "right") * self._mem_ranks
+        if mem_free is None:  # no memory bound: every shape fits
+            rank += self._mem_ranks - 1
+        else:
+            rank += np.searchsorted(
+                self._mem_values, mem_free[:, None] - taken * self._mems, "right"
+            )
+        hosted = np.einsum("bmt,bmt->bm", hosts, self._fit_weight[rank])
         return np.asarray(1.0 - hosted / self._weight_total, dtype=np.float64)

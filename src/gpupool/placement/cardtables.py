@@ -13,6 +13,8 @@ count table of their own (empty where the workload has none).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from gpupool.domain.requests import MILLI
@@ -32,9 +34,17 @@ def card_kinds(need: IntArray) -> tuple[IntArray, IntArray]:
     return kind.reshape(n, g), needs
 
 
-def _unpack(bits: np.ndarray, count: int) -> BoolArray:
-    """The first `count` bits of the last axis (packbits order: little), as bools."""
-    return np.unpackbits(bits, axis=-1, count=count, bitorder="little").view(bool)
+@dataclass(frozen=True, slots=True)
+class NodeCards:
+    """What the tables say of a batch of nodes (B) for the task groups (T), slice groups (S)."""
+
+    tasks: IntArray  # (B, T) tasks that fit the cards card by card (before a multi-card count)
+    used: IntArray  # (B, T) the share those tasks use
+    whole_free: IntArray  # (B,) wholly free cards
+    partial: BoolArray  # (B, T) whether a partial card (below a whole one) hosts one task
+    # (B, S, T) whether what a stream of each slice group leaves on the cards (each card's
+    # remainder below one more slice) has the cards for one task of each group
+    after_slices: BoolArray
 
 
 class CardTables:
@@ -43,43 +53,53 @@ class CardTables:
         the cards one task of each group takes; `slices`: the groups of one slice per task."""
         if (count[slices] != 1).any():
             raise ValueError("a slice group takes one card per task")
-        self.groups = len(need)
-        self.card_kind, needs = card_kinds(need)
-        # what each slice group's stream leaves on a card of each kind and share: (K, 1001, S)
+        groups = self.groups = len(need)
+        self.slices = len(slices)
+        kind, needs = card_kinds(need)
+        # a card's row in the tables: its kind's block of 1001 free shares, plus its share
+        self._base = kind * (MILLI + 1)
+        shares = SHARES[None, :, None]
+        # per card, the tasks of each group it holds, the share they use, and whether it is
+        # wholly free: (K x 1001, 2T + 1), in int16 (at most 1000 each) so that the table stays
+        # in cache; the sums over a node's cards are taken in int64 (numpy's default)
+        per_card = shares // needs[:, None, :]  # (K, 1001, T)
+        whole = np.broadcast_to((SHARES == MILLI)[None, :, None], (*per_card.shape[:2], 1))
+        ints = np.concatenate([per_card, per_card * needs[:, None, :], whole], axis=-1)
+        self._ints = ints.astype(np.int16).reshape(len(needs) * (MILLI + 1), 2 * groups + 1)
+        # as bits, OR-ed over a node's cards: whether a partial card hosts one task of each
+        # group (T bits), and whether what each slice group's stream leaves on the card does
+        # (S x T bits)
+        partial = (shares >= needs[:, None, :]) & (SHARES < MILLI)[None, :, None]
         need_s = needs[:, None, slices]
-        rest = SHARES[None, :, None] - (SHARES[None, :, None] // need_s) * need_s
+        rest = shares - (shares // need_s) * need_s  # (K, 1001, S)
         hosts = rest[..., None] >= needs[:, None, None, :]  # (K, 1001, S, T)
-        self._after_slices = np.packbits(hosts, axis=-1, bitorder="little")
+        rows = len(needs) * (MILLI + 1)
+        flat = np.concatenate(
+            [partial, hosts.reshape(*partial.shape[:2], len(slices) * groups)], -1
+        )
+        self._bits = np.packbits(flat, axis=-1, bitorder="little").reshape(
+            rows, (flat.shape[-1] + 7) // 8
+        )
+        self._nbits = flat.shape[-1]
+        # groups of several cards need a count of the cards, not an OR (none in most workloads)
         self._multi = np.flatnonzero(count > 1)
         self._multi_count = count[self._multi]
-        self._after_slices_multi = hosts[..., self._multi].astype(np.uint8)
-        # a partial card (below a whole one) that hosts one task of each group: (K, 1001, T)
-        partial = (SHARES[None, :, None] >= needs[:, None, :]) & (SHARES < MILLI)[:, None]
-        self._partial = np.packbits(partial, axis=-1, bitorder="little")
-        # per card, the tasks of each group it holds and the share they use: (K, 1001, T, 2)
-        per_card = SHARES[None, :, None] // needs[:, None, :]
-        # (at most 1000 each: int16 keeps the table small enough to stay in cache; the sums
-        # over a node's cards are taken in int64, numpy's default for small integers)
-        self._stream = np.stack([per_card, per_card * needs[:, None, :]], axis=-1).astype(np.int16)
+        self._multi_hosts = (
+            hosts[..., self._multi].astype(np.uint8).reshape(rows, len(slices), len(self._multi))
+        )
 
-    def stream(self, rows: IntArray, share_free: IntArray) -> tuple[IntArray, IntArray]:
-        """(B, T) twice: per group, the tasks that fit the node's cards card by card (before a
-        multi-card group's count divides them) and the share those tasks use."""
-        per_node = self._stream[self.card_kind[rows], share_free].sum(axis=1)  # (B, T, 2)
-        return per_node[..., 0], per_node[..., 1]
-
-    def partial(self, rows: IntArray, share_free: IntArray) -> BoolArray:
-        """(B, T): whether a partial card of the node hosts one task of each group."""
-        bits = self._partial[self.card_kind[rows], share_free]  # (B, G, bytes)
-        return _unpack(np.bitwise_or.reduce(bits, axis=1), self.groups)
-
-    def after_slices(self, rows: IntArray, share_free: IntArray) -> BoolArray:
-        """(B, S, T): whether what a stream of each slice group leaves on the node's cards (each
-        card's remainder below one more slice) has the cards for one task of each group."""
-        kind = self.card_kind[rows]
-        bits = self._after_slices[kind, share_free]  # (B, G, S, bytes)
-        fit = _unpack(np.bitwise_or.reduce(bits, axis=1), self.groups)
+    def read(self, rows: IntArray, share_free: IntArray) -> NodeCards:
+        """The nodes `rows` with `share_free` (B, G) free on their cards."""
+        at = self._base[rows] + share_free  # (B, G) rows of the tables
+        ints = self._ints[at].sum(axis=1)
+        t, s, b = self.groups, self.slices, len(rows)
+        bits = np.unpackbits(
+            np.bitwise_or.reduce(self._bits[at], axis=1),
+            axis=-1,
+            count=self._nbits,
+            bitorder="little",
+        ).view(bool)
+        after = bits[:, t:].reshape(b, s, t)
         if len(self._multi):
-            cards = self._after_slices_multi[kind, share_free].sum(axis=1)  # (B, S, multi)
-            fit[:, :, self._multi] = cards >= self._multi_count
-        return fit
+            after[:, :, self._multi] = self._multi_hosts[at].sum(axis=1) >= self._multi_count
+        return NodeCards(ints[:, :t], ints[:, t : 2 * t], ints[:, 2 * t], bits[:, :t], after)

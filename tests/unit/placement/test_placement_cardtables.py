@@ -35,19 +35,20 @@ def test_card_tables_agree_with_card_by_card_tests(seed: int) -> None:
     tables = CardTables(need, count, slices)
     rows = np.arange(len(share))
     fits = share[None] // need  # (T, N, G)
-    tasks, used = tables.stream(rows, share)
-    assert (tasks == fits.sum(axis=2).T).all()
-    assert (used == (fits * need).sum(axis=2).T).all()
+    got = tables.read(rows, share)
+    assert (got.tasks == fits.sum(axis=2).T).all()
+    assert (got.used == (fits * need).sum(axis=2).T).all()
+    assert (got.whole_free == (share == 1000).sum(axis=1)).all()
     partial = ((share[None] >= need) & (share < 1000)[None]).sum(axis=2).T >= 1  # (N, T)
-    assert (tables.partial(rows, share) == partial).all()
+    assert (got.partial == partial).all()
     rest = share[None] - (share[None] // need[slices]) * need[slices]  # (S, N, G)
     hosts = (rest[:, None] >= need[None]).sum(axis=3) >= count[None, :, None]  # (S, T, N)
-    after = tables.after_slices(rows, share)
+    after = got.after_slices
     assert after.shape == (len(share), len(slices), len(count))
     assert (after == hosts.transpose(2, 0, 1)).all()
     assert after[..., 6:].any() and not after[..., 6:].all()  # the multi-card groups are tested
     sub = rows[::7]  # any subset of nodes, in any order
-    assert (tables.after_slices(sub[::-1], share[sub[::-1]]) == after[sub[::-1]]).all()
+    assert (tables.read(sub[::-1], share[sub[::-1]]).after_slices == after[sub[::-1]]).all()
 
 
 def test_a_slice_group_of_several_cards_is_refused() -> None:
