@@ -25,6 +25,8 @@ def best_fit_cards(
     fit = feas.card_fit[rows]
     if req.whole_cards:
         k = req.gpu_count
+        if k == 1:  # the first fitting card (what the sort below gives, for one)
+            return np.asarray(np.argmax(fit, axis=1)[:, None], dtype=np.int64)
         # Stable sort puts fitting cards first, in index order.
         order = np.argsort(~fit, axis=1, kind="stable")
         return np.asarray(order[:, :k], dtype=np.int64)

@@ -10,6 +10,7 @@ from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.cards import best_fit_cards
 from gpupool.placement.filters import Feasibility
 from gpupool.placement.snapshot import ClusterSnapshot, IntArray
+from gpupool.placement.workload import Shape
 
 
 class PlanContext:
@@ -20,6 +21,11 @@ class PlanContext:
         self.req = req
         self.feas = feas
         self.rows = rows  # candidate node indexes
+
+    @cached_property
+    def shape(self) -> Shape:
+        """The request's shape (what the scorers' caches are keyed by)."""
+        return Shape.of(self.req)
 
     @cached_property
     def cards(self) -> IntArray:

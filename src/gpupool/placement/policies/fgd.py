@@ -47,7 +47,7 @@ class FragCache:
         before-states and after-states of this request's shape together.
         """
         snap, rows = ctx.snap, ctx.rows
-        key = Shape.of(ctx.req)
+        key = ctx.shape
         entry = self.after.get(key)
         if entry is None:
             entry = (np.zeros(len(snap)), np.full(len(snap), -1, dtype=np.int64))

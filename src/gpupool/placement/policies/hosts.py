@@ -115,7 +115,7 @@ class HostReserve:
         req, rows, snap = ctx.req, ctx.rows, ctx.snap
         if self.fractions is None or not req.wants_gpu or len(rows) == 0:
             return np.zeros(len(rows))
-        fractions, members, cell = self.narrower(snap, Shape.of(req), req.memory_mib)
+        fractions, members, cell = self.narrower(snap, ctx.shape, req.memory_mib)
         if len(fractions) == 0:
             return np.zeros(len(rows))
         free = self.free(snap)
