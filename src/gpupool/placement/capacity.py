@@ -87,6 +87,12 @@ class CapacityModel:
         self._slice_of = slot[self._member_group[self._sliced]]  # their row among the slices
         self._whole_members = np.flatnonzero(~self._sliced)
         self._cards_of = self._count[self._member_group[self._whole_members]]
+        # each member's row in [slice groups' rows; whole-card members' rows]
+        self._hosts_row = np.empty(len(self._member_group), dtype=np.int64)
+        self._hosts_row[self._sliced] = self._slice_of
+        self._hosts_row[self._whole_members] = len(self._slices) + np.arange(
+            len(self._whole_members)
+        )
         # per group, the weight of its shapes asking at most the i-th smallest CPU ask and the
         # j-th smallest memory ask (index 0: none), so that "which shapes fit this much CPU and
         # memory" is two searchsorted lookups instead of a test of every shape
@@ -170,14 +176,12 @@ class CapacityModel:
         # and 3 * (2/3) must give 2, not 1)
         taken = np.floor(inst * scale + 1e-9).astype(np.int64)
         # whether each group t finds its cards in what each member m's stream leaves: (B, M, T)
-        hosts = np.empty((*taken.shape, self.group_count), dtype=bool)
-        # whole-card streams take whole free cards and leave the partial ones as they were
-        # (a partial card never hosts a whole-card task, and a slice task takes one card)
-        whole = self._whole_members
-        free_cards = cards.whole_free[:, None] - taken[:, whole] * self._cards_of
-        hosts[:, whole] = (free_cards[:, :, None] >= self._count) | cards.partial[:, None, :]
-        # slice streams leave each card's remainder below one more slice
-        hosts[:, self._sliced] = cards.after_slices[:, self._slice_of]
+        # slice streams leave each card's remainder below one more slice (per slice group);
+        # whole-card streams take whole free cards and leave the partial ones as they were (a
+        # partial card never hosts a whole-card task, and a slice task takes one card)
+        free_cards = cards.whole_free[:, None] - taken[:, self._whole_members] * self._cards_of
+        whole = (free_cards[:, :, None] >= self._count) | cards.partial[:, None, :]
+        hosts = np.concatenate([cards.after_slices, whole], axis=1)[:, self._hosts_row]
         # the weight of each group's shapes whose CPU and memory fit what is left: (B, M, T)
         left = cpu_free[:, None] - taken * self._cpu_ask
         rank = np.searchsorted(self._cpu_values, left, "right") * self._mem_ranks
