@@ -178,7 +178,7 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
             (~row_any(room), Reason.GPU_COMPUTE),
             (~row_any(card_fit), Reason.SHARES),
         ]
-    if req.wants_gpu:
+    if req.wants_gpu and snap.any_closed:  # with no card closed, the checks above decided it
         card_fit = card_fit & ~snap.closed
         needed = req.gpu_count if req.whole_cards else 1
         checks.append((row_count(card_fit) < needed, Reason.DEFRAG))

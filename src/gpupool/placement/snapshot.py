@@ -113,6 +113,7 @@ class ClusterSnapshot:
         self.healthy: BoolArray = np.zeros((n, g), dtype=bool)
         # cards a defragmentation round is clearing: they take no new slices (`set_cards_closed`)
         self.closed: BoolArray = np.zeros((n, g), dtype=bool)
+        self.any_closed = False  # whether any card is closed (most of the time none is)
         self.closed_note: list[str | None] = [None] * n
         self.mem_known: BoolArray = np.zeros((n, g), dtype=bool)
         self.model_id: IntArray = np.full((n, g), -1, dtype=np.int64)
@@ -256,6 +257,7 @@ class ClusterSnapshot:
             if 0 <= slot < self.slots:
                 self.closed[i, slot] = True
         self.closed_note[i] = note if len(slots) else None
+        self.any_closed = bool(self.closed.any())
         self._clock += 1
         self.version[i] = self._clock
 

@@ -202,3 +202,17 @@ def test_memoised_reasons_follow_the_node_as_it_changes() -> None:
     assert reason_of(snap, share("b", 400), "n")[0] is Reason.UNHEALTHY
     snap.set_card_health("n", 0, True)
     assert reason_of(snap, share("b", 400), "n")[0] is Reason.FITS
+
+
+def test_closed_cards_refuse_new_slices_until_they_open_again() -> None:
+    snap = ClusterSnapshot([node("n", gpus=2), node("m", gpus=1)])
+    assert reason_of(snap, share("p", 500), "n")[0] is Reason.FITS
+    snap.set_cards_closed("n", [0], "defragmentation round r1")
+    assert reason_of(snap, share("p", 500), "n")[0] is Reason.FITS  # card 1 still open
+    assert reason_of(snap, whole("w", gpus=2), "n")[0] is Reason.DEFRAG
+    snap.set_cards_closed("n", [0, 1], "defragmentation round r1")
+    assert reason_of(snap, share("p", 500), "n")[0] is Reason.DEFRAG
+    assert reason_of(snap, share("p", 500), "m")[0] is Reason.FITS
+    snap.set_cards_closed("n", [], None)  # all open: nothing is closed anywhere
+    assert not snap.any_closed
+    assert reason_of(snap, whole("w", gpus=2), "n")[0] is Reason.FITS
