@@ -181,7 +181,9 @@ class CapacityModel:
         # partial card never hosts a whole-card task, and a slice task takes one card)
         free_cards = cards.whole_free[:, None] - taken[:, self._whole_members] * self._cards_of
         whole = (free_cards[:, :, None] >= self._count) | cards.partial[:, None, :]
-        hosts = np.concatenate([cards.after_slices, whole], axis=1)[:, self._hosts_row]
+        # as floats: einsum then multiplies without casting (the same sums, faster)
+        rows = np.concatenate([cards.after_slices, whole], axis=1).astype(np.float64)
+        hosts = rows[:, self._hosts_row]
         # the weight of each group's shapes whose CPU and memory fit what is left: (B, M, T)
         left = cpu_free[:, None] - taken * self._cpu_ask
         rank = np.searchsorted(self._cpu_values, left, "right") * self._mem_ranks

@@ -55,9 +55,10 @@ class PlanContext:
         if self.req.whole_cards:
             share[b, cards] = 0
             return share
-        comp = snap.comp_free[rows[:, None], cards] - self.feas.demand.compute
-        demand_mem = self.feas.demand.mem[rows[:, None], cards]
-        mem = snap.gmem_free[rows[:, None], cards] - demand_mem
-        total = np.maximum(snap.gmem_total[rows[:, None], cards], 1)
-        share[b, cards] = np.minimum(comp, mem * MILLI // total)
+        # a slice takes one card: read its figures at flat indexes (faster than pairs of indexes)
+        at = rows * snap.slots + cards[:, 0]
+        comp = snap.comp_free.ravel()[at] - self.feas.demand.compute
+        mem = snap.gmem_free.ravel()[at] - self.feas.demand.mem.ravel()[at]
+        total = np.maximum(snap.gmem_total.ravel()[at], 1)
+        share[b[:, 0], cards[:, 0]] = np.minimum(comp, mem * MILLI // total)
         return share

@@ -53,8 +53,9 @@ class FragCache:
             entry = (np.zeros(len(snap)), np.full(len(snap), -1, dtype=np.int64))
             self.after[key] = entry
         after, after_version = entry
-        stale_before = rows[self.before_version[rows] != snap.version[rows]]
-        stale_after = rows[after_version[rows] != snap.version[rows]]
+        version = snap.version[rows]
+        stale_before = rows[self.before_version[rows] != version]
+        stale_after = rows[after_version[rows] != version]
         nb = len(stale_before)
         if nb or len(stale_after):
             sub = PlanContext(snap, ctx.req, ctx.feas, stale_after)
