@@ -89,7 +89,8 @@ class CardTables:
         )
 
     def read(self, rows: IntArray, share_free: IntArray) -> NodeCards:
-        """The nodes `rows` with `share_free` (B, G) free on their cards."""
+        """The nodes `rows` with `share_free` (B, G) free on their cards: 0 to 1000 each, as a
+        snapshot keeps them (a card's free share is at most the whole card, never below 0)."""
         at = self._base[rows] + share_free  # (B, G) rows of the tables
         ints = self._ints[at].sum(axis=1)
         t, s, b = self.groups, self.slices, len(rows)
