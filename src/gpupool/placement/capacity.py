@@ -61,7 +61,7 @@ class CapacityModel:
         # (S, N, G), and per member shape (M) its group, CPU demand and weight.
         parts = list(groups.items())
         self.group_count = len(parts)
-        self._need = (
+        need = (
             np.stack([np.maximum(threshold(snap, p), 1) for p, _ in parts])
             if parts
             else np.ones((0, *snap.present.shape), dtype=np.int64)
@@ -79,17 +79,13 @@ class CapacityModel:
         self._mems = np.array([mem for _, m in parts for _, mem, _ in m], dtype=np.int64)
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
         self._weight_total = self.cpu_only_weight + float(self._weights.sum())
-        whole = self._whole
-        self._slices = np.flatnonzero(~whole)  # the slice groups
-        self._sliced = ~whole[self._member_group]  # the members of slice groups
-        slot = np.full(len(parts), -1)
-        slot[self._slices] = np.arange(len(self._slices))
-        self._slice_of = slot[self._member_group[self._sliced]]  # their row among the slices
-        self._whole_members = np.flatnonzero(~self._sliced)
+        self._slices = np.flatnonzero(~self._whole)  # the slice groups
+        sliced = ~self._whole[self._member_group]  # the members of slice groups
+        self._whole_members = np.flatnonzero(~sliced)
         self._cards_of = self._count[self._member_group[self._whole_members]]
-        # each member's row in [slice groups' rows; whole-card members' rows]
+        # each member's row in [slice groups' rows; whole-card members' rows] (_missed_by_mix)
         self._hosts_row = np.empty(len(self._member_group), dtype=np.int64)
-        self._hosts_row[self._sliced] = self._slice_of
+        self._hosts_row[sliced] = np.searchsorted(self._slices, self._member_group[sliced])
         self._hosts_row[self._whole_members] = len(self._slices) + np.arange(
             len(self._whole_members)
         )
@@ -113,7 +109,7 @@ class CapacityModel:
         self._fit_weight = np.ascontiguousarray(
             fit_weight.cumsum(axis=1).cumsum(axis=2).transpose(1, 2, 0)
         ).reshape((len(self._cpu_values) + 1) * self._mem_ranks, len(parts))
-        self._cards = CardTables(self._need, self._count, self._slices)
+        self._cards = CardTables(need, self._count, self._slices)
         self._group_milli = self._count * MILLI
         self._mem_divisor = np.maximum(self._mems, 1)
         self._mem_unbounded = np.where(self._mems > 0, 0, never)
@@ -122,7 +118,7 @@ class CapacityModel:
         self._cpu_per_share = np.divide(
             snap.cpu_cap, cards, out=np.zeros_like(cards), where=cards > 0
         )
-        self.node_kind = kinds(len(snap), self._need.transpose(1, 0, 2), self._cpu_per_share)
+        self.node_kind = kinds(need.transpose(1, 0, 2), self._cpu_per_share)
 
     def node_frag(
         self,
@@ -182,8 +178,8 @@ class CapacityModel:
         free_cards = cards.whole_free[:, None] - taken[:, self._whole_members] * self._cards_of
         whole = (free_cards[:, :, None] >= self._count) | cards.partial[:, None, :]
         # as floats: einsum then multiplies without casting (the same sums, faster)
-        rows = np.concatenate([cards.after_slices, whole], axis=1).astype(np.float64)
-        hosts = rows[:, self._hosts_row]
+        sources = np.concatenate([cards.after_slices, whole], axis=1).astype(np.float64)
+        hosts = sources[:, self._hosts_row]
         # the weight of each group's shapes whose CPU and memory fit what is left: (B, M, T)
         left = cpu_free[:, None] - taken * self._cpu_ask
         rank = np.searchsorted(self._cpu_values, left, "right") * self._mem_ranks

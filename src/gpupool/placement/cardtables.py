@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpupool.domain.requests import MILLI
+from gpupool.placement.rows import distinct
 from gpupool.placement.snapshot import BoolArray, IntArray
 
 SHARES = np.arange(MILLI + 1)  # every free share a card can have
@@ -27,11 +28,9 @@ def card_kinds(need: IntArray) -> tuple[IntArray, IntArray]:
     """For `need` (T, N, G), each group's per-card need: the kind of each card (N, G), cards
     of one kind needing the same of every group, and the needs of each kind (K, T)."""
     groups, n, g = need.shape
-    if not groups:  # nothing tells cards apart
-        return np.zeros((n, g), dtype=np.int64), np.zeros((1, 0), dtype=np.int64)
     per_card = need.transpose(1, 2, 0).reshape(n * g, groups)
-    needs, kind = np.unique(per_card, axis=0, return_inverse=True)
-    return kind.reshape(n, g), needs
+    first, kind = distinct(per_card)
+    return kind.reshape(n, g), per_card[first]
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,15 +50,15 @@ class PlanContext:
         share = snap.share_free[rows].copy()
         if not self.req.wants_gpu:
             return share
-        b = np.arange(len(rows))[:, None]
-        cards = self.cards
+        b = np.arange(len(rows))
         if self.req.whole_cards:
-            share[b, cards] = 0
+            share[b[:, None], self.cards] = 0
             return share
         # a slice takes one card: read its figures at flat indexes (faster than pairs of indexes)
-        at = rows * snap.slots + cards[:, 0]
+        card = self.cards[:, 0]
+        at = rows * snap.slots + card
         comp = snap.comp_free.ravel()[at] - self.feas.demand.compute
         mem = snap.gmem_free.ravel()[at] - self.feas.demand.mem.ravel()[at]
         total = np.maximum(snap.gmem_total.ravel()[at], 1)
-        share[b[:, 0], cards[:, 0]] = np.minimum(comp, mem * MILLI // total)
+        share[b, card] = np.minimum(comp, mem * MILLI // total)
         return share

@@ -31,7 +31,6 @@ _NEVER = np.iinfo(np.int64).max // 4
 
 @dataclass(frozen=True, slots=True)
 class _Group:
-    threshold: IntArray  # (N, G) per-card share a shape of the group needs; _NEVER if inaccessible
     count: int
     cpu_sorted: IntArray  # CPU demands of the group's shapes, ascending
     weight_cum: FloatArray  # cumulative weight by cpu_sorted, with a leading 0
@@ -77,14 +76,15 @@ class FragmentationModel:
             )
             by_gpu.setdefault(key, []).append((shape.cpu_milli, weight))
         self.groups: list[_Group] = []
+        needs: list[IntArray] = []  # per group (N, G): the share it needs per card; _NEVER if not
         for (milli, count, mem, compute, models), members in by_gpu.items():
             shape = Shape(0, milli, count, mem, compute, models)
             members.sort()
             cpus = np.array([c for c, _ in members], dtype=np.int64)
             cum = np.concatenate([[0.0], np.cumsum([w for _, w in members])])
+            needs.append(threshold(snap, shape))
             self.groups.append(
                 _Group(
-                    threshold=threshold(snap, shape),
                     count=count,
                     cpu_sorted=cpus,
                     weight_cum=cum,
@@ -93,13 +93,9 @@ class FragmentationModel:
             )
 
         # The groups stacked, so that one pass of array operations measures every group:
-        # thresholds (S, N, G), GPU counts (S,), and a table of each group's CPU-fitting weight
-        # by the rank of a node's free CPU among every group's CPU demands (one searchsorted).
-        self._threshold = (
-            np.stack([g.threshold for g in self.groups])
-            if self.groups
-            else np.zeros((0, *snap.present.shape), dtype=np.int64)
-        )
+        # GPU counts (S,), and a table of each group's CPU-fitting weight by the rank of a
+        # node's free CPU among every group's CPU demands (one searchsorted).
+        need = np.stack(needs) if needs else np.zeros((0, *snap.present.shape), dtype=np.int64)
         self._count = np.array([g.count for g in self.groups], dtype=np.int64)[:, None]
         self._weight_total = np.array([g.weight_total for g in self.groups])[:, None]
         cuts = np.unique(
@@ -112,12 +108,12 @@ class FragmentationModel:
                 for g in self.groups
             ]
         ).reshape(len(self.groups), len(cuts) + 1)
-        self.node_kind = kinds(len(snap), self._threshold.transpose(1, 0, 2))
+        self.node_kind = kinds(need.transpose(1, 0, 2))
         # per (card kind, free share), per group: whether the card fits one task, and the share
         # that is a fragment when the node can host the group (the card's, where it does not
         # fit), so that a node's figures are one lookup per card and a sum (K, 1001, S, 2)
-        self._card_kind, needs = card_kinds(self._threshold)
-        fits = SHARES[None, :, None] >= needs[:, None, :]
+        self._card_kind, kind_needs = card_kinds(need)
+        fits = SHARES[None, :, None] >= kind_needs[:, None, :]
         self._per_card = np.stack(  # int16 (at most 1000): small enough to stay in cache
             [fits, np.where(fits, 0, SHARES[None, :, None])], axis=-1
         ).astype(np.int16)

@@ -43,28 +43,24 @@ def row_count(mask: BoolArray) -> IntArray:
     return np.asarray((words * ones) >> words.dtype.type(top), dtype=np.int64)
 
 
-def kinds(n: int, *per_node: np.ndarray) -> IntArray:
-    """(n,): one id per distinct node across `per_node` arrays (each with the n nodes on its
-    first axis, any shape after), so that nodes with equal ids are equal in all of them."""
-    columns = [np.ascontiguousarray(a).reshape(n, int(np.prod(a.shape[1:]))) for a in per_node]
-    if not sum(c.shape[1] for c in columns):
-        return np.zeros(n, dtype=np.int64)
-    # floats compared by their bits: equal values, equal ids (-0.0 and 0.0 apart is harmless)
-    table = np.concatenate(
-        [c.view(np.int64) if c.dtype == np.float64 else c.astype(np.int64) for c in columns],
-        axis=1,
-    )
-    _, ids = np.unique(table, axis=0, return_inverse=True)
-    return np.asarray(ids.reshape(n), dtype=np.int64)
-
-
-def distinct(kind: IntArray, *states: IntArray) -> tuple[IntArray, IntArray]:
-    """The distinct rows of (`kind`, *`states`) (each state (B,) or (B, G)): `first`, the index
-    of each distinct row's first occurrence, and `back`, which maps every row to its distinct
-    row, so that `values_of_rows[first][back]` is a value per row."""
-    table = np.ascontiguousarray(
-        np.column_stack([kind, *[s.reshape(len(kind), -1) for s in states]]).astype(np.int64)
-    )
-    keys = table.view(np.dtype((np.void, table.dtype.itemsize * table.shape[1])))[:, 0]
+def distinct(*columns: np.ndarray) -> tuple[IntArray, IntArray]:
+    """The distinct rows across `columns` (each with the rows on its first axis, any shape
+    after; floats compared by their bits): `first`, the index of each distinct row's first
+    occurrence, and `back`, which maps every row to its distinct row, so that
+    `values_of_rows[first][back]` is a value per row."""
+    n = len(columns[0])
+    parts = [c if c.ndim <= 2 else c.reshape(n, -1) for c in columns if 0 not in c.shape[1:]]
+    if not parts or not n:  # nothing tells the rows apart
+        return np.zeros(min(n, 1), dtype=np.int64), np.zeros(n, dtype=np.int64)
+    # floats by their bits (-0.0 and 0.0 apart is harmless)
+    table = np.column_stack([c.view(np.int64) if c.dtype == np.float64 else c for c in parts])
+    table = np.ascontiguousarray(table, dtype=np.int64)
+    width = table.shape[1]
+    keys = table.view(np.dtype((np.void, 8 * width)))[:, 0]
     _, first, back = np.unique(keys, return_index=True, return_inverse=True)
-    return np.asarray(first, dtype=np.int64), np.asarray(back.reshape(-1), dtype=np.int64)
+    return np.asarray(first, dtype=np.int64), np.asarray(back.reshape(n), dtype=np.int64)
+
+
+def kinds(*per_node: np.ndarray) -> IntArray:
+    """One id per node (rows of `per_node`), equal for nodes equal in all of them."""
+    return distinct(*per_node)[1]

@@ -25,12 +25,12 @@ def test_kinds_are_equal_exactly_for_nodes_equal_in_every_array() -> None:
     rng = np.random.default_rng(3)
     grid = rng.integers(0, 2, (200, 2, 3))  # few values: many nodes repeat
     ratio = rng.choice([0.5, 0.25], 200)
-    ids = kinds(200, grid, ratio)
+    ids = kinds(grid, ratio)
     for a in range(0, 200, 7):
         for b in range(200):
             same = bool((grid[a] == grid[b]).all() and ratio[a] == ratio[b])
             assert (ids[a] == ids[b]) == same, (a, b)
-    assert kinds(3, np.zeros((3, 0))).tolist() == [0, 0, 0]  # nothing to tell them apart
+    assert kinds(np.zeros((3, 0))).tolist() == [0, 0, 0]  # nothing to tell them apart
 
 
 def test_distinct_rows_rebuild_every_row_and_point_at_first_occurrences() -> None:

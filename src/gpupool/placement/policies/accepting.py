@@ -47,11 +47,8 @@ class AcceptingMeasure:
                     (snap.present & np.isin(snap.model_id, ids)).any(axis=1), dtype=bool
                 )
             self.parts.append((accepts, make(snap, sub)))
-        self.node_kind = kinds(
-            len(snap),
-            *[measure.node_kind for _, measure in self.parts],
-            *[accepts for accepts, _ in self.parts if accepts is not None],
-        )
+        tells = [m.node_kind for _, m in self.parts] + [a for a, _ in self.parts if a is not None]
+        self.node_kind = kinds(*tells) if tells else np.zeros(len(snap), dtype=np.int64)
 
     def node_frag(
         self,

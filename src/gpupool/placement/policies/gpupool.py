@@ -44,7 +44,7 @@ class MeanMeasure:
 
     def __init__(self, *measures: NodeMeasure) -> None:
         self.measures = measures
-        self.node_kind = kinds(len(measures[0].node_kind), *[m.node_kind for m in measures])
+        self.node_kind = kinds(*[m.node_kind for m in measures])
 
     def node_frag(
         self,
