@@ -14,7 +14,7 @@ from gpupool.quota.metering import Meter, TenantUsage
 from gpupool.quota.queue import AdmissionQueue, FifoMode, Outcome, QueueEntry, Waiting
 from gpupool.quota.reclaim import Evict, NoReclaim, Notice, ReclaimPlan, due, plan_reclaim
 from gpupool.quota.reclaim_sites import SitePlan, plan_site_reclaim
-from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.resource import Resource, charge_problem, demand_of, held_amount
 from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota
 
 __all__ = [
@@ -48,9 +48,11 @@ __all__ = [
     "WaitReason",
     "Waiting",
     "budget_status",
+    "charge_problem",
     "decide",
     "demand_of",
     "due",
+    "held_amount",
     "plan_reclaim",
     "plan_site_reclaim",
     "recent_peak",

@@ -12,8 +12,10 @@ Every tenant in one cohort must use the same resource, or their quotas could not
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from enum import Enum
 
+from gpupool.domain.allocations import Slice
 from gpupool.domain.errors import InvalidRequest
 from gpupool.domain.requests import MILLI, Request
 from gpupool.domain.units import GiB, format_bytes
@@ -91,3 +93,49 @@ def demand_of(request: Request, resource: Resource, card_memory_bytes: int | Non
             f"the quota in 'gpu' (milli-GPU)"
         )
     return card_memory_bytes * request.gpu_milli // MILLI * count
+
+
+def slice_amount(size_bytes: int, card_bytes: int | None, resource: Resource) -> int | None:
+    """What one slice of `size_bytes` on a card of `card_bytes` (what the card offers slices)
+    holds in `resource`: its bytes, or its share of the card in milli-GPU, rounded up and at
+    most one card (None when the card's size is unknown and the resource needs it)."""
+    if resource is Resource.GPU_MEMORY:
+        return size_bytes
+    if card_bytes is None or card_bytes <= 0:
+        return None
+    return min(MILLI, -(-size_bytes * MILLI // card_bytes))
+
+
+def held_amount(
+    slices: Sequence[Slice], resource: Resource, card_bytes: Mapping[str, int]
+) -> int | None:
+    """What an allocation's slices hold in `resource`: the sum over its slices, each sized
+    against its card (`card_bytes`: card uuid -> bytes the card offers slices). A whole card
+    holds the card (1000 milli, or its bytes); None when a card's size is unknown and the
+    resource needs it. This is the amount a lease must be charged (`charge_problem`)."""
+    total = 0
+    for piece in slices:
+        amount = slice_amount(piece.size_bytes, card_bytes.get(piece.uuid), resource)
+        if amount is None:
+            return None
+        total += amount
+    return total
+
+
+def charge_problem(
+    charged: int, slices: Sequence[Slice], resource: Resource, card_bytes: Mapping[str, int]
+) -> str | None:
+    """Why a lease charged `charged` in `resource` disagrees with what its `slices` hold, or
+    None when it agrees (or a card's size is unknown, so the holding cannot be told)."""
+    held = held_amount(slices, resource, card_bytes)
+    if held is None or held == charged:
+        return None
+    where = ", ".join(
+        f"{resource.format(slice_amount(s.size_bytes, card_bytes.get(s.uuid), resource) or 0)}"
+        f" on {s.uuid}"
+        for s in slices
+    )
+    return (
+        f"charged {resource.format(charged)} but holds {resource.format(held)} "
+        f"({len(slices)} slice(s): {where})"
+    )
