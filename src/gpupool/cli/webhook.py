@@ -105,6 +105,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         f"default: {DEFAULT_SCHEDULER}); GPU pods for any other scheduler are refused",
     )
     serve.add_argument(
+        "--adopt-nvidia-gpu",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve pods that ask for nvidia.com/gpu as gpupool pods of whole cards (gated, "
+        "leased, counted) and refuse nvidia.com/mig-* profiles; --no-adopt-nvidia-gpu leaves "
+        "them to NVIDIA's device plugin, for clusters where it serves other nodes "
+        "(docs/hami.md; default: adopt)",
+    )
+    serve.add_argument(
         "--metrics-address",
         default=DEFAULT_METRICS_ADDRESS,
         metavar="HOST:PORT",
@@ -121,6 +130,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     configs.add_argument("--cert-host", action="append", default=[])
     configs.add_argument("--url")
     configs.add_argument("--service", type=_service, metavar="NAMESPACE/NAME/PORT")
+    configs.add_argument("--adopt-nvidia-gpu", action=argparse.BooleanOptionalAction, default=True)
     configs.set_defaults(func=run_configs)
 
 
@@ -139,6 +149,7 @@ def _config(args: argparse.Namespace) -> WebhookConfig:
         name=args.name,
         schedulers=tuple(args.scheduler_name) or (DEFAULT_SCHEDULER,),
         metrics=None if args.metrics_address == "off" else parse_address(args.metrics_address),
+        adopt_nvidia_gpu=args.adopt_nvidia_gpu,
     )
 
 
@@ -163,6 +174,10 @@ def run_configs(args: argparse.Namespace) -> int:
         print("gpupool webhook configs: error: give --url or --service", file=sys.stderr)
         return 2
     cert = ensure_serving_cert(args.cert_dir, tuple(args.cert_host) or ("127.0.0.1", "localhost"))
-    reg = registration.Registration(registration.Target(args.url, args.service), cert.ca_bundle())
+    reg = registration.Registration(
+        registration.Target(args.url, args.service),
+        cert.ca_bundle(),
+        adopt_nvidia_gpu=args.adopt_nvidia_gpu,
+    )
     print(yaml.safe_dump_all(registration.configurations(reg), sort_keys=False), end="")
     return 0

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from gpupool.adapters.webhook import hami
+from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.webhook.mutate import TIMESLICE_REFUSED, ClusterFacts, mutate_pod
-from gpupool.adapters.webhook.register import POD_CONDITION
+from gpupool.adapters.webhook.register import POD_CONDITION, pod_condition
 from gpupool.adapters.webhook.review import parse_review, review_pod
 from gpupool.domain.errors import (
     InvalidQuantity,
@@ -22,7 +23,9 @@ from gpupool.domain.models import CATALOGUE
 from gpupool.domain.units import GiB, MiB
 
 STAMP = "2026-01-02T03:04:05.000006Z"
-A100_80 = ClusterFacts(cards=(("A100-80GB", 72 * GiB),) * 4)
+# What a GpuNode reports of an A100-80GB: 81,920 MiB, of which 72 GiB allocatable (10% reserve).
+A100_80 = ClusterFacts(cards=(Card("A100-80GB", 72 * GiB, 80 * GiB),) * 4)
+# (model, allocatable) pairs, as older callers give: the whole memory is the catalogue's.
 MIXED = ClusterFacts(cards=(("A100-80GB", 72 * GiB), ("T4", 14 * GiB)))
 
 
@@ -81,9 +84,11 @@ def gpupool_part(limits: dict[str, Any]) -> dict[str, Any]:
         ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, {"gpu-memory": "3000Mi"}),
         ({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3k"}, {"gpu-memory": "3000Mi"}),
         ({"nvidia.com/gpumem": 10240}, {"gpu-memory": "10Gi"}),  # count defaults to 1
-        # gpumem-percentage: of the allocatable memory of the cards it may land on (72Gi here)
-        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}, {"gpu-memory": "36Gi"}),
-        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "25"}, {"gpu-memory": "18Gi"}),
+        # gpumem-percentage: of the card's whole memory (80Gi here), as HAMi reads it
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}, {"gpu-memory": "40Gi"}),
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "25"}, {"gpu-memory": "20Gi"}),
+        # ... capped at what the node offers for slices (72Gi of the 80Gi)
+        ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "95"}, {"gpu-memory": "72Gi"}),
         ({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "100"}, {}),  # the whole card
         # gpucores: % of the SMs; 0 is HAMi's "no cap"
         (
@@ -92,12 +97,26 @@ def gpupool_part(limits: dict[str, Any]) -> dict[str, Any]:
         ),
         ({"nvidia.com/gpumem": "4096", "nvidia.com/gpucores": "0"}, {"gpu-memory": "4Gi"}),
         ({"nvidia.com/gpucores": "100"}, {"gpu-compute": "100"}),  # whole card, SMs capped 100%
-        # several cards: gpupool gives whole cards
+        # several cards: a slice on each
         (
             {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "8000"},
             {"gpu": "2", "gpu-memory": "8000Mi"},
         ),
-        ({"nvidia.com/gpu": "4", "nvidia.com/gpumem-percentage": "50"}, {"gpu": "4"}),
+        (
+            {"nvidia.com/gpu": "4", "nvidia.com/gpumem-percentage": "50"},
+            {"gpu": "4", "gpu-memory": "40Gi"},
+        ),
+        (
+            {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "30", "nvidia.com/gpucores": 30},
+            {"gpu": "2", "gpu-memory": "24Gi", "gpu-compute": "30"},
+        ),
+        # 100%: whole cards, no gpu-memory
+        (
+            {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "100"},
+            {"gpu": "2"},
+        ),
+        # nvidia.com/gpu alone: whole cards (HAMi's and NVIDIA's meaning)
+        ({"nvidia.com/gpu": "2"}, {"gpu": "2"}),
     ],
 )
 def test_hami_resources_become_gpupools(limits: dict[str, Any], expected: dict[str, str]) -> None:
@@ -106,7 +125,7 @@ def test_hami_resources_become_gpupools(limits: dict[str, Any], expected: dict[s
     want = {f"gpupool.io/{k}": v for k, v in {"gpu": count, "vgpu": count, **expected}.items()}
     assert gpupool_part(out) == want
     assert out["cpu"] == "1"  # the rest of the container is kept
-    assert warnings and all("HAMi's" in w for w in warnings)
+    assert warnings and all("HAMi's" in w or "NVIDIA's" in w for w in warnings)
 
 
 def test_each_translated_name_gets_its_own_warning() -> None:
@@ -122,16 +141,39 @@ def test_each_translated_name_gets_its_own_warning() -> None:
     )
 
 
-def test_whole_cards_and_no_cap_are_said_in_the_warnings() -> None:
+def test_slices_whole_cards_and_no_cap_are_said_in_the_warnings() -> None:
     _, _, warnings = admitted({"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "30"})
-    assert "container 'main': HAMi's nvidia.com/gpumem-percentage: 30 → whole cards" in warnings
-    assert "container 'main': HAMi's gpupool gives 2 GPUs as 2 whole cards" in warnings
+    assert warnings == (
+        "container 'main': HAMi's nvidia.com/gpu: 2 → gpupool.io/gpu: 2",
+        "container 'main': HAMi's nvidia.com/gpumem-percentage: 30 → gpupool.io/gpu-memory: 24Gi "
+        "on each of 2 cards (30% of the card's 80Gi)",
+    )
+    assert not [w for w in warnings if "whole cards" in w]
+    _, _, warnings = admitted({"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "100"})
+    assert warnings == (
+        "container 'main': HAMi's nvidia.com/gpu: 2 → gpupool.io/gpu: 2 (whole cards)",
+        "container 'main': HAMi's nvidia.com/gpumem-percentage: 100 → whole cards",
+    )
+    _, _, warnings = admitted({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "95"})
+    assert warnings[-1].endswith("(95% of the card's 80Gi, capped at the 72Gi it offers)")
     _, _, warnings = admitted({"nvidia.com/gpumem": "100", "nvidia.com/gpucores": "0"})
     assert any("nvidia.com/gpucores: 0 → no compute cap" in w for w in warnings)
     _, _, warnings = admitted({"nvidia.com/gpumem": "100"})
     assert warnings[0] == (
         "container 'main': HAMi's default of 1 nvidia.com/gpu → gpupool.io/gpu: 1"
     )
+
+
+@pytest.mark.parametrize(
+    ("percent", "mib"),
+    [("40", 32768), ("60", 49152), ("10", 8192), ("1", 819)],
+)
+def test_a_percentage_is_of_the_cards_whole_memory_as_hami_reads_it(percent: str, mib: int) -> None:
+    """HAMi's use_sharing_card.yaml: 40% and 60% of an 81,920 MiB card."""
+    original = pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": percent})
+    mutation = mutate_pod(original, {}, STAMP, A100_80)
+    assert mutation.gpu is not None
+    assert mutation.gpu.request.gpu_memory_bytes == mib * MiB
 
 
 @pytest.mark.parametrize(
@@ -175,8 +217,8 @@ def test_a_percentage_is_sized_by_the_cards_of_the_named_type_on_a_mixed_cluster
     limits, _, warnings = admitted(
         {"nvidia.com/gpumem-percentage": "50"}, {"nvidia.com/use-gputype": "T4"}, MIXED
     )
-    assert limits["gpupool.io/gpu-memory"] == "7Gi"
-    assert any("(50% of the card)" in w for w in warnings)
+    assert limits["gpupool.io/gpu-memory"] == "7680Mi"  # half of the T4's 15,360 MiB
+    assert any("(50% of the card's 15Gi)" in w for w in warnings)
 
 
 def test_a_percentage_before_any_gpunode_uses_the_catalogue_of_the_named_type() -> None:
@@ -233,11 +275,50 @@ def test_review_answer_carries_the_warnings() -> None:
 # ---- what is not a HAMi pod -------------------------------------------------------------------
 
 
-def test_nvidia_gpu_alone_is_left_to_nvidias_device_plugin() -> None:
+def test_nvidia_gpu_alone_becomes_a_gpupool_pod_of_whole_cards() -> None:
     plain = pod({"nvidia.com/gpu": "1"})
-    assert not hami.is_hami_pod(plain)
+    assert not hami.is_hami_pod(plain) and hami.is_hami_pod(plain, adopt_nvidia_gpu=True)
     mutation = mutate_pod(plain, {}, STAMP, A100_80)
+    assert mutation.gpu is not None
+    request = mutation.gpu.request
+    assert (request.gpu_count, request.gpu_memory_bytes) == (1, None)  # a whole card
+    out = applied(mutation.patch, plain)
+    assert gpupool_part(out["spec"]["containers"][0]["resources"]["limits"]) == {
+        "gpupool.io/gpu": "1",
+        "gpupool.io/vgpu": "1",
+    }
+    assert {g["name"] for g in out["spec"]["schedulingGates"]} == {"gpupool.io/quota"}
+    assert out["metadata"]["labels"]["gpupool.io/tenant"] == "default"
+    assert mutation.warnings[0] == (
+        "container 'main': NVIDIA's nvidia.com/gpu: 1 → gpupool.io/gpu: 1 (a whole card)"
+    )
+    assert "gpupool serves pods that ask for nvidia.com/gpu" in mutation.warnings[1]
+    assert 'gpupool.io/adopt-nvidia-gpu: "false"' in mutation.warnings[1]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "namespace_labels", "cluster"),
+    [
+        ({"gpupool.io/adopt-nvidia-gpu": "false"}, {}, A100_80),
+        ({}, {"gpupool.io/adopt-nvidia-gpu": "false"}, A100_80),
+        ({}, {}, ClusterFacts(cards=A100_80.cards, adopt_nvidia_gpu=False)),
+    ],
+    ids=["pod-annotation", "namespace-label", "webhook-flag"],
+)
+def test_nvidia_gpu_alone_can_be_left_to_nvidias_device_plugin(
+    annotations: dict[str, str], namespace_labels: dict[str, str], cluster: ClusterFacts
+) -> None:
+    plain = pod({"nvidia.com/gpu": "1"}, annotations)
+    mutation = mutate_pod(plain, namespace_labels, STAMP, cluster)
     assert mutation.patch == [] and mutation.gpu is None and mutation.warnings == ()
+    # a HAMi pod is still translated: the opt-out is for NVIDIA's resource alone
+    hami_pod = pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}, annotations)
+    assert mutate_pod(hami_pod, namespace_labels, STAMP, cluster).gpu is not None
+
+
+def test_a_bad_opt_out_value_is_refused_with_what_it_may_be() -> None:
+    with pytest.raises(InvalidRequest, match='adopt-nvidia-gpu must be "true" or "false"'):
+        mutate_pod(pod({"nvidia.com/gpu": "1"}, {"gpupool.io/adopt-nvidia-gpu": "no"}), {}, STAMP)
 
 
 def test_hami_annotations_on_a_pod_without_gpus_only_warn() -> None:
@@ -248,11 +329,16 @@ def test_hami_annotations_on_a_pod_without_gpus_only_warn() -> None:
     )
 
 
-def test_the_match_condition_routes_hami_names_but_not_nvidia_gpu_alone() -> None:
+def test_the_match_condition_routes_hami_names_and_nvidia_gpu_unless_told_not_to() -> None:
     expression = POD_CONDITION["expression"]
-    for name in (*hami.HAMI_RESOURCES, *hami.HAMI_ANNOTATIONS):
+    assert POD_CONDITION == pod_condition(True)
+    for name in (*hami.HAMI_RESOURCES, *hami.HAMI_ANNOTATIONS, "nvidia.com/gpu"):
         assert f"'{name}'" in expression
-    assert "'nvidia.com/gpu'" not in expression
+    assert "r.startsWith('nvidia.com/mig-')" in expression
+    left = pod_condition(False)["expression"]
+    for name in (*hami.HAMI_RESOURCES, *hami.HAMI_ANNOTATIONS):
+        assert f"'{name}'" in left
+    assert "'nvidia.com/gpu'" not in left and "nvidia.com/mig-" not in left
 
 
 # ---- mixing -----------------------------------------------------------------------------------
@@ -394,7 +480,7 @@ def test_a_percentage_on_cards_of_several_sizes_is_refused() -> None:
     with pytest.raises(InvalidRequest) as caught:
         mutate_pod(pod({"nvidia.com/gpumem-percentage": "50"}), {}, STAMP, MIXED)
     message = str(caught.value)
-    assert "differ in size (14Gi, 72Gi allocatable on the cluster's GpuNodes)" in message
+    assert "differ in size (15Gi, 80Gi on the cluster's GpuNodes; 50% is 7.5Gi, 40Gi)" in message
     assert "ask for nvidia.com/gpumem (MiB per card) instead" in message
 
 

@@ -1,27 +1,34 @@
 """HAMi's pod names read as gpupool's, at admission (pure): a HAMi manifest runs unchanged.
 
 A pod is a *HAMi pod* when a container asks for one of `HAMI_RESOURCES` or the pod carries one
-of `HAMI_ANNOTATIONS`. Such a pod is rewritten into gpupool's names before anything else reads
-it (then it is validated, stamped and gated like any gpupool pod), and every name translated
-gets a warning in the admission response, which kubectl prints. The table (docs/hami.md):
+of `HAMI_ANNOTATIONS`; with `adopt_nvidia_gpu` (the webhook's default) a pod asking for
+`nvidia.com/gpu` is one too, as in HAMi, where `nvidia.com/gpu` alone is a whole card. Such a
+pod is rewritten into gpupool's names before anything else reads it (then it is validated,
+stamped and gated like any gpupool pod), and every name translated gets a warning in the
+admission response, which kubectl prints. The table (docs/hami.md):
 
 | HAMi                                   | gpupool                                              |
 |----------------------------------------|------------------------------------------------------|
-| `nvidia.com/gpu: N` (cards)            | `gpupool.io/gpu: N`                                  |
-| `nvidia.com/gpumem: M` (MiB per card)  | `gpupool.io/gpu-memory: <M>Mi`                       |
-| `nvidia.com/gpumem-percentage: P`      | 100: the whole card; less: P% of the allocatable     |
-|                                        | memory of the cards it may land on (one size only)   |
+| `nvidia.com/gpu: N` (cards)            | `gpupool.io/gpu: N`; alone: N whole cards            |
+| `nvidia.com/gpumem: M` (MiB per card)  | `gpupool.io/gpu-memory: <M>Mi` on each of the N      |
+| `nvidia.com/gpumem-percentage: P`      | 100: whole cards; less: P% of the card's whole       |
+|                                        | memory, capped at what the node offers (one size)    |
 | `nvidia.com/gpucores: C` (% of SMs)    | `gpupool.io/gpu-compute: C`; 0 (HAMi: no cap): none  |
 | `nvidia.com/use-gputype: A100,V100`    | `gpupool.io/gpu-model`: the models whose name or     |
 |                                        | alias contains a listed name (HAMi's match)          |
-| `nvidia.com/nouse-gputype: T4`         | `gpupool.io/gpu-model`: every other model            |
+| `nvidia.com/nouse-gputype: T4`         | `gpupool.io/gpu-model`: every other model (names     |
+|                                        | gpupool does not know: ignored)                      |
+| `hami.io/node-scheduler-policy`        | binpack, spread: `gpupool.io/placement-policy`       |
+| `hami.io/gpu-scheduler-policy` and the | binpack: what gpupool does anyway; the rest ignored, |
+| other `HAMI_POLICY_ANNOTATIONS`        | each with a warning (vgpu-mode mps: compute-mode)    |
 | `nvidia.com/use-gpuuuid`, `nouse-gpuuuid`, `nvidia.com/priority` | refused: no equivalent    |
+| `nvidia.com/mig-*` resources           | refused: gpupool does not make MIG instances yet     |
 | `spec.schedulerName: hami-scheduler`   | a scheduler that calls gpupool's extender            |
 
-`nvidia.com/gpu` alone does not make a HAMi pod: it is also the resource of NVIDIA's own device
-plugin, whose pods must neither be rewritten nor wait for gpupool's webhook. A pod that uses
-both kinds of names is refused (MixedResourceNames), and so is a bad HAMi value, each with a
-message that names the HAMi field.
+A pod annotated (or in a namespace labelled) `gpupool.io/adopt-nvidia-gpu: "false"` that asks
+only for `nvidia.com/gpu` is left to NVIDIA's device plugin. A pod that uses both kinds of names
+is refused (MixedResourceNames), and so is a bad HAMi value, each with a message that names the
+HAMi field.
 """
 
 from __future__ import annotations
@@ -31,10 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.pods import whole_number
 from gpupool.domain.errors import InvalidQuantity, InvalidRequest, UnknownGpuModel
-from gpupool.domain.models import CATALOGUE, GpuModel
+from gpupool.domain.models import CATALOGUE
 from gpupool.domain.quantity import format_quantity, parse_quantity
 from gpupool.domain.units import MiB, format_bytes
 
@@ -47,11 +55,22 @@ USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
 USE_GPUUUID = "nvidia.com/use-gpuuuid"
 NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
+MIG_PREFIX = "nvidia.com/mig-"  # NVIDIA's MIG profiles: nvidia.com/mig-1g.10gb, ...
+# HAMi's scheduling and mode annotations (v2.10): read on a HAMi pod, mapped or ignored.
+NODE_POLICY = "hami.io/node-scheduler-policy"
+GPU_POLICY = "hami.io/gpu-scheduler-policy"
+SCORING_WEIGHTS = "hami.io/device-scoring-weights"
+VGPU_MODE = "nvidia.com/vgpu-mode"
+NUMA_BIND = "nvidia.com/numa-bind"
+# gpupool's own: a pod annotation or a namespace label; "false" leaves pods that ask only for
+# nvidia.com/gpu to NVIDIA's device plugin (the webhook's --no-adopt-nvidia-gpu, for all pods).
+ADOPT_NVIDIA_GPU = "gpupool.io/adopt-nvidia-gpu"
 
 HAMI_SCHEDULER = "hami-scheduler"  # the schedulerName HAMi's webhook writes
 
 HAMI_RESOURCES = (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES, PRIORITY)  # what makes a HAMi pod
 HAMI_ANNOTATIONS = (USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID)
+HAMI_POLICY_ANNOTATIONS = (NODE_POLICY, GPU_POLICY, SCORING_WEIGHTS, VGPU_MODE, NUMA_BIND)
 _ALL_RESOURCES = (GPU, *HAMI_RESOURCES)
 _GPUPOOL_RESOURCES = (*names.USER_RESOURCES, names.RES_VGPU)
 _MAX_GPUS = 64
@@ -67,9 +86,36 @@ _UNSUPPORTED = {
     "(spec.priorityClassName orders gpupool's queue and reclaim)",
 }
 
+# HAMi's GPU policies (which card of the chosen node): what gpupool does instead.
+_GPU_POLICIES = {
+    "binpack": "kept: gpupool puts a slice on the fullest card of the node that still fits it, "
+    "as HAMi's binpack does",
+    "spread": "ignored: gpupool has no policy that spreads slices over a node's cards; it puts "
+    "each on the fullest card that fits, which keeps whole cards free",
+    "topology-aware": "ignored: gpupool already takes a multi-GPU pod's cards from one NVLink "
+    "domain when it can, else from one NUMA node",
+    "numa": "ignored: gpupool already prefers cards on one NUMA node for a multi-GPU pod",
+    "mutex": "ignored: gpupool has no idle-cards-only policy; ask for whole cards "
+    f"({GPUMEM_PERCENTAGE}: 100, or {GPU} alone) for cards no other pod shares",
+}
+# HAMi's node policies that have a gpupool placement policy of the same meaning.
+_NODE_POLICIES = {
+    "binpack": "the fullest node that fits",
+    "spread": "the emptiest node that fits",
+}
+_VGPU_MODES = {
+    "hami-core": "ignored: gpupool's limiter caps the pod's memory as HAMi-core does",
+    "mig": "ignored: gpupool does not make MIG instances; the pod gets ordinary slices, each "
+    "capped by gpupool's limiter, without MIG's hardware isolation",
+}
+
 
 class MixedResourceNames(InvalidRequest):
     """A pod uses HAMi's names and gpupool's together."""
+
+
+class MigNotSupported(InvalidRequest):
+    """A pod asks for an NVIDIA MIG profile, which gpupool does not hand out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,24 +135,70 @@ def _containers(pod: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return list((pod.get("spec") or {}).get(key) or [])
 
 
-def is_hami_pod(pod: Mapping[str, Any]) -> bool:
-    """True when the pod asks for a HAMi-only resource or carries a HAMi annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if any(a in annotations for a in HAMI_ANNOTATIONS):
-        return True
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def _asks(pod: Mapping[str, Any], resources: Sequence[str]) -> bool:
     return any(
         r in _listed(c)
         for key in ("containers", "initContainers")
         for c in _containers(pod, key)
-        for r in HAMI_RESOURCES
+        for r in resources
     )
+
+
+def is_hami_pod(pod: Mapping[str, Any], adopt_nvidia_gpu: bool = False) -> bool:
+    """True when the pod asks for a HAMi-only resource or carries a HAMi annotation, or (with
+    `adopt_nvidia_gpu`) asks for `nvidia.com/gpu`."""
+    if any(a in _annotations(pod) for a in HAMI_ANNOTATIONS):
+        return True
+    return _asks(pod, (*HAMI_RESOURCES, GPU) if adopt_nvidia_gpu else HAMI_RESOURCES)
+
+
+def adopts_nvidia_gpu(value: object | None, where: str) -> bool:
+    """False when `value` (the pod's annotation or its namespace's label
+    `gpupool.io/adopt-nvidia-gpu`) says "false"; True when absent or "true"."""
+    if value is None:
+        return True
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidRequest(
+            f'{where} {ADOPT_NVIDIA_GPU} must be "true" or "false" ("false" leaves a pod that '
+            f"asks only for {GPU} to NVIDIA's device plugin); got {str(value)!r}"
+        )
+    return text == "true"
+
+
+def _mig_resources(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(where, resource) for every MIG profile a container or init container asks for."""
+    found: list[tuple[str, str]] = []
+    for key, kind in (("containers", "container"), ("initContainers", "initContainer")):
+        for c in _containers(pod, key):
+            where = f"{kind} {c.get('name', '?')!r}"
+            found.extend((where, r) for r in _listed(c) if str(r).startswith(MIG_PREFIX))
+    return found
+
+
+def check_no_mig(pod: Mapping[str, Any]) -> None:
+    """MigNotSupported for a pod asking for an NVIDIA MIG profile."""
+    mig = _mig_resources(pod)
+    if mig:
+        where, resource = mig[0]
+        raise MigNotSupported(
+            f"{where} asks for {resource}, an NVIDIA MIG instance; gpupool does not partition "
+            f"cards with MIG yet: ask for a slice of that size instead ({names.RES_GPU_MEMORY}: "
+            f"10Gi, or HAMi's {GPUMEM}: 10240), which gpupool's limiter caps, or run the pod "
+            f"where NVIDIA's device plugin serves MIG (a namespace the gpupool webhook skips, or "
+            f'with the pod annotation {ADOPT_NVIDIA_GPU}: "false")'
+        )
 
 
 def _marks(
     pod: Mapping[str, Any], annotation_names: tuple[str, ...], resource_names: tuple[str, ...]
 ) -> list[str]:
     """The names of `annotation_names` the pod carries, then of `resource_names` it asks for."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    annotations = _annotations(pod)
     found = [a for a in annotation_names if a in annotations]
     for key in ("containers", "initContainers"):
         for c in _containers(pod, key):
@@ -163,87 +255,114 @@ def _key(text: str) -> str:
     return key
 
 
-def match_models(annotation: str, text: str) -> tuple[str, ...]:
-    """The models a HAMi type list (`A100,V100`) names: a name matches the models whose name or
-    alias contains it (HAMi matches the card's type so: `A100` is every A100), except a gpupool
-    model's exact name, which matches only that model (`A10` is the A10, not the A100s)."""
-    parts = [p for p in text.replace("|", ",").split(",") if p.strip()]
+def _match(annotation: str, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the models a HAMi type list names, the listed names no model matches)."""
+    parts = [p.strip() for p in text.replace("|", ",").split(",") if p.strip()]
     if not parts:
         raise InvalidRequest(f"annotation {annotation} lists no GPU type; remove it or name one")
     found: dict[str, None] = {}
+    unknown: list[str] = []
     for part in parts:
         key = _key(part)
         exact = [m for m in CATALOGUE if _key(m.name) == key]
         hits = exact or [m for m in CATALOGUE if any(key in _key(n) for n in (m.name, *m.aliases))]
         if not hits:
-            known = ", ".join(m.name for m in CATALOGUE if m.known)
-            raise UnknownGpuModel(
-                f"annotation {annotation}: no GPU model gpupool knows matches {part.strip()!r}; "
-                f"known models: {known}"
-            )
+            unknown.append(part)
         found.update(dict.fromkeys(m.name for m in hits))
-    return tuple(found)
+    return tuple(found), tuple(unknown)
 
 
-def _allowed_models(annotations: Mapping[str, str]) -> tuple[str, ...]:
-    """gpupool's `gpu-model` for the HAMi type annotations; () when neither is set."""
+def match_models(annotation: str, text: str) -> tuple[str, ...]:
+    """The models a HAMi type list (`A100,V100`) names: a name matches the models whose name or
+    alias contains it (HAMi matches the card's type so: `A100` is every A100), except a gpupool
+    model's exact name, which matches only that model (`A10` is the A10, not the A100s).
+    UnknownGpuModel for a name no model matches."""
+    models, unknown = _match(annotation, text)
+    if unknown:
+        known = ", ".join(m.name for m in CATALOGUE if m.known)
+        raise UnknownGpuModel(
+            f"annotation {annotation}: no GPU model gpupool knows matches {unknown[0]!r}; "
+            f"known models: {known}"
+        )
+    return models
+
+
+def _allowed_models(annotations: Mapping[str, str], warnings: list[str]) -> tuple[str, ...]:
+    """gpupool's `gpu-model` for the HAMi type annotations; () when they restrict nothing (not
+    set, or `nouse-gputype` naming only models gpupool does not know: no card it serves is one
+    of them, so the list cannot be broken)."""
     use = annotations.get(USE_GPUTYPE)
     nouse = annotations.get(NOUSE_GPUTYPE)
     if use is None and nouse is None:
         return ()
-    allowed = (
-        match_models(USE_GPUTYPE, str(use))
-        if use is not None
-        else tuple(m.name for m in CATALOGUE if m.known)
-    )
-    if nouse is not None:
-        banned = set(match_models(NOUSE_GPUTYPE, str(nouse)))
-        left = tuple(m for m in allowed if m not in banned)
-        if not left:
-            raise InvalidRequest(
-                f"annotation {NOUSE_GPUTYPE} ({nouse}) excludes every GPU type "
-                f"{USE_GPUTYPE if use is not None else 'gpupool knows'} allows; the pod could "
-                f"never be placed"
-            )
-        allowed = left
-    return allowed
+    allowed = match_models(USE_GPUTYPE, str(use)) if use is not None else ()
+    if nouse is None:
+        return allowed
+    banned, unknown = _match(NOUSE_GPUTYPE, str(nouse))
+    if unknown:
+        warnings.append(
+            f"HAMi's annotation {NOUSE_GPUTYPE}: {', '.join(repr(u) for u in unknown)} "
+            f"{'matches' if len(unknown) == 1 else 'match'} no GPU model gpupool knows, so no "
+            f"card gpupool serves is one: ignored"
+        )
+    if not banned:
+        return allowed
+    if use is None:
+        allowed = tuple(m.name for m in CATALOGUE if m.known)
+    left = tuple(m for m in allowed if m not in set(banned))
+    if not left:
+        raise InvalidRequest(
+            f"annotation {NOUSE_GPUTYPE} ({nouse}) excludes every GPU type "
+            f"{USE_GPUTYPE if use is not None else 'gpupool knows'} allows; the pod could "
+            f"never be placed"
+        )
+    return left
 
 
 def _card_size(
-    percent: int, models: tuple[str, ...], cards: Sequence[tuple[str, int]], where: str
-) -> int:
-    """The bytes `percent` of a card is on every card the pod may land on: they must agree."""
-    sizes = {size for model, size in cards if not models or model in models}
-    source = "allocatable on the cluster's GpuNodes"
-    if not sizes and models:
-        catalogue: list[GpuModel] = [m for m in CATALOGUE if m.name in models]
-        sizes = {m.memory_bytes for m in catalogue if m.memory_bytes is not None}
+    percent: int, models: tuple[str, ...], cards: Sequence[Card], where: str
+) -> tuple[str, str]:
+    """`percent` of a card, as a gpu-memory quantity and what it is a share of, on every card
+    the pod may land on: HAMi's share of the card's whole memory, capped at what the node
+    offers. They must agree: gpupool reserves a fixed amount."""
+    fitting = [c for c in cards if not models or c.model in models]
+    source = "on the cluster's GpuNodes"
+    if not fitting and models:
+        fitting = [c for c in map(Card.from_catalogue, models) if c is not None]
         source = "in gpupool's catalogue (no GpuNode reports one yet)"
     scope = f"the {'|'.join(models)} cards" if models else "the cards"
-    if len(sizes) == 1:
-        (size,) = sizes
-        return (size * percent // 100) // MiB * MiB
     ask = f"ask for {GPUMEM} (MiB per card) instead, or name one card size with {USE_GPUTYPE}"
-    if not sizes:
+    if not fitting:
         raise InvalidRequest(
             f"{where}: {GPUMEM_PERCENTAGE}: {percent} is a share of the card the pod lands on, "
             f"and no GpuNode reports a card yet to tell its size; {ask}"
         )
-    listing = ", ".join(format_bytes(s) for s in sorted(sizes))
+    sizes = {c.share(percent) for c in fitting}
+    if len(sizes) == 1:
+        card = fitting[0]
+        said = f"{percent}% of the card's {format_bytes(card.whole_bytes)}"
+        if card.capped(percent):
+            said += f", capped at the {format_bytes(card.allocatable_bytes)} it offers"
+        return format_quantity(card.share(percent)), said
+    listing = ", ".join(format_bytes(s) for s in sorted({c.whole_bytes for c in fitting}))
+    shares = ", ".join(format_bytes(s) for s in sorted(sizes))
     raise InvalidRequest(
         f"{where}: {GPUMEM_PERCENTAGE}: {percent} is a share of the card the pod lands on, and "
-        f"{scope} it may land on differ in size ({listing} {source}), while gpupool reserves "
-        f"a fixed amount; {ask}"
+        f"{scope} it may land on differ in size ({listing} {source}; {percent}% is {shares}), "
+        f"while gpupool reserves a fixed amount; {ask}"
     )
 
 
 def _translate_container(
     container: Mapping[str, Any],
     models: tuple[str, ...],
-    cards: Sequence[tuple[str, int]],
+    cards: Sequence[Card],
     warnings: list[str],
+    who: str,
 ) -> dict[str, Any]:
-    """The container with HAMi's resources replaced by gpupool's (limits and requests alike)."""
+    """The container with HAMi's resources replaced by gpupool's (limits and requests alike).
+    `who` names whose names they are in the warnings (HAMi's; NVIDIA's for a pod that asks
+    only for nvidia.com/gpu)."""
     where = f"container {container.get('name', '?')!r}"
     listed = _listed(container)
     for name in HAMI_RESOURCES:
@@ -262,21 +381,23 @@ def _translate_container(
         )
     out: dict[str, str] = {names.RES_GPU: str(count)}
     asked = f"{GPU}: {count}" if raw_count is not None else f"default of 1 {GPU}"
-    said = [f"{asked} → {names.RES_GPU}: {count}"]
+    whole = raw_mem is None and (raw_pct is None or str(raw_pct).strip() == "100")
+    cards_said = "a whole card" if count == 1 else "whole cards"
+    said = [f"{asked} → {names.RES_GPU}: {count}" + (f" ({cards_said})" if whole else "")]
+    each = f" on each of {count} cards" if count > 1 else ""
     if raw_mem is not None:
         mib = _mebibytes(raw_mem, where)
         out[names.RES_GPU_MEMORY] = format_quantity(mib * MiB)
-        said.append(f"{GPUMEM}: {mib} → {names.RES_GPU_MEMORY}: {out[names.RES_GPU_MEMORY]}")
+        said.append(f"{GPUMEM}: {mib} → {names.RES_GPU_MEMORY}: {out[names.RES_GPU_MEMORY]}{each}")
     if raw_pct is not None:
         pct = whole_number(raw_pct, GPUMEM_PERCENTAGE, 1, 100, "50", f"{where}: ")
-        if pct == 100 or count > 1:
-            said.append(f"{GPUMEM_PERCENTAGE}: {pct} → whole cards")
+        if pct == 100:
+            said.append(f"{GPUMEM_PERCENTAGE}: 100 → {cards_said}")
         else:
-            size = _card_size(pct, models, cards, where)
-            out[names.RES_GPU_MEMORY] = format_quantity(size)
+            size, why = _card_size(pct, models, cards, where)
+            out[names.RES_GPU_MEMORY] = size
             said.append(
-                f"{GPUMEM_PERCENTAGE}: {pct} → {names.RES_GPU_MEMORY}: "
-                f"{out[names.RES_GPU_MEMORY]} ({pct}% of the card)"
+                f"{GPUMEM_PERCENTAGE}: {pct} → {names.RES_GPU_MEMORY}: {size}{each} ({why})"
             )
     if raw_cores is not None:
         cores = whole_number(raw_cores, GPUCORES, 0, 100, "30", f"{where}: ")
@@ -285,9 +406,7 @@ def _translate_container(
             said.append(f"{GPUCORES}: {cores} → {names.RES_GPU_COMPUTE}: {cores}")
         else:
             said.append(f"{GPUCORES}: 0 → no compute cap (HAMi's meaning of 0)")
-    if count > 1 and (raw_mem is not None or raw_pct is not None):
-        said.append(f"gpupool gives {count} GPUs as {count} whole cards")
-    warnings.extend(f"{where}: HAMi's {line}" for line in said)
+    warnings.extend(f"{where}: {who} {line}" for line in said)
     resources: dict[str, Any] = copy.deepcopy(dict(container.get("resources") or {}))
     for part in ("limits", "requests"):
         kept = {k: v for k, v in dict(resources.get(part) or {}).items() if k not in _ALL_RESOURCES}
@@ -295,16 +414,102 @@ def _translate_container(
     return {**container, "resources": resources}
 
 
+def _names_of(text: str) -> list[str]:
+    return [p.strip().lower() for p in str(text).split(",") if p.strip()]
+
+
+def _policies(annotations: dict[str, str], warnings: list[str]) -> dict[str, str]:
+    """gpupool's annotations for HAMi's scheduling and mode annotations, which are removed from
+    `annotations`; a warning for each, saying what it became or that it is ignored and why.
+    None is refused: each only steers placement or isolation, which gpupool does its own way."""
+    out: dict[str, str] = {}
+    value = annotations.pop(NODE_POLICY, None)
+    if value is not None:
+        policy = str(value).strip().lower()
+        if policy in _NODE_POLICIES:
+            out[names.ANN_PLACEMENT_POLICY] = policy
+            warnings.append(
+                f"HAMi's annotation {NODE_POLICY}: {value} → {names.ANN_PLACEMENT_POLICY}: "
+                f"{policy} (gpupool's {policy}: {_NODE_POLICIES[policy]})"
+            )
+        else:
+            warnings.append(
+                f"HAMi's annotation {NODE_POLICY}: {value} is ignored: HAMi's node policies are "
+                f"binpack and spread; the extender places the pod by its own policy"
+            )
+    value = annotations.pop(GPU_POLICY, None)
+    if value is not None:
+        for policy in _names_of(value) or [str(value)]:
+            why = _GPU_POLICIES.get(
+                policy,
+                "ignored: not one of HAMi's GPU policies (binpack, spread, "
+                "topology-aware, numa, mutex)",
+            )
+            warnings.append(f"HAMi's annotation {GPU_POLICY}: {policy} {why}")
+    value = annotations.pop(SCORING_WEIGHTS, None)
+    if value is not None:
+        warnings.append(
+            f"HAMi's annotation {SCORING_WEIGHTS} is ignored: gpupool's placement policies take "
+            f"no per-pod weights"
+        )
+    value = annotations.pop(VGPU_MODE, None)
+    if value is not None:
+        modes = _names_of(value)
+        if modes == ["mps"]:
+            out[names.ANN_COMPUTE_MODE] = "mps"
+            warnings.append(
+                f"HAMi's annotation {VGPU_MODE}: mps → {names.ANN_COMPUTE_MODE}: mps (the pod's "
+                f"{names.RES_GPU_COMPUTE} share is enforced through MPS)"
+            )
+        else:
+            for mode in modes or [str(value)]:
+                why = _VGPU_MODES.get(
+                    mode, "ignored: not one of HAMi's modes (hami-core, mps, mig)"
+                )
+                warnings.append(f"HAMi's annotation {VGPU_MODE}: {mode} {why}")
+    value = annotations.pop(NUMA_BIND, None)
+    if value is not None:
+        warnings.append(
+            f"HAMi's annotation {NUMA_BIND}: {value} is ignored: gpupool prefers cards on one "
+            f"NUMA node for a multi-GPU pod but does not require it"
+        )
+    return out
+
+
+def _uses_gpupool_names(pod: Mapping[str, Any]) -> bool:
+    return bool(_marks(pod, names.USER_ANNOTATIONS, _GPUPOOL_RESOURCES))
+
+
 def translate(
-    pod: Mapping[str, Any], cards: Sequence[tuple[str, int]], scheduler: str
+    pod: Mapping[str, Any],
+    cards: Sequence[Card],
+    scheduler: str,
+    adopt_nvidia_gpu: bool = True,
 ) -> Translation:
-    """The pod in gpupool's names; unchanged (no warnings) unless it is a HAMi pod. `cards`
-    (model, allocatable bytes) size `gpumem-percentage`; `scheduler` (one that calls gpupool's
-    extender) replaces HAMi's. Raises MixedResourceNames for a pod that uses both kinds,
+    """The pod in gpupool's names; unchanged (no warnings) unless it is a HAMi pod. `cards` size
+    `gpumem-percentage`; `scheduler` (one that calls gpupool's extender) replaces HAMi's;
+    `adopt_nvidia_gpu` (the webhook's setting and the namespace's label) makes a pod asking for
+    `nvidia.com/gpu` a HAMi pod unless the pod's own annotation says "false". Raises
+    MixedResourceNames for a pod that uses both kinds, MigNotSupported for a MIG profile,
     InvalidRequest/InvalidQuantity/UnknownGpuModel for a bad HAMi value."""
+    adopt = adopt_nvidia_gpu and adopts_nvidia_gpu(
+        _annotations(pod).get(ADOPT_NVIDIA_GPU), "the pod's annotation"
+    )
+    if _mig_resources(pod) and (adopt or is_hami_pod(pod) or _uses_gpupool_names(pod)):
+        check_no_mig(pod)
     check_not_mixed(pod)
-    if not is_hami_pod(pod):
-        return Translation(pod)
+    if not is_hami_pod(pod, adopt):
+        if not _uses_gpupool_names(pod):
+            return Translation(pod)
+        unread = sorted(a for a in _annotations(pod) if a in HAMI_POLICY_ANNOTATIONS)
+        return Translation(
+            pod,
+            tuple(
+                f"HAMi's annotation {a} is not read on a pod that asks in gpupool's names "
+                f"({names.ANN_PLACEMENT_POLICY} chooses its placement policy)"
+                for a in unread
+            ),
+        )
     meta = dict(pod.get("metadata") or {})
     spec = dict(pod.get("spec") or {})
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
@@ -320,21 +525,33 @@ def translate(
                 f"initContainer {init.get('name', '?')!r} asks for {', '.join(asked)}; only "
                 f"regular containers may use GPUs"
             )
-    models = _allowed_models(annotations)
     warnings: list[str] = []
+    models = _allowed_models(annotations, warnings)
     gpu_containers = [
         i
         for i, c in enumerate(_containers(pod, "containers"))
         if set(_listed(c)) & set(_ALL_RESOURCES)
     ]
     if not gpu_containers:
-        hami = sorted(a for a in annotations if a in HAMI_ANNOTATIONS)
+        hami = sorted(a for a in annotations if a in (*HAMI_ANNOTATIONS, *HAMI_POLICY_ANNOTATIONS))
         return Translation(
             pod, (f"annotations {', '.join(hami)} have no effect: the pod asks for no GPU",)
         )
+    nvidia_only = not is_hami_pod(pod) and not any(
+        a in annotations for a in HAMI_POLICY_ANNOTATIONS
+    )
+    who = "NVIDIA's" if nvidia_only else "HAMi's"
+    translated: list[str] = []
     containers = list(spec.get("containers") or [])
     for i in gpu_containers:
-        containers[i] = _translate_container(containers[i], models, cards, warnings)
+        containers[i] = _translate_container(containers[i], models, cards, translated, who)
+    warnings[:0] = translated
+    if nvidia_only:
+        warnings.append(
+            f"gpupool serves pods that ask for {GPU}: whole cards, gated, leased and counted in "
+            f"the tenant's quota like any gpupool pod; to leave such a pod to NVIDIA's device "
+            f'plugin, annotate it {ADOPT_NVIDIA_GPU}: "false" (or label its namespace so)'
+        )
     spec["containers"] = containers
     if spec.get("schedulerName") == HAMI_SCHEDULER:
         spec["schedulerName"] = scheduler
@@ -342,10 +559,14 @@ def translate(
     for name in (USE_GPUTYPE, NOUSE_GPUTYPE):
         value = annotations.pop(name, None)
         if value is not None:
-            warnings.append(
-                f"HAMi's annotation {name}: {value} → {names.ANN_GPU_MODEL}: {'|'.join(models)}"
+            became = (
+                f"{names.ANN_GPU_MODEL}: {'|'.join(models)}"
+                if models
+                else f"no {names.ANN_GPU_MODEL} (nothing to keep off)"
             )
+            warnings.append(f"HAMi's annotation {name}: {value} → {became}")
     if models:
         annotations[names.ANN_GPU_MODEL] = "|".join(models)
+    annotations.update(_policies(annotations, warnings))
     meta["annotations"] = annotations
     return Translation({**pod, "metadata": meta, "spec": spec}, tuple(warnings))

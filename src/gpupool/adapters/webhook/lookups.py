@@ -23,6 +23,7 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.core_v1 import Namespace, Pod
 
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
+from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.domain.errors import GpupoolError
@@ -98,7 +99,7 @@ class KubeLookups:
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
         return await _read(lambda: self._gang_members(namespace, gang))
 
-    async def cards(self) -> tuple[tuple[str, int], ...]:
+    async def cards(self) -> tuple[Card, ...]:
         return await _read(self._cards)
 
     async def _quotas(self) -> list[TenantQuota]:
@@ -120,14 +121,32 @@ class KubeLookups:
             out.append(obj.to_dict())
         return out
 
-    async def _cards(self) -> tuple[tuple[str, int], ...]:
-        out: list[tuple[str, int]] = []
+    async def _cards(self) -> tuple[Card, ...]:
+        out: list[Card] = []
         async for item in self.client.list(GpuNode):
             obj: Any = item
+            gpunode = obj.to_dict()
             try:
-                gpus = gpus_from_gpunode(obj.to_dict())
+                gpus = gpus_from_gpunode(gpunode)
             except GpupoolError as err:  # the extender says the same; judge by the others
                 log.warning("ignoring unreadable GpuNode: %s", err)
                 continue
-            out.extend((g.model, g.memory_bytes) for g in gpus if g.memory_bytes is not None)
+            totals = _totals(gpunode)
+            out.extend(
+                Card(g.model, g.memory_bytes, totals.get(g.index))
+                for g in gpus
+                if g.memory_bytes is not None
+            )
         return tuple(out)
+
+
+def _totals(gpunode: Mapping[str, Any]) -> dict[int, int]:
+    """Each card's whole memory (`memoryBytes`) by index, as the GpuNode reports it (the cards
+    `gpus_from_gpunode` has read, so every device has both)."""
+    out: dict[int, int] = {}
+    for d in (gpunode.get("status") or {}).get("devices") or ():
+        try:
+            out[int(d["index"])] = int(d["memoryBytes"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out

@@ -12,12 +12,14 @@ them, with no webhook needed.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.webhook.gang import GangMember, check_members
-from gpupool.adapters.webhook.hami import translate
+from gpupool.adapters.webhook.hami import ADOPT_NVIDIA_GPU, adopts_nvidia_gpu, translate
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.json_pointer import pointer
@@ -30,18 +32,35 @@ JsonPatch = list[dict[str, Any]]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
+# The pod annotation the webhook writes on a pod whose GPU request it translated: JSON
+# {"review": <the AdmissionReview's uid>, "lines": [<the warnings>]}. It keeps what was
+# translated on the pod, and lets the webhook find the pod it admitted (a pod made from
+# generateName has no name at admission) to record the lines as an Event on it (`events.py`).
+ANN_TRANSLATED = "gpupool.io/translated"
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterFacts:
     """What the webhook knows of the cluster when it admits a pod."""
 
-    # (model, allocatable bytes) of every card the GpuNodes report; () when unknown.
-    cards: tuple[tuple[str, int], ...] = ()
+    # Every card the GpuNodes report; () when unknown. (model, allocatable bytes) pairs are
+    # read as Cards whose whole memory is the catalogue's.
+    cards: tuple[Card, ...] = ()
     # The schedulerNames whose kube-scheduler calls gpupool's extender.
     schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
     # The pods that already carry the pod's gpupool.io/gang label in its namespace (when it has
     # one): what a new member is checked against (`gang.check_members`).
     gang_members: tuple[GangMember, ...] = ()
+    # The webhook's --adopt-nvidia-gpu: pods asking for nvidia.com/gpu are gpupool's (whole
+    # cards); a namespace label or pod annotation gpupool.io/adopt-nvidia-gpu: "false" opts out.
+    adopt_nvidia_gpu: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cards", tuple(Card.of(c) for c in self.cards))
+
+    def allocatable(self) -> tuple[tuple[str, int], ...]:
+        """(model, allocatable bytes) of every card: what bounds a slice."""
+        return tuple((c.model, c.allocatable_bytes) for c in self.cards)
 
 
 UNKNOWN_CLUSTER = ClusterFacts()  # no cards known (the catalogue bounds requests)
@@ -53,6 +72,8 @@ class PodMutation:
     tenant: str | None  # None: the pod asks for no GPU and passes unchanged
     gpu: PodGpu | None
     warnings: tuple[str, ...] = ()
+    # The lines of HAMi's (or NVIDIA's) names translated on a GPU pod: what its Events say.
+    translated: tuple[str, ...] = ()
 
 
 def tenant_of(namespace_labels: Mapping[str, str]) -> str:
@@ -129,7 +150,7 @@ def _read_gpu(
     """The pod's GPU request; a refusal of a translated pod says how its HAMi names were read,
     since it names gpupool's."""
     try:
-        return read_pod_gpu(pod, tenant=tenant, cluster_cards=cluster.cards)
+        return read_pod_gpu(pod, tenant=tenant, cluster_cards=cluster.allocatable())
     except GpupoolError as err:
         if not translated:
             raise
@@ -143,12 +164,19 @@ def mutate_pod(
     namespace_labels: Mapping[str, str],
     queued_at: str,
     cluster: ClusterFacts = UNKNOWN_CLUSTER,
+    review: str = "",
 ) -> PodMutation:
     """The patch for a pod being created; `queued_at` is the submit time (RFC 3339) to stamp.
     The pod's shape is already checked (`shape.check_pod`). A pod written in HAMi's names is
-    read in gpupool's (`hami.translate`), one warning per name translated."""
+    read in gpupool's (`hami.translate`), one warning per name translated, which `review` (the
+    AdmissionReview's uid) and the lines are stamped as `ANN_TRANSLATED`."""
     original = pod
-    translation = translate(pod, cluster.cards, (*cluster.schedulers, DEFAULT_SCHEDULER)[0])
+    adopt = cluster.adopt_nvidia_gpu and adopts_nvidia_gpu(
+        namespace_labels.get(ADOPT_NVIDIA_GPU), "the namespace's label"
+    )
+    translation = translate(
+        pod, cluster.cards, (*cluster.schedulers, DEFAULT_SCHEDULER)[0], adopt_nvidia_gpu=adopt
+    )
     pod = translation.pod
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -189,6 +217,10 @@ def mutate_pod(
 
     _canonical_models(annotations, gpu)
     annotations[names.ANN_QUEUED_AT] = queued_at
+    if translation.warnings:
+        annotations[ANN_TRANSLATED] = json.dumps(
+            {"review": review, "lines": list(translation.warnings)}, ensure_ascii=False
+        )
     patch.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
 
     container = spec["containers"][gpu.container]
@@ -217,4 +249,4 @@ def mutate_pod(
     if not any(g.get("name") == names.QUOTA_GATE for g in gates):
         gates.append({"name": names.QUOTA_GATE})
     patch.append({"op": "add", "path": "/spec/schedulingGates", "value": gates})
-    return PodMutation(patch, tenant, gpu, translation.warnings)
+    return PodMutation(patch, tenant, gpu, translation.warnings, translation.warnings)

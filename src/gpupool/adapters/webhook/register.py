@@ -6,11 +6,14 @@ cluster) or at an in-cluster Service, with the CA bundle that signed its serving
 Pods are mutated on create; GpuQuotas are validated on create and update (pod updates are the
 pod-integrity policy's, `policy.py`, which needs no webhook).
 
-The API server sends a pod to the webhook only when it concerns gpupool (`POD_CONDITION`, CEL):
-a container asks for a gpupool.io resource or one of HAMi's (`hami.py`: gpupool translates them),
-or the pod carries a gpupool.io or HAMi annotation or the quota gate. Every other pod is created
-without a call, so a webhook outage never blocks them (a pod asking only for `nvidia.com/gpu`,
-NVIDIA's device plugin's resource, included). For the pods it does get the failure policy is
+The API server sends a pod to the webhook only when it concerns gpupool (`pod_condition`, CEL):
+a container asks for a gpupool.io resource or one of HAMi's (`hami.py`: gpupool translates them)
+or, while the webhook adopts NVIDIA's names (`adopt_nvidia_gpu`, the default), for
+`nvidia.com/gpu` or an `nvidia.com/mig-*` profile (which it refuses), or the pod carries a
+gpupool.io or HAMi annotation or the quota gate. Every other pod is created without a call, so a
+webhook outage never blocks them (with `--no-adopt-nvidia-gpu`, a pod asking only for
+`nvidia.com/gpu`, NVIDIA's device plugin's resource, included). For the pods it does get the
+failure policy is
 Fail (a GPU pod that slipped past the webhook would skip its quota), and the webhook's name,
 which the API server quotes when it cannot call it, says why they wait:
 `failed calling webhook "gpu-pods-need-the-gpupool-webhook.gpupool.io"`.
@@ -47,38 +50,54 @@ def _cel_list(values: tuple[str, ...]) -> str:
 
 
 # A resource or annotation key that concerns gpupool: its own, or HAMi's, which it translates.
-_OURS_OR_HAMI_RESOURCE = f"r.startsWith('{names.GROUP}/') || r in {_cel_list(hami.HAMI_RESOURCES)}"
 _OURS_OR_HAMI_ANNOTATION = (
     f"k.startsWith('{names.GROUP}/') || k in {_cel_list(hami.HAMI_ANNOTATIONS)}"
 )
 
 
-def _asks(containers: str) -> str:
-    """CEL: a container of `containers` (a list field of the pod) asks for a gpupool.io resource
-    or one of HAMi's (not `nvidia.com/gpu` alone: NVIDIA's device plugin's pods are not ours)."""
+def _resource(adopt_nvidia_gpu: bool) -> str:
+    """CEL: a resource name `r` that concerns gpupool: its own, HAMi's and, when it adopts
+    NVIDIA's names, nvidia.com/gpu and the MIG profiles."""
+    if adopt_nvidia_gpu:
+        return (
+            f"r.startsWith('{names.GROUP}/') || r in {_cel_list((*hami.HAMI_RESOURCES, hami.GPU))}"
+            f" || r.startsWith('{hami.MIG_PREFIX}')"
+        )
+    return f"r.startsWith('{names.GROUP}/') || r in {_cel_list(hami.HAMI_RESOURCES)}"
+
+
+def _asks(containers: str, adopt_nvidia_gpu: bool) -> str:
+    """CEL: a container of `containers` (a list field of the pod) asks for a resource that
+    concerns gpupool (`_resource`)."""
+    resource = _resource(adopt_nvidia_gpu)
     return (
         f"(has(object.spec.{containers}) && object.spec.{containers}.exists(c, "
         f"has(c.resources) && ("
-        f"(has(c.resources.limits) && c.resources.limits.exists(r, {_OURS_OR_HAMI_RESOURCE}))"
+        f"(has(c.resources.limits) && c.resources.limits.exists(r, {resource}))"
         f" || (has(c.resources.requests) && "
-        f"c.resources.requests.exists(r, {_OURS_OR_HAMI_RESOURCE})))))"
+        f"c.resources.requests.exists(r, {resource})))))"
     )
 
 
-# The pods the webhook is called for: what gpupool reads or writes on a pod at creation.
-POD_CONDITION = {
-    "name": "concerns-gpupool",
-    "expression": " || ".join(
-        (
-            _asks("containers"),
-            _asks("initContainers"),
-            f"(has(object.metadata.annotations) && "
-            f"object.metadata.annotations.exists(k, {_OURS_OR_HAMI_ANNOTATION}))",
-            f"(has(object.spec.schedulingGates) && "
-            f"object.spec.schedulingGates.exists(g, g.name == '{names.QUOTA_GATE}'))",
-        )
-    ),
-}
+def pod_condition(adopt_nvidia_gpu: bool = True) -> dict[str, str]:
+    """The matchCondition for the pods the webhook is called for: what gpupool reads or writes
+    on a pod at creation."""
+    return {
+        "name": "concerns-gpupool",
+        "expression": " || ".join(
+            (
+                _asks("containers", adopt_nvidia_gpu),
+                _asks("initContainers", adopt_nvidia_gpu),
+                f"(has(object.metadata.annotations) && "
+                f"object.metadata.annotations.exists(k, {_OURS_OR_HAMI_ANNOTATION}))",
+                f"(has(object.spec.schedulingGates) && "
+                f"object.spec.schedulingGates.exists(g, g.name == '{names.QUOTA_GATE}'))",
+            )
+        ),
+    }
+
+
+POD_CONDITION = pod_condition()  # the default: NVIDIA's names adopted
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +133,8 @@ class Registration:
     # Only namespaces with these labels are sent to the webhook (tests use it to stay apart).
     namespace_labels: Mapping[str, str] = field(default_factory=dict)
     timeout_s: int = 10
+    # Send pods asking for nvidia.com/gpu (or a MIG profile) to the webhook (`hami.py`).
+    adopt_nvidia_gpu: bool = True
 
 
 def _namespace_selector(reg: Registration) -> dict[str, Any]:
@@ -170,7 +191,7 @@ def configurations(reg: Registration) -> list[dict[str, Any]]:
         "webhooks": [
             {
                 **_webhook(reg, POD_WEBHOOK, MUTATE_PODS, pods_create, True),
-                "matchConditions": [POD_CONDITION],
+                "matchConditions": [pod_condition(reg.adopt_nvidia_gpu)],
                 "reinvocationPolicy": "IfNeeded",
             }
         ],

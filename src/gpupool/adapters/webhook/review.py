@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpupool.adapters.webhook.mutate import UNKNOWN_CLUSTER, ClusterFacts, mutate_pod
+from gpupool.adapters.webhook.mutate import UNKNOWN_CLUSTER, ClusterFacts, PodMutation, mutate_pod
 from gpupool.adapters.webhook.shape import check_pod, check_quota
 from gpupool.adapters.wire.quotas import check_with_others, read_quota
 from gpupool.domain.errors import GpupoolError
@@ -119,19 +119,32 @@ def review_pod(
     denied: Denied = _nobody,
 ) -> dict[str, Any]:
     """The mutating answer for a pod: create gets validated and normalised; else allowed."""
+    return reviewed_pod(request, namespace_labels, queued_at, cluster, denied)[0]
+
+
+def reviewed_pod(
+    request: AdmissionRequest,
+    namespace_labels: Mapping[str, str],
+    queued_at: str,
+    cluster: ClusterFacts = UNKNOWN_CLUSTER,
+    denied: Denied = _nobody,
+) -> tuple[dict[str, Any], PodMutation | None]:
+    """`review_pod`'s answer, and the mutation of a pod it allows on create (None otherwise):
+    what the server tells of afterwards (the translation's Events)."""
     if request.operation != "CREATE":
-        return answer(request.uid, allowed=True)
+        return answer(request.uid, allowed=True), None
     try:
         pod = dict(_object(request))
         check_pod(pod)
         meta = pod.get("metadata") or {}
         if not meta.get("namespace") and request.namespace:
             pod["metadata"] = {**meta, "namespace": request.namespace}
-        mutation = mutate_pod(pod, namespace_labels, queued_at, cluster)
+        mutation = mutate_pod(pod, namespace_labels, queued_at, cluster, review=request.uid)
     except GpupoolError as err:
         denied(type(err).__name__)
-        return answer(request.uid, allowed=False, message=str(err))
-    return answer(request.uid, allowed=True, patch=mutation.patch, warnings=mutation.warnings)
+        return answer(request.uid, allowed=False, message=str(err)), None
+    body = answer(request.uid, allowed=True, patch=mutation.patch, warnings=mutation.warnings)
+    return body, mutation
 
 
 def review_quota(

@@ -14,6 +14,7 @@ from gpupool.adapters.metrics.http import start_metrics_server
 from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.adapters.webhook import register
 from gpupool.adapters.webhook.certs import ensure_serving_cert
+from gpupool.adapters.webhook.events import KubeTranslationEvents
 from gpupool.adapters.webhook.lookups import KubeLookups
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER
 from gpupool.adapters.webhook.server import build_app, serve
@@ -39,13 +40,23 @@ class WebhookConfig:
     schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,)
     # Plain-HTTP /metrics (host, port); None: none.
     metrics: tuple[str, int] | None = ("0.0.0.0", 9412)
+    # Pods asking for nvidia.com/gpu (or a MIG profile) are gpupool's (docs/hami.md).
+    adopt_nvidia_gpu: bool = True
 
 
 async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
     cert = ensure_serving_cert(config.cert_dir, config.cert_hosts)
     client = async_client(config.kubeconfig, field_manager=register.FIELD_MANAGER)
     metrics = WebhookMetrics()
-    app = build_app(KubeLookups(client), time.time, config.schedulers, metrics)
+    events = KubeTranslationEvents(client)
+    app = build_app(
+        KubeLookups(client),
+        time.time,
+        config.schedulers,
+        metrics,
+        adopt_nvidia_gpu=config.adopt_nvidia_gpu,
+        events=events,
+    )
     runner = await serve(app, config.host, config.port, cert)
     scrape = (
         await start_metrics_server(metrics.registry, *config.metrics) if config.metrics else None
@@ -60,6 +71,7 @@ async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
                 name=config.name,
                 skip_namespaces=config.skip_namespaces,
                 namespace_labels=dict(config.namespace_labels),
+                adopt_nvidia_gpu=config.adopt_nvidia_gpu,
             )
             await register.apply(client, registration)
             log.info("registered webhook configurations %r", config.name)
@@ -72,6 +84,7 @@ async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
             except Exception as err:
                 log.warning("could not remove webhook configurations: %s", err)
         await runner.cleanup()
+        await events.close()
         if scrape is not None:
             await scrape.cleanup()
         await client.close()

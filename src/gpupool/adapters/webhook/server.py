@@ -24,7 +24,9 @@ import httpx2
 from aiohttp import web
 
 from gpupool.adapters.metrics.webhook import WebhookMetrics
+from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.webhook.certs import ServingCert
+from gpupool.adapters.webhook.events import TranslationEvents, notice_of
 from gpupool.adapters.webhook.gang import GangMember, read_member
 from gpupool.adapters.webhook.lookups import why
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts
@@ -34,8 +36,8 @@ from gpupool.adapters.webhook.review import (
     MalformedReview,
     answer,
     parse_review,
-    review_pod,
     review_quota,
+    reviewed_pod,
 )
 from gpupool.adapters.wire import names
 from gpupool.ports import Clock
@@ -57,8 +59,8 @@ class Lookups(Protocol):
         """Every readable GpuQuota (unreadable ones are skipped)."""
         ...
 
-    async def cards(self) -> tuple[tuple[str, int], ...]:
-        """(model, allocatable bytes) of every card the GpuNodes report."""
+    async def cards(self) -> tuple[Card, ...]:
+        """Every card the GpuNodes report (model, allocatable and whole memory)."""
         ...
 
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
@@ -119,7 +121,7 @@ def _endpoint(
     return serve
 
 
-async def _cards(lookups: Lookups) -> tuple[tuple[str, int], ...]:
+async def _cards(lookups: Lookups) -> tuple[Card, ...]:
     try:
         return await lookups.cards()
     except Exception as err:  # the catalogue still bounds a request; the extender does the rest
@@ -132,7 +134,12 @@ def build_app(
     clock: Clock,
     schedulers: tuple[str, ...] = (DEFAULT_SCHEDULER,),
     metrics: WebhookMetrics | None = None,
+    adopt_nvidia_gpu: bool = True,
+    events: TranslationEvents | None = None,
 ) -> web.Application:
+    """`adopt_nvidia_gpu`: pods asking for nvidia.com/gpu are gpupool's (`hami.py`); `events`
+    records each translation as Events on the pod and its owner, after the answer."""
+
     async def mutate_pods(request: AdmissionRequest, denied: Denied) -> dict[str, Any]:
         if request.operation != "CREATE":
             return answer(request.uid, allowed=True)
@@ -165,9 +172,21 @@ def build_app(
                     f"{namespace!r} to check this pod against them ({why(err)}); retry",
                 )
         cluster = ClusterFacts(
-            cards=await _cards(lookups), schedulers=schedulers, gang_members=members
+            cards=await _cards(lookups),
+            schedulers=schedulers,
+            gang_members=members,
+            adopt_nvidia_gpu=adopt_nvidia_gpu,
         )
-        return review_pod(request, labels, format_time(clock()), cluster, denied)
+        body, mutation = reviewed_pod(request, labels, format_time(clock()), cluster, denied)
+        if events is not None and mutation is not None and mutation.translated:
+            try:  # after the answer, never on its path: a failure is only logged
+                notice = notice_of(
+                    request.object or {}, namespace, request.uid, mutation.translated
+                )
+                events.record(notice)
+            except Exception:
+                log.exception("cannot schedule the translation Events of %s", request.uid)
+        return body
 
     async def validate_quotas(request: AdmissionRequest, denied: Denied) -> dict[str, Any]:
         if request.operation not in ("CREATE", "UPDATE"):
