@@ -17,7 +17,8 @@ class Request:
     Per GPU a request gives either `gpu_milli` (a share of the card, 1..1000, as the Alibaba
     trace does: the share applies to the card's memory and compute alike) or `gpu_memory_bytes`
     (an absolute slice; `compute_pct` then caps its SM share, absent meaning no hard cap).
-    A request for several GPUs takes whole cards.
+    A request for several GPUs takes that slice on each of `gpu_count` distinct cards of one
+    node; it takes whole cards only when it asks for them (a share of 1000, or no memory).
     """
 
     name: str
@@ -66,11 +67,6 @@ class Request:
                 raise InvalidRequest(
                     f"{who}: GPU compute must be a percentage from 1 to 100; got {self.compute_pct}"
                 )
-            if self.gpu_count > 1 and self.gpu_milli not in (None, MILLI):
-                raise InvalidRequest(
-                    f"{who}: a request for {self.gpu_count} GPUs takes whole cards; a fractional "
-                    f"share ({self.gpu_milli} milli) is only possible with one GPU"
-                )
             if self.gpu_milli is None and self.gpu_memory_bytes is None:
                 object.__setattr__(self, "gpu_milli", MILLI)
         for field_name in ("models", "preferred_models", "avoided_models"):
@@ -84,11 +80,12 @@ class Request:
     @property
     def whole_cards(self) -> bool:
         """True when every requested card is taken whole."""
-        return self.gpu_count > 1 or (self.gpu_count == 1 and self.gpu_milli == MILLI)
+        return self.gpu_count >= 1 and self.gpu_milli == MILLI
 
     @property
     def is_share(self) -> bool:
-        return self.gpu_count == 1 and not self.whole_cards
+        """True when the request takes a slice of each of its cards (one card or several)."""
+        return self.gpu_count >= 1 and not self.whole_cards
 
     @property
     def compute_milli(self) -> int:
@@ -106,4 +103,5 @@ class Request:
             return 0
         if self.whole_cards:
             return MILLI * self.gpu_count
-        return self.gpu_milli if self.gpu_milli is not None else self.compute_milli
+        per_card = self.gpu_milli if self.gpu_milli is not None else self.compute_milli
+        return per_card * self.gpu_count

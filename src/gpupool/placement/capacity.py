@@ -3,7 +3,8 @@
 FGD's measure (fragmentation.py) asks, per shape, "can this node host one more?". This one asks
 "if only tasks of this shape came, how much of the free share would they fill?", counting every
 instance that fits: per card, as many slices as fit (the remainder below one slice is stranded);
-whole-card shapes, as many groups of free cards as fit; and at most as many instances as the
+whole-card shapes, as many groups of free cards as fit; shapes of a slice on each of several
+cards, the slices that fit in tasks of that many; and at most as many instances as the
 node's free CPU and free memory allow, which is where GPUs most often strand on real nodes (a
 node with three free cards and CPU for one task strands two cards, which the one-step measure
 cannot see; a G2 node holding a 4-GPU task that asked 313 of its 384 GiB has four free cards and
@@ -80,6 +81,7 @@ class CapacityModel:
         self._weights = np.array([w for _, m in parts for _, _, w in m], dtype=np.float64)
         self._weight_total = self.cpu_only_weight + float(self._weights.sum())
         self._slices = np.flatnonzero(~self._whole)  # the slice groups
+        self._multi_slices = np.flatnonzero(~self._whole & (self._count > 1))
         sliced = ~self._whole[self._member_group]  # the members of slice groups
         self._whole_members = np.flatnonzero(~sliced)
         self._cards_of = self._count[self._member_group[self._whole_members]]
@@ -131,10 +133,12 @@ class CapacityModel:
         if not self.group_count:
             return np.asarray(self.cpu_only_weight * total, dtype=np.float64)
         cards = self._cards.read(rows, share_free)
-        # whole-card shapes (a card holds 0 or 1): groups of `count` free cards; slices
-        # (count 1): every slice that fits a card
+        # whole-card shapes (a card holds 0 or 1): groups of `count` free cards; slices: every
+        # slice that fits a card, in tasks of `count` slices
         instances = cards.tasks // self._count
         used = np.where(self._whole, instances * self._group_milli, cards.used)  # (B, S)
+        if len(self._multi_slices):
+            used[:, self._multi_slices] = self._multi_slice_used(cards, instances)
         # (B, M): the fraction of its group's instances the node's CPU and memory allow, per shape
         g = self._member_group
         inst = instances[:, g]
@@ -156,6 +160,17 @@ class CapacityModel:
         # added in group order with a running sum: the same rounding for any batch of nodes
         terms = np.concatenate([(self.cpu_only_weight * total)[:, None], per_group], axis=1)
         return np.asarray(np.cumsum(terms, axis=1)[:, -1], dtype=np.float64)
+
+    def _multi_slice_used(self, cards: NodeCards, instances: IntArray) -> IntArray:
+        """(B, groups of several slices): the share the whole tasks use of the slices that fit.
+
+        A task of k slices needs k distinct cards; counting tasks as the fitting slices // k
+        overcounts only when one card holds more of them than the other cards together (an
+        approximation kept for speed: no trace so far has such shapes)."""
+        g = self._multi_slices
+        slices = cards.tasks[:, g]
+        whole_tasks = instances[:, g] * self._count[g]
+        return np.asarray(cards.used[:, g] * whole_tasks // np.maximum(slices, 1), dtype=np.int64)
 
     def _missed_by_mix(
         self,

@@ -2,7 +2,9 @@
 
 Slices go to the best-fitting card (least free share that suffices, lowest index on ties), which
 keeps large holes intact. Whole-card requests take free cards from one NVLink domain when one has
-enough, else from one NUMA node, else the lowest indexes.
+enough, else from one NUMA node, else the lowest indexes; a request for a slice on each of several
+cards prefers one NVLink domain and then one NUMA node the same way, and within it the
+best-fitting cards.
 """
 
 from __future__ import annotations
@@ -30,17 +32,29 @@ def best_fit_cards(
         # Stable sort puts fitting cards first, in index order.
         order = np.argsort(~fit, axis=1, kind="stable")
         return np.asarray(order[:, :k], dtype=np.int64)
-    key_source = snap.share_free if req.gpu_milli is not None else snap.gmem_free
-    key = np.where(fit, key_source[rows], _BIG)
-    return np.asarray(np.argmin(key, axis=1)[:, None], dtype=np.int64)
+    key = np.where(fit, _fit_key(snap, req)[rows], _BIG)
+    if req.gpu_count == 1:
+        return np.asarray(np.argmin(key, axis=1)[:, None], dtype=np.int64)
+    # a slice on each of k cards: the k best-fitting ones (fitting cards sort first)
+    order = np.argsort(key, axis=1, kind="stable")
+    return np.asarray(order[:, : req.gpu_count], dtype=np.int64)
+
+
+def _fit_key(snap: ClusterSnapshot, req: Request) -> IntArray:
+    """What best fit ranks a slice's cards by: free share for shares, free bytes for bytes."""
+    return snap.share_free if req.gpu_milli is not None else snap.gmem_free
 
 
 def topology_cards(
     snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int
 ) -> tuple[int, ...]:
-    """Whole cards on node i, preferring one NVLink domain, then one NUMA node."""
+    """The cards on node i for a request of several: whole cards in index order, slices
+    best-fitting first; from one NVLink domain if one has enough, else one NUMA node."""
     k = req.gpu_count
     free = [int(s) for s in np.flatnonzero(feas.card_fit[i])]
+    if not req.whole_cards:
+        key = _fit_key(snap, req)[i]
+        free.sort(key=lambda s: (int(key[s]), s))
     if k <= 1 or len(free) == k:
         return tuple(free[:k])
     for key in (snap.nvlink[i], snap.numa[i]):

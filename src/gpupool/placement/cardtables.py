@@ -49,9 +49,9 @@ class NodeCards:
 class CardTables:
     def __init__(self, need: IntArray, count: IntArray, slices: IntArray) -> None:
         """`need` (T, N, G): each group's per-card need, huge where it cannot go; `count` (T,):
-        the cards one task of each group takes; `slices`: the groups of one slice per task."""
-        if (count[slices] != 1).any():
-            raise ValueError("a slice group takes one card per task")
+        the cards one task of each group takes; `slices`: the groups that take a slice of each
+        of their cards (a stream of one leaves on every card the remainder below one more
+        slice, whether a task takes one card or several)."""
         groups = self.groups = len(need)
         self.slices = len(slices)
         kind, needs = card_kinds(need)

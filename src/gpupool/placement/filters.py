@@ -169,22 +169,26 @@ def feasibility(snap: ClusterSnapshot, req: Request) -> Feasibility:
     elif req.whole_cards:
         card_fit = static.usable & (snap.share_free == MILLI)  # the card is wholly free
         checks.append((row_count(card_fit) < req.gpu_count, Reason.WHOLE_CARDS))
-    else:
+    else:  # a slice on each of gpu_count distinct cards
         mem_ok = static.usable & (snap.gmem_free >= demand.mem)
         room = mem_ok & (snap.comp_free >= demand.compute)
         card_fit = room & (snap.shares_free > 0)
         checks += [
-            (~row_any(mem_ok), Reason.GPU_MEMORY),
-            (~row_any(room), Reason.GPU_COMPUTE),
-            (~row_any(card_fit), Reason.SHARES),
+            (_too_few(mem_ok, req.gpu_count), Reason.GPU_MEMORY),
+            (_too_few(room, req.gpu_count), Reason.GPU_COMPUTE),
+            (_too_few(card_fit, req.gpu_count), Reason.SHARES),
         ]
     if req.wants_gpu and snap.any_closed:  # with no card closed, the checks above decided it
         card_fit = card_fit & ~snap.closed
-        needed = req.gpu_count if req.whole_cards else 1
-        checks.append((row_count(card_fit) < needed, Reason.DEFRAG))
+        checks.append((row_count(card_fit) < req.gpu_count, Reason.DEFRAG))
     dynamic = first_reason(checks, len(snap))
     reason = np.where(static.reason != 0, static.reason, dynamic)
     return Feasibility(reason, card_fit, demand)
+
+
+def _too_few(cards: BoolArray, needed: int) -> BoolArray:
+    """Per node, whether fewer than `needed` of its cards pass (one: none does, the faster test)."""
+    return ~row_any(cards) if needed == 1 else row_count(cards) < needed
 
 
 EXPLAIN_MEMO = 50_000  # explanations kept per snapshot before the memo starts over
@@ -243,6 +247,8 @@ def _explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> 
     if why is Reason.DEFRAG:
         return snap.closed_note[i] or "the cards with room are being cleared by defragmentation"
     usable = models_ok & snap.healthy[i]
+    if req.gpu_count > 1:
+        return _explain_cards(snap, req, feas, i, why, usable)
     if why is Reason.SHARES:
         full = usable & (snap.shares_free[i] <= 0)
         counts = sorted({int(c) for c in snap.shares_total[i][full]})
@@ -267,6 +273,31 @@ def _explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> 
     return (
         f"insufficient compute on every card with enough memory "
         f"(largest free {int(compute.max(initial=0)) // 10}% < {req.compute_milli // 10}%)"
+    )
+
+
+def _explain_cards(
+    snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int, why: Reason, usable: BoolArray
+) -> str:
+    """Why node i has too few cards for a slice on each of `req.gpu_count` cards."""
+    mem_ok = usable & (snap.gmem_free[i] >= feas.demand.mem[i])
+    room = mem_ok & (snap.comp_free[i] >= feas.demand.compute)
+    k = req.gpu_count
+    if req.gpu_milli is not None:
+        size = f"a {req.gpu_milli}m share"
+    else:
+        size = format_bytes(req.gpu_memory_bytes or 0)
+    if why is Reason.GPU_MEMORY:
+        return f"needs {size} free on each of {k} cards; {int(mem_ok.sum())} have it"
+    if why is Reason.GPU_COMPUTE:
+        return (
+            f"needs {size} and {req.compute_milli // 10}% compute free on each of {k} cards; "
+            f"{int(room.sum())} have both"
+        )
+    fit = int((room & (snap.shares_free[i] > 0)).sum())
+    return (
+        f"needs {k} cards with room and a free share (gpupool.io/vgpu device); {fit} have both, "
+        f"the others already hold their share count of pods"
     )
 
 

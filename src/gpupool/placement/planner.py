@@ -66,7 +66,7 @@ class Planner:
         """The decision for node i: which cards, how many bytes and how much compute each."""
         if not req.wants_gpu:
             cards: tuple[int, ...] = ()
-        elif req.whole_cards and req.gpu_count > 1:
+        elif req.gpu_count > 1:
             cards = topology_cards(snap, req, feas, i)
         else:
             ctx = PlanContext(snap, req, feas, np.array([i], dtype=np.int64))

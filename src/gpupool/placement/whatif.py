@@ -49,11 +49,15 @@ def room_bound(snap: ClusterSnapshot, node: int, req: Request, here: Sequence[De
         whole = sum(1 for k in cards if comp[k] == MILLI and gmem[k] == total[k])
         return whole >= req.gpu_count
     if req.gpu_milli is not None:
-        return any(
-            gmem[k] >= total[k] * req.gpu_milli // MILLI and comp[k] >= req.gpu_milli for k in cards
+        room = sum(
+            1
+            for k in cards
+            if gmem[k] >= total[k] * req.gpu_milli // MILLI and comp[k] >= req.gpu_milli
         )
-    size = req.gpu_memory_bytes or 0
-    return any(gmem[k] >= size and comp[k] >= req.compute_milli for k in cards)
+    else:
+        size = req.gpu_memory_bytes or 0
+        room = sum(1 for k in cards if gmem[k] >= size and comp[k] >= req.compute_milli)
+    return room >= req.gpu_count  # a slice on each of gpu_count cards
 
 
 def fits_without(snap: ClusterSnapshot, node: int, req: Request, gone: Sequence[Decision]) -> bool:

@@ -34,11 +34,11 @@ class Shape:
         if req.whole_cards:
             return cls(req.cpu_milli, MILLI, req.gpu_count, models=req.models)
         if req.gpu_milli is not None:
-            return cls(req.cpu_milli, req.gpu_milli, 1, models=req.models)
+            return cls(req.cpu_milli, req.gpu_milli, req.gpu_count, models=req.models)
         return cls(
             req.cpu_milli,
             0,
-            1,
+            req.gpu_count,
             gpu_memory_bytes=req.gpu_memory_bytes or 0,
             compute_milli=req.compute_milli,
             models=req.models,

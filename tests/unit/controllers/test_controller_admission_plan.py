@@ -8,11 +8,14 @@ from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.adapters.wire.times import format_time, parse_time
-from gpupool.controllers.admission.plan import AdmissionPlan, plan_admission
+from gpupool.controllers.admission.plan import AdmissionPlan, mark_borrowed, plan_admission
 from gpupool.controllers.admission.reconcile import admit_patch, quota_status
+from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.quota.queue import FifoMode
+from gpupool.quota.resource import Resource
 from gpupool.quota.spec import TenantQuota
+from gpupool.state.lease import LeaseRecord, PodRef
 from gpupool.state.pods import PodView
 
 
@@ -255,3 +258,37 @@ def test_a_whole_gpu_of_a_limited_tenant_waits_while_no_card_is_known_and_says_w
     assert plan.admit == ()
     assert "1 whole GPU(s)" in plan.queued[0].detail
     assert "no card it may use is known yet" in plan.queued[0].detail
+
+
+def test_eight_slices_of_one_gib_are_charged_eight_gib_and_fit_a_24gib_quota() -> None:
+    quota = TenantQuota("alpha", nominal=24 * GiB)
+    pod = gpu_pod("eight", {"gpupool.io/gpu": "8", "gpupool.io/gpu-memory": "1Gi"}, tenant="alpha")
+    plan = decide([pod], [quota], now=1.0, card_sizes=A100_CARDS)
+    assert names(plan.admit) == ["eight"] and plan.admit[0].amount == 8 * GiB
+    # eight whole cards are 576Gi: over the quota, so that pod waits
+    whole = gpu_pod("whole", {"gpupool.io/gpu": "8"}, tenant="alpha")
+    waits = decide([whole], [quota], now=1.0, card_sizes=A100_CARDS)
+    assert waits.admit == () and names(waits.queued) == ["whole"]
+
+
+def test_a_milli_quota_counts_bytes_against_the_smallest_card_that_takes_them() -> None:
+    quota = TenantQuota("alpha", nominal=2000, resource=Resource.GPU)
+    pod = gpu_pod("p", {"gpupool.io/gpu-memory": "12Gi"}, tenant="alpha")
+    sizes = {**A100_CARDS, "T4": 14 * GiB, "RTX-3060": 10 * GiB}  # 10Gi cannot take 12Gi
+    plan = decide([pod], [quota], now=1.0, card_sizes=sizes)
+    assert plan.admit[0].amount == 858  # 12Gi of a 14Gi card, not 167m of a 72Gi one
+
+
+def test_a_bound_pod_counts_what_its_lease_holds() -> None:
+    quota = TenantQuota("alpha", nominal=100 * GiB)
+    mark = admitted_annotation(Admitted(0.0, resource="gpu-memory", amount=72 * GiB), "x")
+    obj = pod_json("bound", gated=False, admitted=mark)
+    obj["spec"]["containers"][0]["resources"]["limits"] = {"gpupool.io/gpu": "1"}
+    bound = read_pod(obj)
+    ref = PodRef("ns", "bound", "uid-bound")
+    card = Slice(0, "GPU-0", "T4", 0, 14 * GiB, 1000)
+    lease = LeaseRecord("uid-bound", "ns", "alpha", ref, "n", (card,), amount=14 * GiB)
+    before = decide([bound], [quota], now=1.0, card_sizes=A100_CARDS)
+    assert before.tenants[0].used == 72 * GiB  # the most it may take, while unbound
+    after = decide(mark_borrowed([bound], [lease]), [quota], now=1.0, card_sizes=A100_CARDS)
+    assert after.tenants[0].used == 14 * GiB  # what its lease holds

@@ -85,7 +85,10 @@ def lease(p: PodView, borrowed_gib: int | None = None) -> LeaseRecord:
     else:
         borrowed = borrowed_gib * GiB
     ref = PodRef(p.namespace, p.name, p.uid)
-    return LeaseRecord(p.uid, p.namespace, p.tenant, ref, p.node or "", (), borrowed=borrowed)
+    amount = (p.request.gpu_memory_bytes or 0) * p.request.gpu_count if p.request else 0
+    return LeaseRecord(
+        p.uid, p.namespace, p.tenant, ref, p.node or "", (), amount=amount, borrowed=borrowed
+    )
 
 
 def reclaim_round(

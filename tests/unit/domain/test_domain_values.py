@@ -93,7 +93,6 @@ def test_unknown_model_lists_the_known_ones() -> None:
         ({"gpu_count": 1, "gpu_memory_bytes": -5}, "positive quantity"),
         ({"gpu_count": 1, "gpu_memory_bytes": GiB, "gpu_milli": 300}, "not both"),
         ({"gpu_count": 1, "gpu_memory_bytes": GiB, "compute_pct": 101}, "1 to 100"),
-        ({"gpu_count": 2, "gpu_milli": 500}, "takes whole cards"),
         ({"gpu_count": 0, "gpu_memory_bytes": GiB}, "for 0 GPUs"),
         ({"gpu_count": 1, "models": ("Z9",)}, "unknown GPU model"),
     ],

@@ -11,6 +11,7 @@ from support.builders import node_json, pod_json
 
 from gpupool.adapters.extender_http.lease_plan import plan_lease
 from gpupool.adapters.extender_http.plans import Planners
+from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import read_node
@@ -41,9 +42,31 @@ def _plan(
 
 
 def test_gpu_quota_lease_counts_milli_gpu() -> None:
-    lease = _plan(_pod({"borrowed": 250, "resource": "gpu", "amount": 250}))
-    assert (lease.resource, lease.amount, lease.borrowed) == ("gpu", 250, 250)
+    # 20Gi of an A100-80GB's 72Gi allocatable is 278m (rounded up): what the lease holds
+    lease = _plan(_pod({"borrowed": 278, "resource": "gpu", "amount": 278}))
+    assert (lease.resource, lease.amount, lease.borrowed) == ("gpu", 278, 278)
     assert sum(s.size_bytes for s in lease.slices) == 20 * GiB  # the slice itself is bytes
+
+
+def test_the_lease_is_charged_what_it_holds_not_the_admitted_bound() -> None:
+    # admission counted the most the pod could take (a smaller card); the card it got is bigger
+    lease = _plan(_pod({"borrowed": 0, "resource": "gpu", "amount": 500}))
+    assert (lease.resource, lease.amount) == ("gpu", 278)
+    mark = {"gpupool.io/admitted": json.dumps({"resource": "gpu-memory", "amount": 160 * GiB})}
+    whole = _plan(
+        pod_json("w", namespace="t", uid="uid-w", limits={"gpupool.io/gpu": "2"}, vgpu=2,
+                 annotations=mark)
+    )  # fmt: skip
+    assert whole.amount == 2 * 72 * GiB == sum(s.size_bytes for s in whole.slices)
+
+
+def test_a_holding_above_what_admission_counted_is_refused() -> None:
+    cache = ClusterCache()
+    cache.rebuild([read_node(node_json("n", cards=2))], [], [])
+    pod = _pod({"borrowed": 0, "resource": "gpu", "amount": 250})
+    planned = plan_lease(cache, Planners("binpack").of(None), ScheduledPod.from_json(pod), "n", [])
+    assert isinstance(planned, Refusal) and planned.why is Why.OVER_CHARGE
+    assert "would hold 278m, more than the 250m" in planned.message
 
 
 def test_memory_quota_or_no_record_counts_bytes() -> None:
@@ -54,8 +77,8 @@ def test_memory_quota_or_no_record_counts_bytes() -> None:
 
 
 def test_borrowed_never_exceeds_amount() -> None:
-    lease = _plan(_pod({"borrowed": 900, "resource": "gpu", "amount": 250}))
-    assert lease.borrowed == 250
+    lease = _plan(_pod({"borrowed": 900, "resource": "gpu", "amount": 300}))
+    assert (lease.amount, lease.borrowed) == (278, 278)
 
 
 MODES = read_compute_modes(

@@ -29,9 +29,10 @@ def random_needs(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndar
     return need, count, np.arange(5), share
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_card_tables_agree_with_card_by_card_tests(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "slice_cards"), [(0, 1), (1, 1), (2, 1), (3, 2), (4, 3)])
+def test_card_tables_agree_with_card_by_card_tests(seed: int, slice_cards: int) -> None:
     need, count, slices, share = random_needs(seed)
+    count[4] = slice_cards  # a slice group of one card, or a slice on each of several cards
     tables = CardTables(need, count, slices)
     rows = np.arange(len(share))
     fits = share[None] // need  # (T, N, G)
@@ -47,11 +48,8 @@ def test_card_tables_agree_with_card_by_card_tests(seed: int) -> None:
     assert after.shape == (len(share), len(slices), len(count))
     assert (after == hosts.transpose(2, 0, 1)).all()
     assert after[..., 6:].any() and not after[..., 6:].all()  # the multi-card groups are tested
+    if slice_cards > 1:  # one more slice of group 4 needs that many cards, not one
+        one_card = (rest[:, None, 4] >= need[None, 4]).sum(axis=2) >= 1  # (S, N)
+        assert (after[..., 4] != one_card.T).any()
     sub = rows[::7]  # any subset of nodes, in any order
     assert (tables.read(sub[::-1], share[sub[::-1]]).after_slices == after[sub[::-1]]).all()
-
-
-def test_a_slice_group_of_several_cards_is_refused() -> None:
-    need, count, _, _ = random_needs(0)
-    with pytest.raises(ValueError, match="one card per task"):
-        CardTables(need, count, np.array([0, 6]))

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from gpupool.domain import MILLI, GiB, Request, uniform_node
 from gpupool.placement import POLICIES, ClusterSnapshot, Decision, Planner, TargetWorkload
+from gpupool.quota.resource import Resource, demand_of, held_amount
 
 MODELS = ["A100-80GB", "RTX-3090", "T4", "G2"]
 
@@ -28,13 +29,15 @@ def requests_strategy(draw: st.DrawFn) -> Request:
     kind = draw(st.sampled_from(["share", "bytes", "whole", "cpu"]))
     cpu = draw(st.integers(0, 16)) * 1000
     name = f"r{draw(st.integers(0, 10**9))}"
+    # one card mostly; sometimes a slice on each of several cards
+    cards = draw(st.sampled_from([1, 1, 1, 2, 3, 8]))
     if kind == "share":
-        return Request(name, cpu_milli=cpu, gpu_count=1, gpu_milli=draw(st.integers(1, MILLI)))
+        return Request(name, cpu_milli=cpu, gpu_count=cards, gpu_milli=draw(st.integers(1, MILLI)))
     if kind == "bytes":
         return Request(
             name,
             cpu_milli=cpu,
-            gpu_count=1,
+            gpu_count=cards,
             gpu_memory_bytes=draw(st.integers(1, 48)) * GiB // 2,
             compute_pct=draw(st.one_of(st.none(), st.integers(1, 100))),
         )
@@ -117,3 +120,37 @@ def test_assume_then_forget_restores_the_exact_state(
         snap.forget(placed[k][0])
         check_not_overcommitted(snap)
     assert snap.state_key() == initial
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    nodes=nodes_strategy,
+    requests=st.lists(requests_strategy(), min_size=1, max_size=40),
+    policy=st.sampled_from(sorted(POLICIES)),
+)
+def test_every_placement_is_charged_for_what_it_holds(
+    nodes: list,
+    requests: list[Request],
+    policy: str,  # type: ignore[type-arg]
+) -> None:
+    """The invariant of a lease's charge: what the quota core counts for a request (on the card
+    it lands on) equals what its placed slices hold, in bytes and in milli-GPU; and a request of
+    several cards holds a slice of its size on each of that many distinct cards."""
+    snap = ClusterSnapshot(nodes)
+    planner = Planner(policy, TargetWorkload.from_requests(requests), seed=1)
+    for req in requests:
+        result = planner.plan(snap, req)
+        if not isinstance(result, Decision):
+            continue
+        snap.assume(result)
+        allocation = result.allocation(snap)
+        assert len(set(result.cards)) == len(result.cards) == req.gpu_count
+        node = snap.nodes[result.node_index]
+        if not req.wants_gpu or node.gpus[0].total_memory is None:
+            continue  # cards of unknown memory: no byte figure to charge against
+        card_bytes = {s.uuid: int(snap.gmem_total[result.node_index, 0]) for s in allocation.slices}
+        size = int(snap.gmem_total[result.node_index, 0])
+        for resource in Resource:
+            assert held_amount(allocation.slices, resource, card_bytes) == demand_of(
+                req, resource, size
+            ), (req, resource, allocation)

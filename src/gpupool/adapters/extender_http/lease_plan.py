@@ -1,8 +1,8 @@
 """The GpuLease bind creates for a pod on its node (pure over the snapshot and the leases just
 listed): the planner's slices, re-checked against those leases and laid out in free byte ranges,
-with the admission queue's record of what the pod holds in its tenant quota's unit, and its
-compute mode (`domain.compute_modes.decide_compute` over the operators' defaults for the card
-model the slices landed on)."""
+charged what they hold in its tenant quota's unit (never more than the admission queue counted),
+and its compute mode (`domain.compute_modes.decide_compute` over the operators' defaults for the
+card model the slices landed on)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from collections.abc import Sequence
 from gpupool.adapters.extender_http.fit import check_fit, lay_out_slices
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.domain.allocations import Slice
 from gpupool.domain.compute_modes import BUILT_IN, ComputeModes, decide_compute
+from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.models import get_model
 from gpupool.placement import Planner
 from gpupool.placement.filters import Reason, explain, feasibility
+from gpupool.quota.resource import Resource, held_amount
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord, PodRef
 
@@ -45,14 +48,11 @@ def plan_lease(
     )
     if isinstance(laid, Refusal):
         return Refusal(laid.why, f"node {node} changed under the plan: {laid.message}")
-    # What the admission queue recorded when it ungated the pod: reclaim finds borrowed (and
-    # preemptible) leases by these fields. The lease's amount and borrowed share the tenant
-    # quota's unit (milli-GPU for a `gpu` quota); without a record, bytes. CEL keeps borrowed
-    # within amount.
+    charge = _charge(pod, domain, laid)
+    if isinstance(charge, Refusal):
+        return Refusal(charge.why, f"node {node}: {charge.message}")
+    resource, amount = charge
     mark = pod.admitted
-    resource, amount = "gpu-memory", sum(s.size_bytes for s in laid)
-    if mark.resource is not None and mark.amount is not None:
-        resource, amount = mark.resource, mark.amount
     model = laid[0].model if laid else ""
     with contextlib.suppress(GpupoolError):  # outside the catalogue: only class defaults apply
         model = get_model(model).name
@@ -80,3 +80,32 @@ def plan_lease(
         compute_mode=compute.mode,
         mps_percentage=compute.percentage,
     )
+
+
+def _charge(pod: ScheduledPod, node: Node, laid: Sequence[Slice]) -> tuple[str, int] | Refusal:
+    """What the lease is charged: what its slices hold on this node's cards, in the unit of the
+    tenant quota the admission queue counted the pod in (`gpupool.io/admitted`; bytes without a
+    record). A lease is charged for what it holds; admission counted the most the pod may take
+    (the largest card for a share, the smallest for bytes counted in milli-GPU), so a holding
+    above that count means the cards changed since (a bigger card joined): refused, the pod is
+    counted again rather than holding more than its quota allowed. Reclaim finds borrowed (and
+    preemptible) leases by the record's fields; CEL keeps borrowed within amount."""
+    mark = pod.admitted
+    sizes = {g.uuid: g.memory_bytes for g in node.gpus if g.memory_bytes is not None}
+    resource = Resource.GPU_MEMORY
+    if mark.resource is not None:
+        try:
+            resource = Resource.parse(mark.resource)
+        except GpupoolError:
+            return Refusal(Why.BAD_REQUEST, f"unknown quota resource {mark.resource!r} admitted")
+    held = held_amount(laid, resource, sizes)
+    if held is None:  # a card of unknown size: only a share counted in milli-GPU gets here
+        held = mark.amount if mark.amount is not None else 0
+    if mark.amount is not None and held > mark.amount:
+        return Refusal(
+            Why.OVER_CHARGE,
+            f"its slices would hold {resource.format(held)}, more than the "
+            f"{resource.format(mark.amount)} its tenant's quota admitted it for (the cards "
+            f"changed since admission); another node, or admission again, will do",
+        )
+    return resource.value, held

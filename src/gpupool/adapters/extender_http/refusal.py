@@ -19,6 +19,7 @@ class Why(StrEnum):
     CHANGED = "NodeChanged"  # the leases just listed leave no room for the planned slices
     RETRIES = "Retries"  # every reservation round lost a race
     NOT_ADMITTED = "NotAdmitted"  # a tenant's pod without gpupool's admission record
+    OVER_CHARGE = "OverCharge"  # the node's cards would hold more than admission counted
     NODE_EXCLUDED = "NodeExcluded"  # the pod's own spec excludes the node (selector, taints)
     GANG_NO_ROOM = "GangNoRoom"  # the pod's gang does not all fit now
     GANG_NEVER_FITS = "GangNeverFits"  # the pod's gang does not fit the cluster even empty

@@ -12,11 +12,14 @@ from `gpupool.io/admitted`), or the annotation itself while it has no live lease
 (`mark_borrowed`). The plan is the round's one decision on quota: the reclaim round consumes it
 (its ledger, its reclaim asks) instead of deciding again.
 
-A quota in GPU memory counts a whole GPU (`gpupool.io/gpu: 1`, or a compute-only request, which
-takes a whole card) as its card's memory: the card it holds once bound, and before that the
-largest card of the cluster it may land on (`card_sizes`, what the nodes' cards offer slices, so a
-pod is never charged less than it may take). The implicit default tenant is not limited: its
-pods are admitted whatever they ask, and the reason says so rather than citing a made-up quota.
+A pod is charged for what it holds: once bound, its GpuLease's amount (the bind writes what the
+slices hold on their cards, `quota.resource.held_amount`, and refuses a holding above what was
+admitted); before that, the most it may take. A quota in GPU memory counts a whole GPU
+(`gpupool.io/gpu: 1`, or a compute-only request, which takes a whole card) or a share as the
+largest card of the cluster it may land on (`card_sizes`, what the nodes' cards offer slices); a
+quota in milli-GPU counts a slice of bytes against the smallest card that takes it. The implicit
+default tenant is not limited: its pods are admitted whatever they ask, and the reason says so
+rather than citing a made-up quota.
 
 A gang (pods sharing `gpupool.io/gang` in one namespace, docs/gangs.md) is one queue entry: it
 waits, holding back nobody, until its live members (gated or admitted, not finished, not being
@@ -118,14 +121,19 @@ def build_book(quotas: Iterable[TenantQuota], default_tenant: str) -> QuotaBook:
 
 
 def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> list[PodView]:
-    """The pods, each admitted one with its borrowed mark taken from its live GpuLease."""
+    """The pods, each admitted one with its borrowed mark and its amount (what it holds, in its
+    quota's resource) taken from its live GpuLease."""
     live = {le.pod.uid: le for le in leases if le.holds_capacity}
     out = []
     for pod in pods:
         lease = live.get(pod.uid)
         if lease is not None and pod.admitted is not None:
             admitted = replace(
-                pod.admitted, borrowed=max(0, lease.borrowed), preemptible=lease.preemptible
+                pod.admitted,
+                borrowed=max(0, lease.borrowed),
+                preemptible=lease.preemptible,
+                resource=lease.resource,
+                amount=max(0, lease.amount),
             )
             pod = replace(pod, admitted=admitted)
         out.append(pod)
@@ -142,15 +150,26 @@ def card_sizes_of(gpus: Iterable[Gpu]) -> dict[str, int]:
     return sizes
 
 
-def _card_memory(pod: PodView, card_sizes: Mapping[str, int]) -> int | None:
+def _card_memory(
+    pod: PodView, card_sizes: Mapping[str, int], request: Request, resource: Resource
+) -> int | None:
     """The card size a share needs to be counted in bytes (or bytes in milli-GPU), if known:
-    the card it holds, else the largest card it may land on (the cluster's, else the
-    catalogue's for the models it names)."""
-    models = pod.allocation_models or (pod.request.models if pod.request else ())
+    the card it holds, else of the cards it may land on (the cluster's, else the catalogue's
+    for the models it names) the one that counts the most, so that a pod is never charged less
+    than it may hold: the largest for a share or a whole card counted in bytes, the smallest
+    that takes the slice for bytes counted in milli-GPU."""
+    models = pod.allocation_models or request.models
     if not models:
-        return max(card_sizes.values(), default=None)
-    sizes = {card_sizes.get(m) or get_model(m).memory_bytes for m in models if _known(m)}
-    return max((s for s in sizes if s is not None), default=None)
+        sizes = set(card_sizes.values())
+    else:
+        named = {card_sizes.get(m) or get_model(m).memory_bytes for m in models if _known(m)}
+        sizes = {s for s in named if s is not None}
+    if not sizes:
+        return None
+    if resource is Resource.GPU and request.gpu_memory_bytes is not None:
+        takes = [s for s in sizes if s >= request.gpu_memory_bytes]
+        return min(takes or sizes)
+    return max(sizes)
 
 
 def _known(model: str) -> bool:
@@ -164,9 +183,14 @@ def _known(model: str) -> bool:
 def _held_amount(
     request: Request, resource: Resource, pod: PodView, card_sizes: Mapping[str, int]
 ) -> int:
-    """What an admitted pod holds; if it cannot be converted any more, its whole cards."""
+    """What an admitted pod holds: its live GpuLease's amount (what its slices hold, written at
+    bind; `mark_borrowed` carries it), else what admission counted (`gpupool.io/admitted`),
+    else its request counted again; if it cannot be converted, its whole cards."""
+    mark = pod.admitted
+    if mark is not None and mark.amount is not None and mark.resource == resource.value:
+        return mark.amount
     try:
-        return demand_of(request, resource, _card_memory(pod, card_sizes))
+        return demand_of(request, resource, _card_memory(pod, card_sizes, request, resource))
     except GpupoolError:
         if resource is Resource.GPU:
             return MILLI * request.gpu_count
@@ -267,7 +291,8 @@ def plan_admission(
         """What the pod asks of its quota (GpupoolError: it cannot be counted)."""
         assert pod.request is not None
         try:
-            return Ask.of(pod.request, quota.resource, _card_memory(pod, sizes))
+            size = _card_memory(pod, sizes, pod.request, quota.resource)
+            return Ask.of(pod.request, quota.resource, size)
         except GpupoolError:
             if pod.tenant != unlimited:
                 raise
