@@ -107,7 +107,11 @@ def gpupool_part(limits: dict[str, Any]) -> dict[str, Any]:
             {"gpu": "4", "gpu-memory": "40Gi"},
         ),
         (
-            {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "30", "nvidia.com/gpucores": 30},
+            {
+                "nvidia.com/gpu": "2",
+                "nvidia.com/gpumem-percentage": "30",
+                "nvidia.com/gpucores": 30,
+            },
             {"gpu": "2", "gpu-memory": "24Gi", "gpu-compute": "30"},
         ),
         # 100%: whole cards, no gpu-memory
@@ -331,7 +335,7 @@ def test_hami_annotations_on_a_pod_without_gpus_only_warn() -> None:
 
 def test_the_match_condition_routes_hami_names_and_nvidia_gpu_unless_told_not_to() -> None:
     expression = POD_CONDITION["expression"]
-    assert POD_CONDITION == pod_condition(True)
+    assert pod_condition(True) == POD_CONDITION
     for name in (*hami.HAMI_RESOURCES, *hami.HAMI_ANNOTATIONS, "nvidia.com/gpu"):
         assert f"'{name}'" in expression
     assert "r.startsWith('nvidia.com/mig-')" in expression
@@ -536,3 +540,180 @@ def test_hamis_scheduler_name_becomes_one_that_calls_gpupools_extender() -> None
     other["spec"]["schedulerName"] = "volcano"  # not HAMi's: refused as for any GPU pod
     with pytest.raises(InvalidRequest, match=r"spec\.schedulerName is 'volcano'"):
         mutate_pod(other, {}, STAMP, cluster)
+
+
+# ---- HAMi's scheduling and mode annotations ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("annotations", "stamped", "warning"),
+    [
+        (
+            {"hami.io/node-scheduler-policy": "binpack"},
+            {"gpupool.io/placement-policy": "binpack"},
+            "HAMi's annotation hami.io/node-scheduler-policy: binpack → "
+            "gpupool.io/placement-policy: binpack (gpupool's binpack: the fullest node that fits)",
+        ),
+        (
+            {"hami.io/node-scheduler-policy": "Spread"},
+            {"gpupool.io/placement-policy": "spread"},
+            "→ gpupool.io/placement-policy: spread (gpupool's spread: the emptiest node that fits)",
+        ),
+        (
+            {"hami.io/node-scheduler-policy": "fifo"},
+            {},
+            "hami.io/node-scheduler-policy: fifo is ignored: HAMi's node policies are binpack",
+        ),
+        (
+            {"hami.io/gpu-scheduler-policy": "spread"},
+            {},
+            "hami.io/gpu-scheduler-policy: spread ignored: gpupool has no policy that spreads",
+        ),
+        (
+            {"hami.io/gpu-scheduler-policy": "topology-aware"},
+            {},
+            "topology-aware ignored: gpupool already takes a multi-GPU pod's cards from one NVLink",
+        ),
+        ({"hami.io/gpu-scheduler-policy": "mutex"}, {}, "mutex ignored: gpupool has no idle-cards"),
+        (
+            {"hami.io/gpu-scheduler-policy": "binpack,numa"},
+            {},
+            "numa ignored: gpupool already prefers cards on one NUMA node",
+        ),
+        (
+            {"hami.io/device-scoring-weights": '{"core": 2}'},
+            {},
+            "hami.io/device-scoring-weights is ignored: gpupool's placement policies take no",
+        ),
+        (
+            {"nvidia.com/vgpu-mode": "mps"},
+            {"gpupool.io/compute-mode": "mps"},
+            "HAMi's annotation nvidia.com/vgpu-mode: mps → gpupool.io/compute-mode: mps",
+        ),
+        ({"nvidia.com/vgpu-mode": "hami-core"}, {}, "hami-core ignored: gpupool's limiter caps"),
+        ({"nvidia.com/vgpu-mode": "mig"}, {}, "mig ignored: gpupool does not make MIG instances"),
+        (
+            {"nvidia.com/numa-bind": "true"},
+            {},
+            "nvidia.com/numa-bind: true is ignored: gpupool prefers cards on one NUMA node",
+        ),
+    ],
+)
+def test_hamis_policy_annotations_are_mapped_or_ignored_with_a_warning_never_refused(
+    annotations: dict[str, str], stamped: dict[str, str], warning: str
+) -> None:
+    original = pod({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"}, annotations)
+    first = mutate_pod(original, {}, STAMP, A100_80)
+    out = applied(first.patch, original)
+    kept = out["metadata"]["annotations"]
+    assert not [k for k in kept if k.startswith(("hami.io/", "nvidia.com/"))], kept
+    for key, value in stamped.items():
+        assert kept[key] == value
+    assert "gpupool.io/placement-policy" in kept or "gpupool.io/placement-policy" not in stamped
+    assert any(warning in w for w in first.warnings), first.warnings
+    assert first.gpu is not None
+    if "gpupool.io/placement-policy" in stamped:
+        assert first.gpu.placement_policy == stamped["gpupool.io/placement-policy"]
+    again = mutate_pod(out, {}, STAMP, A100_80)  # reinvocation: nothing left to translate
+    assert again.warnings == ()
+
+
+def test_policy_annotations_alone_with_nvidia_gpu_are_left_to_nvidia_when_not_adopting() -> None:
+    plain = pod({"nvidia.com/gpu": "1"}, {"hami.io/node-scheduler-policy": "spread"})
+    cluster = ClusterFacts(cards=A100_80.cards, adopt_nvidia_gpu=False)
+    assert mutate_pod(plain, {}, STAMP, cluster).patch == []
+    # adopted (the default), the same pod is HAMi's: its warnings name HAMi's names
+    mutation = mutate_pod(plain, {}, STAMP, A100_80)
+    assert mutation.warnings[0] == (
+        "container 'main': HAMi's nvidia.com/gpu: 1 → gpupool.io/gpu: 1 (a whole card)"
+    )
+
+
+def test_hamis_policy_annotations_on_a_gpupool_pod_are_said_to_be_unread() -> None:
+    mutation = mutate_pod(
+        pod({"gpupool.io/gpu-memory": "1Gi"}, {"hami.io/gpu-scheduler-policy": "spread"}),
+        {},
+        STAMP,
+        A100_80,
+    )
+    assert mutation.gpu is not None
+    assert mutation.warnings == (
+        "HAMi's annotation hami.io/gpu-scheduler-policy is not read on a pod that asks in "
+        "gpupool's names (gpupool.io/placement-policy chooses its placement policy)",
+    )
+
+
+# ---- nouse-gputype with models gpupool does not know ------------------------------------------
+
+
+def test_nouse_gputype_naming_only_unknown_models_restricts_nothing() -> None:
+    limits, annotations, warnings = admitted(
+        {"nvidia.com/gpu": "2"}, {"nvidia.com/nouse-gputype": "1080,2080"}
+    )
+    assert limits["gpupool.io/gpu"] == "2"
+    assert "gpupool.io/gpu-model" not in annotations
+    assert (
+        "HAMi's annotation nvidia.com/nouse-gputype: '1080', '2080' match no GPU model gpupool "
+        "knows, so no card gpupool serves is one: ignored"
+    ) in warnings
+    assert (
+        "HAMi's annotation nvidia.com/nouse-gputype: 1080,2080 → no gpupool.io/gpu-model "
+        "(nothing to keep off)"
+    ) in warnings
+
+
+def test_nouse_gputype_excludes_the_known_and_ignores_the_unknown() -> None:
+    _, annotations, warnings = admitted(
+        {"nvidia.com/gpumem": "1000"}, {"nvidia.com/nouse-gputype": "T4,1080"}, MIXED
+    )
+    models = annotations["gpupool.io/gpu-model"].split("|")
+    assert "T4" not in models and "A100-80GB" in models
+    assert any("'1080' matches no GPU model gpupool knows" in w for w in warnings)
+
+
+def test_use_gputype_with_an_unknown_model_is_still_refused() -> None:
+    with pytest.raises(UnknownGpuModel, match="no GPU model gpupool knows matches '1080'"):
+        mutate_pod(pod({"nvidia.com/gpu": "1"}, {"nvidia.com/use-gputype": "1080"}), {}, STAMP)
+
+
+# ---- MIG profiles -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["containers", "initContainers"])
+def test_a_mig_profile_is_refused_with_what_to_ask_instead(key: str) -> None:
+    mig = pod({})
+    mig["spec"][key] = [
+        {"name": "m", "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}},
+        *mig["spec"].get(key, []),
+    ]
+    with pytest.raises(hami.MigNotSupported) as caught:
+        mutate_pod(mig, {}, STAMP, A100_80)
+    message = str(caught.value)
+    kind = "container" if key == "containers" else "initContainer"
+    assert message.startswith(f"{kind} 'm' asks for nvidia.com/mig-1g.10gb, an NVIDIA MIG")
+    assert "gpupool.io/gpu-memory: 10Gi, or HAMi's nvidia.com/gpumem: 10240" in message
+
+
+def test_a_mig_pod_left_to_nvidia_passes_unchanged() -> None:
+    mig = pod({"nvidia.com/mig-1g.10gb": "1"}, {"gpupool.io/adopt-nvidia-gpu": "false"})
+    assert mutate_pod(mig, {}, STAMP, A100_80).patch == []
+    not_adopting = ClusterFacts(cards=A100_80.cards, adopt_nvidia_gpu=False)
+    assert mutate_pod(pod({"nvidia.com/mig-1g.10gb": "1"}), {}, STAMP, not_adopting).patch == []
+    with pytest.raises(hami.MigNotSupported):  # but never beside HAMi's or gpupool's names
+        mutate_pod(
+            pod({"nvidia.com/mig-1g.10gb": "1", "nvidia.com/gpumem": "10"}), {}, STAMP, not_adopting
+        )
+
+
+# ---- what the pod keeps of its translation ----------------------------------------------------
+
+
+def test_the_translation_is_stamped_on_the_pod_with_the_review_it_came_in() -> None:
+    original = pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"})
+    mutation = mutate_pod(original, {}, STAMP, A100_80, review="review-1")
+    stamped = applied(mutation.patch, original)["metadata"]["annotations"]["gpupool.io/translated"]
+    assert json.loads(stamped) == {"review": "review-1", "lines": list(mutation.warnings)}
+    assert mutation.translated == mutation.warnings
+    plain = mutate_pod(pod({"gpupool.io/gpu-memory": "1Gi"}), {}, STAMP, A100_80, review="r")
+    assert plain.translated == ()
+    assert "gpupool.io/translated" not in applied(plain.patch, original)["metadata"]["annotations"]
