@@ -53,7 +53,7 @@ from gpupool.quota.reclaim import Notice, ReclaimPlan, plan_reclaim
 from gpupool.quota.reclaim_sites import SitePlan
 from gpupool.simulator.replay_defrag import FRAG_SAMPLES, RECENT, ReplayDefrag, movable
 from gpupool.simulator.replay_jobs import Job
-from gpupool.simulator.replay_leases import ask_of, gang_entry, lease_for
+from gpupool.simulator.replay_leases import ask_of, gang_entry, lease_for, most_milli
 from gpupool.simulator.replay_placement import Shape, fits_node, place, shape_of
 from gpupool.simulator.replay_reclaim import UsableNodes, room_plan
 from gpupool.simulator.replay_room import RoomHolds
@@ -253,7 +253,9 @@ class Engine:
 
     # -- admission -----------------------------------------------------------------------------
     def _amount(self, job: Job) -> int:
-        return job.request.gpu_request_milli
+        """What the job is admitted for: the most it may hold (its lease is charged what it
+        holds once placed, `lease_for`)."""
+        return most_milli(self.snap, job.request)
 
     def _drain(self, only: set[str] | None) -> None:
         strict = self.queue.mode is FifoMode.STRICT
