@@ -3,7 +3,9 @@
 `MetricsObserver.observe` turns the admission round (its pods, GpuLeases, GpuQuotas and quota
 decision: the numbers GpuQuota status shows) into the quota layer's reading, and reads Nodes and
 GpuNodes to build the same snapshot the extender and reclaim use (`state.ClusterCache`) for the
-cards' allocated bytes and fragmentation. Nothing here decides or writes to the cluster.
+cards' allocated bytes and fragmentation, and audits the live leases' charges against the
+GpuNodes' cards (`leases.charge_audit`: the tenants' leases charged other than what they hold).
+Nothing here decides or writes to the cluster.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from gpupool.adapters.metrics.fragmentation import card_fragmentation
 from gpupool.controllers.admission.plan import TenantStatus
 from gpupool.controllers.admission.reconcile import AdmissionRound
 from gpupool.controllers.budget.plan import plan_budgets
+from gpupool.controllers.leases.charge_reconcile import audit_of
 from gpupool.ports import ClusterApi, Json
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.cluster import ClusterCache
@@ -102,6 +105,14 @@ def budget_readings(round_: AdmissionRound) -> tuple[BudgetReading, ...]:
     )
 
 
+def charge_readings(round_: AdmissionRound, gpunodes: list[Json]) -> tuple[tuple[str, int], ...]:
+    """Per tenant, its live leases charged other than what they hold: every tenant the round
+    knows (from its quotas and its live leases) with 0 when all of its leases agree."""
+    live = [le for le in round_.leases if le.holds_capacity]
+    tenants = {t.tenant for t in round_.plan.tenants} | {le.tenant for le in live}
+    return audit_of(live, gpunodes).by_tenant(tenants)
+
+
 def reading_of(
     round_: AdmissionRound, nodes: list[Json], gpunodes: list[Json]
 ) -> ControllerReading:
@@ -117,6 +128,7 @@ def reading_of(
         ),
         budgets=budget_readings(round_),
         nodes_by_health=tuple(sorted(health.items())),
+        charge_mismatches=charge_readings(round_, gpunodes),
     )
 
 

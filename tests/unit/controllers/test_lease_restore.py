@@ -157,7 +157,9 @@ def _findings(metrics: ControllerMetrics) -> dict[str, float]:
 
 def test_each_integrity_event_moves_the_controllers_counter_once() -> None:
     metrics = ControllerMetrics()
-    assert _findings(metrics) == {"NotAdmitted": 0, "LeaseRestored": 0, "Fenced": 0}
+    assert _findings(metrics) == {
+        "NotAdmitted": 0, "LeaseRestored": 0, "Fenced": 0, "ChargeMismatch": 0
+    }  # fmt: skip
     unadmitted = pod_json("x", "alpha", node="n1", phase="Running",
                           annotations={"gpupool.io/allocation": allocation(60, 12)})  # fmt: skip
     other = running("b", 0, 40)
@@ -170,6 +172,10 @@ def test_each_integrity_event_moves_the_controllers_counter_once() -> None:
     reconciler = LeaseReconciler(cluster, lambda: NOW, on_integrity=metrics.record_integrity)
     _round(cluster, reconciler)
     assert sorted(r for _, r, _ in cluster.events) == ["Fenced", "LeaseRestored", "NotAdmitted"]
-    assert _findings(metrics) == {"NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1}
+    assert _findings(metrics) == {
+        "NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1, "ChargeMismatch": 0
+    }  # fmt: skip
     _round(cluster, reconciler)  # nothing new: the lease is back, the fenced pod gone, x reported
-    assert _findings(metrics) == {"NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1}
+    assert _findings(metrics) == {
+        "NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1, "ChargeMismatch": 0
+    }  # fmt: skip

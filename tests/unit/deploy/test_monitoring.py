@@ -64,6 +64,7 @@ def exported_names() -> set[str]:
             (Admission("a", False, 1.0),),
             budgets=(BudgetReading("a", "GiB-hours", 10.0, 1.0, 9.0),),
             nodes_by_health=(("Healthy", 1),),
+            charge_mismatches=(("a", 0),),
         )
     )
     controller.evicted("NodeLost")

@@ -23,7 +23,7 @@ from gpupool.adapters.metrics.fragmentation import MEASURE
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 4 * 3600.0)
 CARD_LABELS = ("Hostname", "gpu", "UUID", "modelName")
 # The lease reconciler's integrity events (controllers.leases.reconcile), one series each.
-INTEGRITY_REASONS = ("NotAdmitted", "LeaseRestored", "Fenced")
+INTEGRITY_REASONS = ("NotAdmitted", "LeaseRestored", "Fenced", "ChargeMismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +79,8 @@ class ControllerReading:
     admissions: tuple[Admission, ...]  # decided this round
     budgets: tuple[BudgetReading, ...] = ()
     nodes_by_health: tuple[tuple[str, int], ...] = ()  # GpuNodes: Healthy, Suspect, Lost
+    # per tenant: live GpuLeases charged other than what they hold (0 for a tenant without one)
+    charge_mismatches: tuple[tuple[str, int], ...] = ()
 
 
 # The reasons a controller writer reports (ports.Outcomes), shown at 0 from the start so that
@@ -121,7 +123,8 @@ class ControllerMetrics:
             "What the lease reconciler found and did, by the reason of the Warning event it wrote: "
             "NotAdmitted (a bound GPU pod without an admission record, once per pod), "
             "LeaseRestored (a bound pod's lost lease made again), Fenced (a pod deleted whose "
-            "lease could not be restored)",
+            "lease could not be restored), ChargeMismatch (a live lease charged other than what "
+            "it holds, once per disagreement)",
             ["reason"],
             registry=self.registry,
         )
@@ -261,8 +264,16 @@ def controller_gauges(reading: ControllerReading) -> list[Metric]:
     counted = dict(reading.nodes_by_health)
     for health in (*NODE_HEALTH, *sorted(set(counted) - set(NODE_HEALTH))):
         nodes.add_metric([health], counted.get(health, 0))
+    mismatches = GaugeMetricFamily(
+        "gpupool_controller_lease_charge_mismatches",
+        "Live GpuLeases whose spec.amount disagrees with what their slices hold in the quota's "
+        "resource (each has a ChargeMismatch Warning event); 0 when all agree",
+        labels=["tenant"],
+    )
+    for tenant, count in reading.charge_mismatches:
+        mismatches.add_metric([tenant], count)
     families: Sequence[Metric] = (
         nominal, guaranteed, used, borrowed, lent, pods, pending, oldest, gib_hours, total,
-        allocated, frag, leases, budget, budget_used, budget_left, nodes,
+        allocated, frag, leases, budget, budget_used, budget_left, nodes, mismatches,
     )  # fmt: skip
     return list(families)

@@ -7,17 +7,23 @@ the pods (`leases.restore` decides): a bound GPU pod whose lease is gone gets it
 its allocation annotation, or, when that cannot be trusted, is fenced (deleted); each repair is a
 Warning event on the pod, a log line and a call of `on_integrity` with the event's reason (the
 controller counts them), and so is a bound GPU pod that holds capacity without an admission
-record. A write that fails (the API server answers an error) raises: the manager logs
-it and the next round plans the same move again from what the API server holds."""
+record. Each round it also audits the live leases' charges (`leases.charge_audit` decides,
+`leases.charge_reconcile` writes): a lease charged other than what its slices hold gets a
+ChargeMismatch Warning event on it and its pod, once (also counted through `on_integrity`); the
+audit never stops the round. A write that fails (the API server answers an error) raises: the
+manager logs it and the next round plans the same move again from what the API server holds."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 
+from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.quotas import read_quota
+from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of
 from gpupool.controllers.leases.expiry import plan_expiry
 from gpupool.controllers.leases.expiry_reconcile import apply_expiry, tenant_terms
 from gpupool.controllers.leases.plan import (
@@ -97,6 +103,7 @@ class LeaseReconciler:
         self.retention_s = retention_s
         self.reserved_timeout_s = reserved_timeout_s
         self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
+        self.charges = ChargeReporter(api, on_report=on_integrity)
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
               gone: frozenset[str] = frozenset(),
@@ -132,12 +139,14 @@ class LeaseReconciler:
         await apply_expiry(self.api, plan, by_key, now, self.outcomes)
 
     async def reconcile(self) -> LeasePlan:
-        leases = read_leases(await self.api.leases(), log)
+        raw_leases = await self.api.leases()
+        leases = read_leases(raw_leases, log)
         raw_pods = await self.api.tenant_pods()
         pods = [read_pod(p) for p in raw_pods]
         quotas = await self.api.quotas()
         budgets = _budgets(quotas)
         await self.restore(leases, pods, raw_pods)
+        await self.audit_charges(leases, raw_leases, raw_pods)
         by_uid = {p.uid: p for p in pods}
         now = self.clock()
         plan = self._plan(leases, by_uid, now, budgets=budgets)
@@ -175,6 +184,25 @@ class LeaseReconciler:
                     lease.key, format_time(lease.start), lease.pod.key,
                 )  # fmt: skip
         return plan
+
+    async def audit_charges(
+        self, leases: list[LeaseRecord], raw_leases: list[Json], raw_pods: list[Json]
+    ) -> None:
+        """Report the live leases charged other than what they hold; a failure (the GpuNodes
+        cannot be read) is logged and the round goes on."""
+        try:
+            audit = audit_of(leases, await self.api.gpu_nodes())
+            by_key = {
+                f"{(o.get('metadata') or {}).get('namespace')}/"
+                f"{(o.get('metadata') or {}).get('name')}": o
+                for o in raw_leases
+            }
+            by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in raw_pods}
+            await self.charges.report(audit, by_key, by_uid, self.clock())
+        except (asyncio.CancelledError, NotLeader):
+            raise
+        except Exception:
+            log.exception("auditing the leases' charges failed; retrying next round")
 
     async def restore(
         self, leases: list[LeaseRecord], pods: list[PodView], raw: list[Json]

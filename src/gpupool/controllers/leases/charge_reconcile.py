@@ -1,0 +1,118 @@
+"""The charge auditor's writes: a Warning event `ChargeMismatch` for each live GpuLease charged
+other than what it holds (`leases.charge_audit` decides), on the GpuLease and on its pod, and a
+log line.
+
+Each disagreement is reported once: again only when it changes (the lease's amount or holding
+read otherwise), or after it was mended and came back, or after a restart of the controller (the
+memory of what was reported is this process's, as the lease reconciler's NotAdmitted). The
+metric (`gpupool_controller_lease_charge_mismatches`) is the observer's, from the same decision
+over the admission round (`controllers.observe`). An event that cannot be written is logged and
+the others are still written: one lease never stops the report of another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+
+from gpupool.adapters.kubernetes.errors import InvalidObject
+from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.lease import KIND
+from gpupool.adapters.kubernetes.node import read_gpu_node
+from gpupool.adapters.wire.names import API_VERSION
+from gpupool.controllers.leases.charge_audit import (
+    REASON,
+    ChargeAudit,
+    ChargeFinding,
+    audit_charges,
+    card_sizes,
+)
+from gpupool.ports import ClusterApi, Json
+from gpupool.rfc3339 import format_time
+from gpupool.state.lease import LeaseRecord
+
+log = logging.getLogger("gpupool.controller.charges")
+
+
+def lease_object(raw: Mapping[str, object], lease: LeaseRecord) -> Json:
+    """The GpuLease as an event's involved object (a listed item may lack kind and apiVersion)."""
+    meta = raw.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": lease.name, "namespace": lease.namespace, "uid": uid},
+    }
+
+
+def audit_of(leases: Iterable[LeaseRecord], gpunodes: Iterable[Json]) -> ChargeAudit:
+    """The pure decision over the API's GpuNodes (an unreadable one reports no cards)."""
+    nodes = []
+    for obj in gpunodes:
+        try:
+            nodes.append(read_gpu_node(obj))
+        except InvalidObject as err:
+            log.warning("charge audit: ignoring an unreadable GpuNode: %s", err)
+    return audit_charges(leases, card_sizes(nodes))
+
+
+class ChargeReporter:
+    """Writes the events of a charge audit, each disagreement once (see the module)."""
+
+    def __init__(
+        self, api: ClusterApi, *, on_report: Callable[[str], None] = lambda reason: None
+    ) -> None:
+        self.api = api
+        self.on_report = on_report  # each report written (the controller counts them)
+        self._reported: dict[str, str] = {}  # lease key -> the problem last reported
+
+    async def report(
+        self,
+        audit: ChargeAudit,
+        raw_leases: Mapping[str, Json],
+        raw_pods: Mapping[str, Json],
+        now: float,
+    ) -> list[ChargeFinding]:
+        """Writes the new findings' events; returns the findings reported now. `raw_leases`:
+        lease key -> its JSON; `raw_pods`: pod uid -> its JSON (a pod not there is read)."""
+        current = {f.lease.key: f for f in audit.findings}
+        for key in list(self._reported):  # mended or gone: a later disagreement is news again
+            if key not in current:
+                del self._reported[key]
+        stamp = format_time(now)
+        written: list[ChargeFinding] = []
+        for key, finding in current.items():
+            if self._reported.get(key) == finding.problem:
+                continue
+            try:
+                await self._write(finding, raw_leases.get(key, {}), raw_pods, stamp)
+            except (asyncio.CancelledError, NotLeader):
+                raise
+            except Exception:
+                log.exception("charge audit: reporting lease %s failed; next round again", key)
+                continue
+            self._reported[key] = finding.problem
+            written.append(finding)
+        return written
+
+    async def _write(
+        self,
+        finding: ChargeFinding,
+        raw: Mapping[str, object],
+        pods: Mapping[str, Json],
+        stamp: str,
+    ) -> None:
+        lease = finding.lease
+        log.warning("%s", finding.message)
+        await self.api.event(
+            lease_object(raw, lease), REASON, finding.message, warning=True, now_rfc3339=stamp
+        )
+        pod = pods.get(lease.pod.uid)
+        if pod is None:  # not a tenant's pod as listed: read it (a finding is rare)
+            pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
+            if pod is not None and (pod.get("metadata") or {}).get("uid") != lease.pod.uid:
+                pod = None  # another pod of that name
+        if pod is not None:
+            await self.api.event(pod, REASON, finding.message, warning=True, now_rfc3339=stamp)
+        self.on_report(REASON)
