@@ -27,8 +27,15 @@ def _ext(offset_gib: int, size_gib: int) -> dict[str, int]:
 
 
 def _lease(
-    uid: str, devices: list[dict[str, Any]], node: str = "n1", phase: str | None = None
+    uid: str,
+    devices: list[dict[str, Any]],
+    node: str = "n1",
+    phase: str | None = None,
+    *,
+    amount: int | None = None,
+    resource: str = "gpu-memory",
 ) -> dict[str, Any]:
+    """A lease on `devices`, charged `amount` in `resource` (default: the bytes they hold)."""
     obj: dict[str, Any] = {
         "metadata": {"name": uid, "namespace": "ns"},
         "spec": {
@@ -36,6 +43,8 @@ def _lease(
             "podRef": {"namespace": "ns", "name": f"pod-{uid}", "uid": uid},
             "node": node,
             "devices": devices,
+            "resource": resource,
+            "amount": sum(d["sizeBytes"] for d in devices) if amount is None else amount,
         },
     }
     if phase:
@@ -151,3 +160,30 @@ def test_unbound_reservation_wrong_node_and_annotation_mismatch_are_found() -> N
     )
     kinds = {v.kind for v in result.violations}
     assert {"reserved-unbound", "lease-wrong-node", "annotation-mismatch"} <= kinds, str(result)
+
+
+def test_a_lease_charged_other_than_it_holds_is_found() -> None:
+    twelve, half = [_dev(0, 0, 12)], [_dev(1, 0, 36)]
+    two = [_dev(0, 12, 24), _dev(1, 36, 36)]  # 24Gi + half a card
+    gone_card = [{**_dev(0, 0, 12), "uuid": "GPU-elsewhere"}]
+    leases = [
+        _lease("ok-bytes", twelve),
+        _lease("ok-milli", half, resource="gpu", amount=500),  # 36Gi of the 72Gi card
+        _lease("under", two, amount=12 * GiB),
+        _lease("quarter", [_dev(0, 36, 36)], resource="gpu", amount=250),
+        _lease("unknown-card", gone_card, amount=1),  # no GpuNode reports it: unchecked
+        _lease("ended", [_dev(1, 0, 8)], phase="Released", amount=1),
+    ]
+    result = audit([], leases, [GPUNODE])
+    found = {v.subject: v.detail for v in result.of_kind("charge-mismatch")}
+    assert found == {
+        "ns/under": "charged 12Gi but holds 60Gi (2 slice(s): 24Gi on GPU-n1-0, 36Gi on GPU-n1-1)",
+        "ns/quarter": "charged 250m but holds 500m (1 slice(s): 500m on GPU-n1-0)",
+    }
+    # a GpuNode without allocatableBytes: its memoryBytes less the reserve, as placement counts
+    reported = {"metadata": {"name": "n1"}, "status": {"reservePercent": 10, "devices": [
+        {"uuid": f"GPU-n1-{i}", "memoryBytes": 80 * GiB} for i in (0, 1)]}}  # fmt: skip
+    assert {v.subject for v in audit([], leases, [reported]).of_kind("charge-mismatch")} == {
+        "ns/under", "ns/quarter"}  # fmt: skip
+    # without the GpuNode no card's size is known: nothing is judged
+    assert audit([], leases).of_kind("charge-mismatch") == []

@@ -22,7 +22,11 @@ a test's client). What counts as a violation:
   lease;
 - `annotation-mismatch`: a bound pod's `gpupool.io/allocation` differs from its lease's devices;
 - `card-reserved-differs`: a card's reserved memory as the bound pods' allocation annotations say
-  differs from the sum of its live leases.
+  differs from the sum of its live leases;
+- `charge-mismatch`: a live lease's `amount` is not what its slices hold in its `resource`
+  (`quota.resource.charge_problem`: bytes, or milli-GPU of each card as its GpuNode sizes it for
+  slices), so its tenant is charged for more or less than it holds; unchecked when a card of the
+  lease has no GpuNode (the controller's auditor judges the same way, `leases.charge_audit`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from gpupool.adapters.kubernetes.pod import slices_from_annotation
 from gpupool.adapters.wire.names import ANN_ALLOCATION
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import MILLI
+from gpupool.domain.reserve import DEFAULT_RESERVE_PCT, allocatable_bytes
+from gpupool.quota.resource import Resource, charge_problem
 from gpupool.state.lease import LeaseRecord
 
 GPU_RESOURCES = ("gpupool.io/vgpu", "gpupool.io/gpu-memory", "gpupool.io/gpu")
@@ -99,6 +105,32 @@ def _capacities(gpunodes: Iterable[Mapping[str, Any]]) -> dict[Card, int]:
     return out
 
 
+def _card_sizes(gpunodes: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Card uuid -> the bytes it offers slices, as placement and bind size it (the GpuNode
+    reader's figure: `allocatableBytes`, else `memoryBytes` less the node's reserve)."""
+    out: dict[str, int] = {}
+    for obj in gpunodes:
+        status = obj.get("status") or {}
+        reserve = float(status.get("reservePercent", DEFAULT_RESERVE_PCT))
+        for d in status.get("devices") or []:
+            usable, total = d.get("allocatableBytes"), d.get("memoryBytes")
+            size = int(usable) if usable else allocatable_bytes(int(total), reserve) if total else 0
+            if size > 0 and d.get("uuid"):
+                out[str(d["uuid"])] = size
+    return out
+
+
+def _charge_violation(lease: LeaseRecord, sizes: Mapping[str, int]) -> Violation | None:
+    if not all(s.uuid in sizes for s in lease.slices):
+        return None
+    try:
+        resource = Resource.parse(lease.resource)
+    except GpupoolError as err:
+        return Violation("charge-mismatch", lease.key, str(err))
+    problem = charge_problem(lease.amount, lease.slices, resource, sizes)
+    return None if problem is None else Violation("charge-mismatch", lease.key, problem)
+
+
 def audit(
     pods: Iterable[Mapping[str, Any]],
     leases: Iterable[Mapping[str, Any]],
@@ -106,6 +138,7 @@ def audit(
 ) -> Audit:
     result = Audit()
     bad = result.violations
+    gpunodes = list(gpunodes)
     capacity = _capacities(gpunodes)
     pods_by_uid: dict[str, Mapping[str, Any]] = {}
     for pod in pods:
@@ -173,6 +206,13 @@ def audit(
             bad.append(
                 Violation("overcommit", f"{card[0]}/{card[1]}", f"{compute // 10}% compute leased")
             )
+
+    # each live lease: charged what it holds
+    sizes = _card_sizes(gpunodes)
+    for lease in live:
+        charge = _charge_violation(lease, sizes)
+        if charge is not None:
+            bad.append(charge)
 
     # each live lease against its pod
     for lease in live:
