@@ -9,7 +9,10 @@ The mixes (`bench/mixes.py`, each a deterministic variant of `openb_pod_list_def
 - `multigpu30c`: 30% of the 1-GPU tasks become 2-, 4- or 8-GPU tasks (weights 5:3:2) and keep
   their small CPU request (the first, less realistic stand-in; kept because it showed a loss);
 - `gpuspec25/33`: a quarter / a third of the GPU tasks accept only one model (or one V100
-  family), drawn in proportion to the cards that could host them.
+  family), drawn in proportion to the cards that could host them;
+- `multislice25`: a quarter of the tasks asking a share of one GPU ask it on each of 2 or 4
+  cards (2:1): multi-card slices, which no shared list has; `multislice25whole`: the same tasks
+  taking those cards whole, as gpupool placed a multi-GPU request before it had such slices.
 `builtin` (not in `all`) is `gpupool simulate`'s built-in scenario, its own nodes and pods.
 Any other name is a shared pod list of the trace (`default`, `gpushare40`, ...).
 Per mix: unallocated GPU % at 100% and 130% arrived load for each policy (mean, sd, per seed),

@@ -7,6 +7,8 @@ variants do (`gpushareNN` resamples GPU tasks; `cpuNNN` changes the CPU-only tas
   the trace's own multi-GPU tasks (2, 4 or 8 whole GPUs, drawn uniformly from the 75 in
   `default`, so their CPU and memory stay what real multi-GPU tasks ask: 8-GPU tasks ask 64-120
   cores, which only the large G2, G3 and V100 nodes have).
+- `multislice(base, fraction, seed)`: a random `fraction` of the tasks asking a share of one GPU
+  ask it on each of 2 or 4 cards (multi-card slices, which no trace list has).
 - `gpuspec(base, nodes, fraction, seed)`: a random `fraction` of the GPU tasks may run only on
   given models. A user restricts a task to a model the cluster has and that can host it (enough
   cards and CPU on one node), so each restricted task draws its model among those, with
@@ -57,6 +59,24 @@ def converted(base: Sequence[Request], fraction: float, seed: int = 7) -> list[R
     return out
 
 
+def multislice(
+    base: Sequence[Request], fraction: float, seed: int = 7, whole: bool = False
+) -> list[Request]:
+    """A `fraction` of the tasks that ask for a share of one GPU instead ask for that share on
+    each of 2 or 4 cards (2:1), keeping their CPU and memory: tensor-parallel inference as HAMi
+    users write it (`nvidia.com/gpu: 2` with `gpumem-percentage: 30`). No trace list has such
+    tasks (the openb format refuses a share of several GPUs), so this mix is their only test.
+    `whole`: the same tasks take their cards whole (what gpupool gave them before issue 27)."""
+    rng = random.Random(seed)
+    out = []
+    for r in base:
+        if r.gpu_count == 1 and not r.whole_cards and rng.random() < fraction:
+            cards = rng.choices([2, 4], [2, 1])[0]
+            r = replace(r, gpu_count=cards, gpu_milli=1000 if whole else r.gpu_milli)
+        out.append(r)
+    return out
+
+
 def hosts(nodes: Sequence[Node], req: Request) -> dict[str, int]:
     """Cards per model on the nodes that could host `req` alone (cards and CPU)."""
     cards: dict[str, int] = defaultdict(int)
@@ -90,4 +110,6 @@ MIXES = {
     "multigpu30c": lambda base, nodes: converted(base, 0.30),
     "gpuspec25": lambda base, nodes: gpuspec(base, nodes, 0.25),
     "gpuspec33": lambda base, nodes: gpuspec(base, nodes, 1 / 3),
+    "multislice25": lambda base, nodes: multislice(base, 0.25),
+    "multislice25whole": lambda base, nodes: multislice(base, 0.25, whole=True),
 }
