@@ -1,7 +1,11 @@
 """Runs the reconcilers: after any watched change (debounced) and at least every resync period.
 
-A reconcile that fails is logged and retried on the next round; one reconciler failing never
-stops the others. Every round rebuilds its view from the API server.
+Inside a round each loop contains its objects' failures (`controllers.contain`: an object that
+fails is set aside with an Event and retried with backoff, the others go on); a reconcile that
+still fails as a whole is logged, counted (`reconcile_failed(loop, "round")`) and retried on the
+next round; one reconciler failing never stops the others. Each round's time is reported per
+loop (`reconcile_took`, timed by the injected monotonic clock). Every round rebuilds its view
+from the API server.
 
 With leader election (`leading`), a replica reconciles only while it leads: a standby skips its
 rounds (no reads, no writes) and wakes when `wake` is set (the elector's on_elected), so a new
@@ -15,13 +19,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 
 log = logging.getLogger("gpupool.controller")
+
+
+ROUND_KIND = "round"  # the kind a round's failure as a whole counts under
+
+
+class RoundObserver(Protocol):
+    """What the controller's metrics hear of the rounds (`ControllerMetrics`)."""
+
+    def reconcile_took(self, loop: str, seconds: float) -> None: ...
+
+    def reconcile_failed(self, loop: str, kind: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +55,12 @@ async def run_loops(
     watch: Callable[[Callable[[], None]], Coroutine[Any, Any, None]] | None = None,
     leading: Callable[[], bool] | None = None,
     wake: asyncio.Event | None = None,
+    observer: RoundObserver | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
     """`leading` None: always reconcile (one replica). `wake`, set from outside, starts a round
-    at once (as a watched change does)."""
+    at once (as a watched change does). `observer` hears each round's time and each round
+    that failed as a whole, timed by `monotonic`."""
     wake = wake if wake is not None else asyncio.Event()
     watcher = asyncio.create_task(watch(wake.set)) if watch is not None else None
     led = False
@@ -57,6 +76,7 @@ async def run_loops(
                 if leading is not None and not led:
                     log.info("leader: reconciling")
                     led = True
+                started = monotonic()
                 try:
                     await loop.reconcile()
                 except asyncio.CancelledError:
@@ -65,6 +85,10 @@ async def run_loops(
                     log.info("reconcile %s stopped: %s", loop.name, err)
                 except Exception:
                     log.exception("reconcile %s failed; retrying next round", loop.name)
+                    if observer is not None:
+                        observer.reconcile_failed(loop.name, ROUND_KIND)
+                if observer is not None:
+                    observer.reconcile_took(loop.name, monotonic() - started)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(resync_s):
                     waiter = asyncio.create_task(wake.wait())

@@ -47,12 +47,16 @@ def test_a_stale_reservation_is_swept_once_a_fresh_read_confirms_its_pod_is_unbo
     assert cluster.written("delete_lease") == [("ns/uid-p", None)]
 
 
-def test_a_failed_status_write_raises_and_the_next_round_writes_it() -> None:
+def test_a_failed_status_write_sets_the_lease_aside_and_the_next_round_writes_it() -> None:
     pod = pod_json("p", "alpha", node="n1", phase="Succeeded")
     cluster = FakeCluster(pods=[pod], leases=[lease_json(pod, phase="Active", start=NOW - 60)])
     cluster.fail_next("patch_lease_status")
-    with pytest.raises(ApiDown):
-        _round(cluster)
+    reconciler = LeaseReconciler(cluster, lambda: now)
+    now = NOW
+    asyncio.run(reconciler.reconcile())  # the failure stays with the lease: no raise
     assert cluster.lease_objects["ns/uid-p"]["status"]["phase"] == "Active"
-    _round(cluster, NOW + 5)
+    [(key, reason, message)] = cluster.events
+    assert (key, reason) == ("ns/uid-p", "ReconcileFailed") and "ApiDown" in message
+    now = NOW + 5  # past the first backoff (1 s)
+    asyncio.run(reconciler.reconcile())
     assert cluster.lease_objects["ns/uid-p"]["status"]["phase"] == "Released"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -88,6 +88,11 @@ class ControllerReading:
 NOTICE_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain")
 EVICTION_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain", "NodeLost")
 NODE_HEALTH = ("Healthy", "Suspect", "Lost")
+# The controller's loops (controllers.manager), each shown at 0 from the start.
+LOOPS = ("node-health", "leases", "admission+reclaim", "autoscale", "defrag")
+# A loop's round that failed as a whole (not one object) counts with this kind.
+ROUND_KIND = "round"
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 class _Latest(Collector):
@@ -148,6 +153,53 @@ class ControllerMetrics:
             self.notices.labels(reason)
         for reason in EVICTION_REASONS:
             self.evictions.labels(reason)
+
+        self.reconcile_errors = Counter(
+            "gpupool_controller_reconcile_errors",
+            "Objects whose decoding or handling failed in a loop's round, by loop and the "
+            "object's kind (each set aside with a ReconcileFailed event and retried with "
+            "backoff); kind 'round' for a round that failed as a whole",
+            ["loop", "kind"],
+            registry=self.registry,
+        )
+        self.reconcile_retries = Counter(
+            "gpupool_controller_reconcile_retries",
+            "Set-aside objects tried again once their backoff had passed, by loop",
+            ["loop"],
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            "gpupool_controller_reconcile_duration_seconds",
+            "Time of one round of a loop (controller-runtime's "
+            "controller_runtime_reconcile_time_seconds)",
+            ["loop"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.set_aside = Gauge(
+            "gpupool_controller_reconcile_set_aside_objects",
+            "Objects a loop has set aside now because processing them failed (each retried "
+            "with backoff until it succeeds or is gone)",
+            ["loop"],
+            registry=self.registry,
+        )
+        for loop in LOOPS:
+            self.reconcile_errors.labels(loop, ROUND_KIND)
+            self.reconcile_retries.labels(loop)
+            self.set_aside.labels(loop).set(0)
+
+    # controllers.contain.ReconcileObserver and the manager's rounds
+    def reconcile_failed(self, loop: str, kind: str) -> None:
+        self.reconcile_errors.labels(loop, kind).inc()
+
+    def reconcile_retried(self, loop: str) -> None:
+        self.reconcile_retries.labels(loop).inc()
+
+    def set_aside_now(self, loop: str, count: int) -> None:
+        self.set_aside.labels(loop).set(count)
+
+    def reconcile_took(self, loop: str, seconds: float) -> None:
+        self.reconcile_duration.labels(loop).observe(max(0.0, seconds))
 
     def record_integrity(self, reason: str) -> None:
         self.integrity.labels(reason).inc()

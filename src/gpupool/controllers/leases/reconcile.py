@@ -10,38 +10,45 @@ controller counts them), and so is a bound GPU pod that holds capacity without a
 record. Each round it also audits the live leases' charges (`leases.charge_audit` decides,
 `leases.charge_reconcile` writes): a lease charged other than what its slices hold gets a
 ChargeMismatch Warning event on it and its pod, once (also counted through `on_integrity`); the
-audit never stops the round. A write that fails (the API server answers an error) raises: the
-manager logs it and the next round plans the same move again from what the API server holds."""
+audit never stops the round. One object's failure fails only that object (`controllers.contain`):
+a lease or pod that cannot be read, a lease whose plan raises, a write the API server refuses:
+that object is set aside with a ReconcileFailed event and retried with backoff, and the round
+goes on for the others (the next round plans the same move again from what the API server
+holds)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
-from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.adapters.wire.quotas import read_quota
+from gpupool.controllers.contain import Containment, object_key
 from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of
 from gpupool.controllers.leases.expiry import plan_expiry
-from gpupool.controllers.leases.expiry_reconcile import apply_expiry, tenant_terms
+from gpupool.controllers.leases.expiry_reconcile import apply_expiry
 from gpupool.controllers.leases.plan import (
     RESERVED_TIMEOUT_S,
     LeasePlan,
     Move,
     plan_leases,
 )
-from gpupool.controllers.leases.restore import RestorePlan, plan_restores
-from gpupool.controllers.reads import read_leases
-from gpupool.domain.errors import GpupoolError
+from gpupool.controllers.leases.restore import Fence, Restore, RestorePlan, plan_restores
+from gpupool.controllers.reads import READ, decode_leases, decode_pods
 from gpupool.ports import Clock, ClusterApi, Json, Outcomes
 from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_terms import TenantLeaseTerms
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.leases")
+
+LOOP = "leases"
 
 
 def move_status(move: Move, now: float) -> Json:
@@ -70,18 +77,15 @@ def move_status(move: Move, now: float) -> Json:
     return status
 
 
-def _budgets(quotas: list[Json]) -> dict[str, Budget]:
+def _budgets(contain: Containment, quotas: list[Json], now: float) -> dict[str, Budget]:
     """The tenants' budgets, so ended leases are kept while their window counts them (an
-    unreadable quota keeps none: the admission reconciler reports it)."""
-    out: dict[str, Budget] = {}
-    for obj in quotas:
-        try:
-            quota = read_quota(obj)
-        except GpupoolError:
-            continue
-        if quota.budget is not None:
-            out[quota.name] = quota.budget
-    return out
+    unreadable quota keeps none and is set aside)."""
+    read = contain.decode(READ, "GpuQuota", quotas, read_quota, now)
+    return {q.name: q.budget for q, _ in read if q.budget is not None}
+
+
+def _terms(contain: Containment, quotas: list[Json], now: float) -> dict[str, TenantLeaseTerms]:
+    return dict(t for t, _ in contain.decode("terms", "GpuQuota", quotas, read_tenant_terms, now))
 
 
 class LeaseReconciler:
@@ -94,8 +98,10 @@ class LeaseReconciler:
         reserved_timeout_s: float | None = RESERVED_TIMEOUT_S,
         on_integrity: Callable[[str], None] = lambda reason: None,
         outcomes: Outcomes | None = None,
+        contain: Containment | None = None,
     ) -> None:
         self.api = api
+        self.contain = contain if contain is not None else Containment(LOOP, api)
         # each integrity event written, by its reason (the controller's metrics count them)
         self.on_integrity = on_integrity
         self.outcomes = outcomes
@@ -104,6 +110,7 @@ class LeaseReconciler:
         self.reserved_timeout_s = reserved_timeout_s
         self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
         self.charges = ChargeReporter(api, on_report=on_integrity)
+        self._raw_leases: dict[str, Json] = {}  # this round's GpuLeases by namespace/name
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
               gone: frozenset[str] = frozenset(),
@@ -131,25 +138,52 @@ class LeaseReconciler:
         live = [le for le in leases if not le.phase.terminal]
         if not live:
             return
-        tenants = tenant_terms(quotas)
+        tenants = _terms(self.contain, quotas, now)
         by_uid = {p.uid: p for p in pods}
-        plan = plan_expiry(live, by_uid, tenants, now)
-        by_key = {f"{(p.get('metadata') or {}).get('namespace')}/"
-                  f"{(p.get('metadata') or {}).get('name')}": p for p in raw}  # fmt: skip
-        await apply_expiry(self.api, plan, by_key, now, self.outcomes)
+        plan = self.contain.plan(
+            "expiry", "GpuLease", live, lambda le: le.key,
+            lambda some: plan_expiry(list(some), by_uid, tenants, now), now, self._lease_obj,
+        )  # fmt: skip
+        by_key = {object_key(p): p for p in raw}
+        await apply_expiry(self.api, plan, by_key, now, self.outcomes, self.contain)
+
+    def _lease_obj(self, lease: LeaseRecord) -> Json:
+        """The lease's JSON as this round read it (an Event names it)."""
+        return self._raw_leases.get(lease.key) or {
+            "metadata": {"name": lease.name, "namespace": lease.namespace}
+        }
+
+    def _planned(
+        self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
+        gone: frozenset[str], budgets: Mapping[str, Budget],
+    ) -> LeasePlan:  # fmt: skip
+        return self.contain.plan(
+            "lifecycle", "GpuLease", leases, lambda le: le.key,
+            lambda some: self._plan(list(some), by_uid, now, gone, budgets), now,
+            self._lease_obj,
+        )  # fmt: skip
 
     async def reconcile(self) -> LeasePlan:
+        now = self.clock()
+        try:
+            return await self._reconcile(now)
+        finally:
+            await self.contain.report(now)
+
+    async def _reconcile(self, now: float) -> LeasePlan:
         raw_leases = await self.api.leases()
-        leases = read_leases(raw_leases, log)
+        self._raw_leases = {object_key(o): o for o in raw_leases}
+        leases = decode_leases(self.contain, raw_leases, now)
         raw_pods = await self.api.tenant_pods()
-        pods = [read_pod(p) for p in raw_pods]
+        read = decode_pods(self.contain, raw_pods, now)
+        pods = [v for v, _ in read]
+        raw_pods = [p for _, p in read]
         quotas = await self.api.quotas()
-        budgets = _budgets(quotas)
+        budgets = _budgets(self.contain, quotas, now)
         await self.restore(leases, pods, raw_pods)
         await self.audit_charges(leases, raw_leases, raw_pods)
         by_uid = {p.uid: p for p in pods}
-        now = self.clock()
-        plan = self._plan(leases, by_uid, now, budgets=budgets)
+        plan = self._planned(leases, by_uid, now, frozenset(), budgets)
         if plan.unsure:  # pods outside the tenant list: look each up before declaring it gone
             gone: set[str] = set()
             for lease in plan.unsure:
@@ -157,33 +191,46 @@ class LeaseReconciler:
                 if pod is None or (pod.get("metadata") or {}).get("uid") != lease.pod.uid:
                     gone.add(lease.pod.uid)
                 else:
-                    by_uid[lease.pod.uid] = read_pod(pod)
-            plan = self._plan(leases, by_uid, now, frozenset(gone), budgets)
+                    for view, _ in decode_pods(self.contain, [pod], now):
+                        by_uid[lease.pod.uid] = view
+            plan = self._planned(leases, by_uid, now, frozenset(gone), budgets)
         for move in plan.moves:
-            lease = move.lease
-            if await self.api.patch_lease_status(
-                lease.namespace, lease.name, move_status(move, now)
-            ):
-                log.info("lease %s: %s (%s)", lease.key, phase_name(move.phase), move.message)
+            await self._lease_step("lifecycle", move.lease, partial(self._move, move, now), now)
         await self._expire(leases, pods, raw_pods, quotas, now)
         for item in plan.collect:
-            if await self.api.delete_lease(item.lease.namespace, item.lease.name):
-                log.info("lease %s collected", item.lease.key)
+            await self._lease_step("collect", item.lease, partial(self._collect, item.lease), now)
         for lease in plan.sweep:
-            # The snapshot may predate the pod's Binding: read it again; bound, it keeps the
-            # lease (the next pass moves it to Bound).
-            pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
-            meta = (pod or {}).get("metadata") or {}
-            if pod is None or meta.get("uid") != lease.pod.uid:
-                continue  # gone: released and metered by the next pass, as any lease
-            if ((pod.get("spec") or {}).get("nodeName")) or meta.get("deletionTimestamp"):
-                continue
-            if await self.api.delete_lease(lease.namespace, lease.name):
-                log.warning(
-                    "lease %s swept: Reserved since %s for pod %s, which is bound to no node",
-                    lease.key, format_time(lease.start), lease.pod.key,
-                )  # fmt: skip
+            await self._lease_step("sweep", lease, partial(self._sweep, lease), now)
         return plan
+
+    async def _lease_step(
+        self, step: str, lease: LeaseRecord, work: Callable[[], Awaitable[None]], now: float
+    ) -> None:
+        await self.contain.handle(step, "GpuLease", self._lease_obj(lease), work, now)
+
+    async def _move(self, move: Move, now: float) -> None:
+        lease = move.lease
+        if await self.api.patch_lease_status(lease.namespace, lease.name, move_status(move, now)):
+            log.info("lease %s: %s (%s)", lease.key, phase_name(move.phase), move.message)
+
+    async def _collect(self, lease: LeaseRecord) -> None:
+        if await self.api.delete_lease(lease.namespace, lease.name):
+            log.info("lease %s collected", lease.key)
+
+    async def _sweep(self, lease: LeaseRecord) -> None:
+        # The snapshot may predate the pod's Binding: read it again; bound, it keeps the
+        # lease (the next pass moves it to Bound).
+        pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("uid") != lease.pod.uid:
+            return  # gone: released and metered by the next pass, as any lease
+        if ((pod.get("spec") or {}).get("nodeName")) or meta.get("deletionTimestamp"):
+            return
+        if await self.api.delete_lease(lease.namespace, lease.name):
+            log.warning(
+                "lease %s swept: Reserved since %s for pod %s, which is bound to no node",
+                lease.key, format_time(lease.start), lease.pod.key,
+            )  # fmt: skip
 
     async def audit_charges(
         self, leases: list[LeaseRecord], raw_leases: list[Json], raw_pods: list[Json]
@@ -207,42 +254,64 @@ class LeaseReconciler:
     async def restore(
         self, leases: list[LeaseRecord], pods: list[PodView], raw: list[Json]
     ) -> RestorePlan:
-        """Make again the leases of bound pods that lost theirs; fence those it cannot trust."""
-        plan = plan_restores(leases, pods)
-        stamp = format_time(self.clock())
+        """Make again the leases of bound pods that lost theirs; fence those it cannot trust.
+        A pod whose handling fails is set aside; the others go on."""
+        now = self.clock()
         by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in raw}
+
+        def pod_obj(pod: PodView) -> Json:
+            return by_uid.get(pod.uid) or {"metadata": {"name": pod.name,
+                                                        "namespace": pod.namespace}}  # fmt: skip
+
+        plan = self.contain.plan(
+            "restore", "Pod", pods, lambda p: p.key,
+            lambda some: plan_restores(leases, some), now, pod_obj,
+        )  # fmt: skip
+        stamp = format_time(now)
         for pod in plan.unadmitted:
             if pod.uid in self._reported:
                 continue
             self._reported.add(pod.uid)
-            message = (
-                f"pod {pod.key} on {pod.node} holds gpupool GPUs without a gpupool.io/admitted "
-                f"record: its tenant's quota never admitted it (its gate was removed, or it was "
-                f"bound, by something other than gpupool)"
-            )
-            log.warning("%s", message)
-            await self.api.event(by_uid[pod.uid], "NotAdmitted", message, warning=True,
-                                 now_rfc3339=stamp)  # fmt: skip
-            self.on_integrity("NotAdmitted")
+            work = partial(self._unadmitted, pod, by_uid, stamp)
+            await self.contain.handle("restore", "Pod", pod_obj(pod), work, now)
         for item in plan.restore:
-            if await self.api.create_lease(lease_to_json(item.lease)):
-                log.warning("%s", item.message)
-                await self.api.event(by_uid[item.pod.uid], "LeaseRestored", item.message,
-                                     warning=True, now_rfc3339=stamp)  # fmt: skip
-                self.on_integrity("LeaseRestored")
+            work = partial(self._restore, item, by_uid, stamp)
+            await self.contain.handle("restore", "Pod", pod_obj(item.pod), work, now)
         if plan.fence:
             # Fence only what a fresh read still shows: the lists may predate a bind's lease.
             again = plan_restores(
-                read_leases(await self.api.leases(), log),
-                [read_pod(p) for p in await self.api.tenant_pods()],
+                decode_leases(self.contain, await self.api.leases(), now),
+                [v for v, _ in decode_pods(self.contain, await self.api.tenant_pods(), now)],
             )
             still = {f.pod.uid for f in again.fence}
             for fence in plan.fence:
                 if fence.pod.uid not in still:
                     continue
-                log.error("%s", fence.message)
-                await self.api.event(by_uid[fence.pod.uid], "Fenced", fence.message,
-                                     warning=True, now_rfc3339=stamp)  # fmt: skip
-                await self.api.delete_pod(fence.pod.namespace, fence.pod.name)
-                self.on_integrity("Fenced")
+                work = partial(self._fence, fence, by_uid, stamp)
+                await self.contain.handle("restore", "Pod", pod_obj(fence.pod), work, now)
         return plan
+
+    async def _unadmitted(self, pod: PodView, by_uid: dict[str, Json], stamp: str) -> None:
+        message = (
+            f"pod {pod.key} on {pod.node} holds gpupool GPUs without a gpupool.io/admitted "
+            f"record: its tenant's quota never admitted it (its gate was removed, or it was "
+            f"bound, by something other than gpupool)"
+        )
+        log.warning("%s", message)
+        await self.api.event(by_uid[pod.uid], "NotAdmitted", message, warning=True,
+                             now_rfc3339=stamp)  # fmt: skip
+        self.on_integrity("NotAdmitted")
+
+    async def _restore(self, item: Restore, by_uid: dict[str, Json], stamp: str) -> None:
+        if await self.api.create_lease(lease_to_json(item.lease)):
+            log.warning("%s", item.message)
+            await self.api.event(by_uid[item.pod.uid], "LeaseRestored", item.message,
+                                 warning=True, now_rfc3339=stamp)  # fmt: skip
+            self.on_integrity("LeaseRestored")
+
+    async def _fence(self, fence: Fence, by_uid: dict[str, Json], stamp: str) -> None:
+        log.error("%s", fence.message)
+        await self.api.event(by_uid[fence.pod.uid], "Fenced", fence.message,
+                             warning=True, now_rfc3339=stamp)  # fmt: skip
+        await self.api.delete_pod(fence.pod.namespace, fence.pod.name)
+        self.on_integrity("Fenced")
