@@ -59,6 +59,9 @@ class FakeLookups:
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
         return []
 
+    async def lease_ttl(self, tenant: str) -> float | None:
+        return None
+
 
 class BrokenLookups(FakeLookups):
     """Lookups that fail as a bug or an unreachable API server would."""

@@ -105,6 +105,9 @@ class Unreachable:
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, object]]:
         return []
 
+    async def lease_ttl(self, tenant: str) -> float | None:
+        return None
+
 
 def test_a_quota_that_cannot_be_checked_against_the_others_is_refused_with_a_retry() -> None:
     async def run() -> dict[str, object]:

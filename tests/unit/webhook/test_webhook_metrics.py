@@ -38,6 +38,9 @@ class Lookups:
     async def cards(self) -> tuple[tuple[str, int], ...]:
         return (("A100-80GB", 72 * GiB),)
 
+    async def lease_ttl(self, tenant: str) -> float | None:
+        return None
+
 
 def _review(obj: dict[str, Any], namespace: str, operation: str = "CREATE") -> bytes:
     request = {"uid": "u1", "operation": operation, "namespace": namespace, "object": obj}

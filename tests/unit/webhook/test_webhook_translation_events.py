@@ -204,6 +204,9 @@ class Lookups:
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
         return []
 
+    async def lease_ttl(self, tenant: str) -> float | None:
+        return None
+
 
 class Recorder:
     def __init__(self) -> None:

@@ -15,7 +15,7 @@ from gpupool.adapters.kubernetes.pod import slices_from_annotation
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import parse_admitted
 from gpupool.adapters.wire.gangs import read_gang
-from gpupool.adapters.wire.lease_terms import InvalidLeaseTtl, pod_ttl
+from gpupool.adapters.wire.lease_terms import capped_pod_ttl
 from gpupool.adapters.wire.pods import read_pod_gpu
 from gpupool.adapters.wire.reclaim_notice import parse_notice
 from gpupool.adapters.wire.times import parse_time
@@ -127,7 +127,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         reclaim_notice=parse_notice(annotations.get(names.ANN_RECLAIM_NOTICE)),
         unschedulable=_unschedulable(status),
         constraints=read_constraints(spec),
-        lease_ttl_s=_lease_ttl(annotations),
+        lease_ttl_s=capped_pod_ttl(annotations),
         renewal=annotations.get(names.ANN_RENEW),
         expiry_notice=parse_notice(annotations.get(names.ANN_EXPIRY_NOTICE)),
         drain_notice=parse_notice(annotations.get(names.ANN_DRAIN_NOTICE)),
@@ -139,14 +139,6 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         ),
         defrag_notice=parse_notice(annotations.get(names.ANN_DEFRAG_NOTICE)),
     )
-
-
-def _lease_ttl(annotations: Mapping[str, str]) -> float | None:
-    """The pod's TTL; an unreadable one (the webhook refuses it at create) reads as none."""
-    try:
-        return pod_ttl(annotations)
-    except InvalidLeaseTtl:
-        return None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> bool:

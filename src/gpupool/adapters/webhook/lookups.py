@@ -1,5 +1,5 @@
-"""The webhook's reads from the API server, with lightkube: namespace labels, GpuQuotas, gang
-members and the cards the GpuNodes report.
+"""The webhook's reads from the API server, with lightkube: namespace labels, GpuQuotas (all of
+them, or one tenant's lease TTL), gang members and the cards the GpuNodes report.
 
 Every read is tried up to three times when it fails in a way that passes: the connection
 (`httpx2.TransportError`: a kept-alive connection the API server closed, a connect refused while
@@ -25,6 +25,7 @@ from lightkube.resources.core_v1 import Namespace, Pod
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
 from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.domain.errors import GpupoolError
 from gpupool.quota.spec import TenantQuota
@@ -98,6 +99,19 @@ class KubeLookups:
 
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
         return await _read(lambda: self._gang_members(namespace, gang))
+
+    async def lease_ttl(self, tenant: str) -> float | None:
+        """The tenant's GpuQuota `leaseTTLSeconds`; None without a quota or a TTL."""
+        return await _read(lambda: self._lease_ttl(tenant))
+
+    async def _lease_ttl(self, tenant: str) -> float | None:
+        try:
+            item: Any = await self.client.get(GpuQuota, tenant)
+        except ApiError as err:
+            if _code(err) == 404:
+                return None
+            raise
+        return read_tenant_terms(item.to_dict())[1].default_ttl_s
 
     async def cards(self) -> tuple[Card, ...]:
         return await _read(self._cards)

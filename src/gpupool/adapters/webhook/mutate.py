@@ -23,7 +23,7 @@ from gpupool.adapters.webhook.hami import ADOPT_NVIDIA_GPU, adopts_nvidia_gpu, t
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.json_pointer import pointer
-from gpupool.adapters.wire.lease_terms import pod_ttl
+from gpupool.adapters.wire.lease_terms import check_within_tenant, pod_ttl
 from gpupool.adapters.wire.pods import PodGpu, gpu_resources, read_pod_gpu
 from gpupool.domain.errors import GpupoolError, InvalidGang, InvalidRequest
 
@@ -54,6 +54,9 @@ class ClusterFacts:
     # The webhook's --adopt-nvidia-gpu: pods asking for nvidia.com/gpu are gpupool's (whole
     # cards); a namespace label or pod annotation gpupool.io/adopt-nvidia-gpu: "false" opts out.
     adopt_nvidia_gpu: bool = True
+    # The pod's tenant's GpuQuota leaseTTLSeconds (None: unknown or unset): the longest
+    # gpupool.io/lease-ttl the pod may ask for.
+    tenant_lease_ttl_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cards", tuple(Card.of(c) for c in self.cards))
@@ -183,7 +186,9 @@ def mutate_pod(
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     tenant = tenant_of(namespace_labels)
     _check_compute_mode(annotations)
-    pod_ttl(annotations)  # InvalidLeaseTtl: a negative or unreadable TTL is refused here
+    ttl = pod_ttl(annotations)  # InvalidLeaseTtl: negative, unreadable or beyond the bound
+    if ttl is not None:  # LeaseTtlTooLong: longer than its tenant's leases may live
+        check_within_tenant(ttl, tenant, cluster.tenant_lease_ttl_s)
     gpu = _read_gpu(pod, tenant, cluster, translation.warnings)
     _written_by_gpupool(annotations, gpu)
     gang = read_gang(meta)  # InvalidGang: a size of 0, not a number, over the bound, ...

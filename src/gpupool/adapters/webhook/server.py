@@ -29,7 +29,7 @@ from gpupool.adapters.webhook.certs import ServingCert
 from gpupool.adapters.webhook.events import TranslationEvents, notice_of
 from gpupool.adapters.webhook.gang import GangMember, read_member
 from gpupool.adapters.webhook.lookups import why
-from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts
+from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER, ClusterFacts, tenant_of
 from gpupool.adapters.webhook.review import (
     AdmissionRequest,
     Denied,
@@ -65,6 +65,10 @@ class Lookups(Protocol):
 
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
         """The pods of `namespace` labelled `gpupool.io/gang: <gang>` (their JSON)."""
+        ...
+
+    async def lease_ttl(self, tenant: str) -> float | None:
+        """The tenant's GpuQuota `leaseTTLSeconds` (None: no quota, or none set)."""
         ...
 
 
@@ -119,6 +123,20 @@ def _endpoint(
         return web.json_response(body)
 
     return serve
+
+
+async def _lease_ttl(lookups: Lookups, pod: Mapping[str, Any] | None, tenant: str) -> float | None:
+    """The tenant's lease TTL when the pod asks for its own (the only pods it bounds); None when
+    the quota cannot be read: the controller cuts the pod's TTL to it all the same."""
+    meta = (pod or {}).get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping) or names.ANN_LEASE_TTL not in annotations:
+        return None
+    try:
+        return await lookups.lease_ttl(tenant)
+    except Exception as err:
+        log.warning("cannot read tenant %s's GpuQuota, its lease TTL unchecked: %s", tenant, err)
+        return None
 
 
 async def _cards(lookups: Lookups) -> tuple[Card, ...]:
@@ -176,6 +194,7 @@ def build_app(
             schedulers=schedulers,
             gang_members=members,
             adopt_nvidia_gpu=adopt_nvidia_gpu,
+            tenant_lease_ttl_s=await _lease_ttl(lookups, request.object, tenant_of(labels)),
         )
         body, mutation = reviewed_pod(request, labels, format_time(clock()), cluster, denied)
         if events is not None and mutation is not None and mutation.translated:

@@ -3,7 +3,11 @@ the controller's own `gpupool.io/autoscale-status` (JSON `{last: {at, from, to},
 ⇄ `state.workload.AutoscaleRecord`.
 
 A setting that does not parse raises the typed error of its kind with the annotation's name
-and what it takes, so the event on the object tells its owner what to fix.
+and what it takes, so the event on the object tells its owner what to fix. The webhook never
+sees a Deployment, so these readers are where a tenant's number meets its bound: replicas at
+most `bounds.MAX_REPLICAS`, a cooldown at most `bounds.MAX_DURATION_S`, no setting longer than
+`bounds.MAX_SETTING_CHARS` (a value beyond is bad input, reported once as a Warning event on the
+object, and nothing is scaled).
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ from typing import Any
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.times import format_time, parse_time
+from gpupool.domain.bounds import (
+    MAX_DURATION_S,
+    MAX_DURATION_TEXT,
+    MAX_REPLICAS,
+    MAX_SETTING_CHARS,
+)
 from gpupool.placement.autoscale import (
     COOLDOWN_S,
     DOWN_PCT,
@@ -38,8 +48,19 @@ def autoscaled(annotations: Mapping[str, str]) -> bool:
     return value is not None and value.strip().lower() != "false"
 
 
-def _replicas(annotations: Mapping[str, str], name: str, default: int | None) -> int:
+def _setting(annotations: Mapping[str, str], name: str) -> str | None:
+    """The annotation's text; a value longer than any setting is refused before it is read."""
     text = annotations.get(name)
+    if text is not None and len(str(text)) > MAX_SETTING_CHARS:
+        raise InvalidAutoscaleSetting(
+            f"annotation {name} is {len(str(text))} characters long; a setting has at most "
+            f"{MAX_SETTING_CHARS}"
+        )
+    return None if text is None else str(text)
+
+
+def _replicas(annotations: Mapping[str, str], name: str, default: int | None) -> int:
+    text = _setting(annotations, name)
     if text is None:
         if default is None:
             raise InvalidAutoscaleBounds(
@@ -47,16 +68,22 @@ def _replicas(annotations: Mapping[str, str], name: str, default: int | None) ->
                 f'such as "8"'
             )
         return default
-    try:
-        return int(text.strip())
-    except ValueError:
+    value = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", value):
         raise InvalidAutoscaleBounds(
             f"annotation {name} must be a whole number of replicas; got {text!r}"
-        ) from None
+        )
+    replicas = int(value)
+    if replicas > MAX_REPLICAS:
+        raise InvalidAutoscaleBounds(
+            f"annotation {name} is {text!r}, above the most replicas gpupool autoscales "
+            f"({MAX_REPLICAS:,}, a cluster maximum); write at most {MAX_REPLICAS}"
+        )
+    return replicas
 
 
 def _percent(annotations: Mapping[str, str], name: str, default: float) -> float:
-    text = annotations.get(name)
+    text = _setting(annotations, name)
     if text is None:
         return default
     try:
@@ -73,7 +100,7 @@ def _percent(annotations: Mapping[str, str], name: str, default: float) -> float
 
 
 def _duration(annotations: Mapping[str, str], name: str, default: float) -> float:
-    text = annotations.get(name)
+    text = _setting(annotations, name)
     if text is None:
         return default
     value = text.strip()
@@ -82,12 +109,18 @@ def _duration(annotations: Mapping[str, str], name: str, default: float) -> floa
         raise InvalidAutoscaleSetting(
             f"annotation {name} must be a duration such as 5m, 90s or 1h30m; got {text!r}"
         )
-    return sum(float(n) * _SECONDS[unit] for n, unit in parts)
+    seconds = sum(float(n) * _SECONDS[unit] for n, unit in parts)
+    if seconds > MAX_DURATION_S:
+        raise InvalidAutoscaleSetting(
+            f"annotation {name} is {text!r}, longer than gpupool accepts ({MAX_DURATION_TEXT}, "
+            f"366 days); write a duration such as 5m"
+        )
+    return seconds
 
 
 def read_policy(annotations: Mapping[str, str]) -> ScalePolicy:
     """The policy the annotations ask for; the typed error of the first thing wrong."""
-    switch = (annotations.get(names.ANN_AUTOSCALE) or "").strip().lower()
+    switch = (_setting(annotations, names.ANN_AUTOSCALE) or "").strip().lower()
     if switch != "true":
         raise InvalidAutoscaleSetting(
             f'annotation {names.ANN_AUTOSCALE} must be "true" (or "false" to stop); '
@@ -126,9 +159,14 @@ def record_annotation(record: AutoscaleRecord) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
+def _replica_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPLICAS
+
+
 def parse_record(text: str | None) -> AutoscaleRecord:
     """What the controller last wrote; an empty record when there is none or it cannot be read
-    (only the controller writes it: an unreadable one is treated as no step yet)."""
+    (only the controller writes it, but the object's owner can edit it: an unreadable one, or a
+    step of more replicas than `MAX_REPLICAS`, is treated as no step yet)."""
     if not text:
         return AutoscaleRecord()
     try:
@@ -137,8 +175,9 @@ def parse_record(text: str | None) -> AutoscaleRecord:
         step = data.get("last")
         if isinstance(step, Mapping):
             at = parse_time(step.get("at"))
-            if at is not None:
-                last = LastStep(at, int(step["from"]), int(step["to"]))
+            moved = (step["from"], step["to"])
+            if at is not None and all(_replica_count(n) for n in moved):
+                last = LastStep(at, int(moved[0]), int(moved[1]))
         reported = data.get("reported")
         return AutoscaleRecord(last, str(reported) if reported else None)
     except (ValueError, TypeError, AttributeError, KeyError):

@@ -4,8 +4,12 @@ replicas through the scale subresource, the record on the object (the step's tim
 restarted controller keeps the cooldown; the problem reported, so a report is made once), and
 an event with the numbers that caused the step.
 
-The reconciler asks `wanted` first, then, for a step up, how many more replicas the cards can
-host (`placement.whatif.room_for`), and hands that to `plan_workload`.
+The reconciler asks `wanted` first, then, for a step up, cuts it to what the tenant's quota
+could ever admit (`within_quota`: replicas × the pod's amount within the quota's nominal and
+what it may borrow, and its maxPods), then asks how many more replicas the cards can host
+(`placement.whatif.room_for`), and hands that to `plan_workload`. So neither the planner's work
+nor the replicas written grow with a number the workload's owner chose beyond what its quota
+holds (the readers bound every setting at `bounds.MAX_REPLICAS` before that).
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.models import CATALOGUE
+from gpupool.domain.requests import Request
 from gpupool.placement.autoscale import Direction, LastStep, Step, decide, within_room
+from gpupool.quota.resource import demand_of
+from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.workload import AutoscaleRecord, ScalableWorkload
 
@@ -50,11 +59,77 @@ def wanted(w: ScalableWorkload, figures: Sequence[float], now: float) -> Step | 
     return decide(w.policy, w.replicas, average(figures), now, w.record.last)
 
 
+# The largest card gpupool knows: a replica's smallest share of a `gpu` quota (a memory request
+# counted against the largest card), so the quota's ceiling is never below what it could admit.
+_LARGEST_CARD = max(m.memory_bytes for m in CATALOGUE if m.memory_bytes is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCeiling:
+    replicas: int  # the most replicas the tenant's quota could ever admit
+    why: str  # the numbers, for the event
+
+
+def quota_ceiling(
+    tenant: str, request: Request, quotas: Sequence[TenantQuota]
+) -> QuotaCeiling | None:
+    """The most replicas asking `request` each that `tenant`'s quota could admit if the tenant
+    held nothing else: its nominal plus what it may borrow (its borrowLimit, else what the rest
+    of its cohort lends), and at most its maxPods. None: no quota known (a tenant without one is
+    unlimited or admits nothing; the cluster maximum bounds it), or the request's amount cannot
+    be counted in the quota's resource."""
+    quota = next((q for q in quotas if q.name == tenant), None)
+    if quota is None:
+        return None
+    try:
+        amount = demand_of(request, quota.resource, _LARGEST_CARD)
+    except GpupoolError:
+        return None
+    if quota.cohort is None:
+        borrow = 0
+    elif quota.borrow_limit is not None:
+        borrow = quota.borrow_limit
+    else:
+        borrow = sum(q.lendable for q in quotas if q.cohort == quota.cohort and q is not quota)
+    fmt = quota.resource.format
+    most = quota.nominal + borrow
+    held = f"nominal {fmt(quota.nominal)}" + (f" + {fmt(borrow)} it may borrow" if borrow else "")
+    replicas = most // amount if amount > 0 else None
+    why = f"tenant {tenant}'s quota ({held}) admits at most {replicas} of {fmt(amount)} each"
+    if quota.max_pods is not None and (replicas is None or quota.max_pods < replicas):
+        replicas = quota.max_pods
+        why = f"tenant {tenant}'s quota admits at most {replicas} pods (maxPods)"
+    return None if replicas is None else QuotaCeiling(replicas, why)
+
+
+def within_quota(step: Step, replicas: int, ceiling: QuotaCeiling | None) -> Step:
+    """A step up cut to the replicas the tenant's quota could admit (more would only queue at
+    the quota gate); at or above that already, it holds, saying why."""
+    if ceiling is None or step.direction is not Direction.UP or step.replicas <= ceiling.replicas:
+        return step
+    if ceiling.replicas <= replicas:
+        return Step(
+            Direction.HOLD,
+            replicas,
+            f"{step.reason}: wants {step.replicas} replicas but {ceiling.why}",
+            unhostable=step.replicas,
+        )
+    return Step(
+        Direction.UP,
+        ceiling.replicas,
+        f"{step.reason}: wants {step.replicas} replicas, {ceiling.why}",
+    )
+
+
 def _unfinished(w: ScalableWorkload, now: float) -> int | None:
     """A step recorded but not applied (the controller stopped between the record and the
-    scale): its target, while still inside its cooldown and nobody changed the replicas."""
+    scale): its target, while still inside its cooldown, nobody changed the replicas, and the
+    target is within the policy's bounds (the record sits on the owner's object: a target it
+    wrote beyond them is not taken)."""
     last, policy = w.record.last, w.policy
     if last is None or policy is None or now >= last.at + policy.cooldown_s:
+        return None
+    if not policy.min_replicas <= last.to_replicas <= policy.max_replicas:
         return None
     if w.replicas == last.from_replicas and last.to_replicas != last.from_replicas:
         return last.to_replicas

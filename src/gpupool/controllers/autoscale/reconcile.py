@@ -7,24 +7,38 @@ then the event.
 It runs at most every `interval_s` (the controller's rounds follow every pod change; scraping
 the agents that often would gain nothing). The interval is only a throttle: every decision is
 made again from the API server's objects, and the cooldown is read from the workload's record.
+
+One workload's failure fails only that workload (`controllers.contain`): its reading, planning
+or writes raising set it aside with a ReconcileFailed event on it, retried with backoff; the
+other workloads go on, as do pods and GpuLeases that read when one does not.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.workload import node_address, pod_labels, read_workload
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.autoscale import autoscaled, record_annotation
-from gpupool.controllers.autoscale.plan import WorkloadPlan, plan_workload, wanted
-from gpupool.controllers.reads import read_leases
+from gpupool.adapters.wire.quotas import read_quota
+from gpupool.controllers.autoscale.plan import (
+    WorkloadPlan,
+    plan_workload,
+    quota_ceiling,
+    wanted,
+    within_quota,
+)
+from gpupool.controllers.contain import Containment
+from gpupool.controllers.reads import decode_leases, decode_pods
+from gpupool.domain.errors import GpupoolError
 from gpupool.placement.autoscale import Direction
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.placement.whatif import room_for
 from gpupool.ports import Clock, ClusterApi, Json, PodPlace, UtilisationSource, WorkloadApi
+from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
@@ -34,6 +48,7 @@ from gpupool.state.workload import ScalableWorkload
 log = logging.getLogger("gpupool.controller.autoscale")
 
 INTERVAL_S = 15.0
+LOOP = "autoscale"
 
 
 class AutoscaleReconciler:
@@ -45,8 +60,10 @@ class AutoscaleReconciler:
         clock: Clock,
         *,
         interval_s: float = INTERVAL_S,
+        contain: Containment | None = None,
     ) -> None:
         self.api = api
+        self.contain = contain if contain is not None else Containment(LOOP, api)
         self.workloads = workloads
         self.source = source
         self.clock = clock
@@ -58,6 +75,12 @@ class AutoscaleReconciler:
         if self._last_round is not None and now - self._last_round < self.interval_s:
             return []
         self._last_round = now
+        try:
+            return await self._reconcile(now)
+        finally:
+            await self.contain.report(now)
+
+    async def _reconcile(self, now: float) -> list[WorkloadPlan]:
         found = [
             (kind, obj)
             for kind, obj in await self.workloads.workloads()
@@ -65,15 +88,19 @@ class AutoscaleReconciler:
         ]
         if not found:
             return []
-        pods = [(read_pod(p), pod_labels(p)) for p in await self.api.tenant_pods()]
-        leases = read_leases(await self.api.leases(), log)
+        pods = [
+            (v, pod_labels(p))
+            for v, p in decode_pods(self.contain, await self.api.tenant_pods(), now)
+        ]
+        leases = decode_leases(self.contain, await self.api.leases(), now)
         node_objects = await self.api.nodes()
         addresses = {
             str((n.get("metadata") or {}).get("name")): node_address(n) for n in node_objects
         }
         reads = _RoundReads(self.api, node_objects, leases)
-        plans = []
-        for kind, obj in found:
+        plans: list[WorkloadPlan] = []
+
+        async def one(kind: str, obj: Json) -> None:
             w = read_workload(obj, kind)
             mine = [
                 v
@@ -83,6 +110,9 @@ class AutoscaleReconciler:
             plan = await self._plan(w, mine, reads, addresses, now)
             await self._apply(obj, plan, now)
             plans.append(plan)
+
+        for kind, obj in found:
+            await self.contain.handle("workload", kind, obj, partial(one, kind, obj), now)
         return plans
 
     async def _plan(
@@ -104,8 +134,12 @@ class AutoscaleReconciler:
         step = wanted(w, figures, now)
         room = 0
         if step is not None and step.direction is Direction.UP:
+            asker = next((v for v in mine if v.request is not None), None)
+            request = asker.request if asker is not None else None
+            if asker is not None and request is not None:  # no more than its quota could admit
+                ceiling = quota_ceiling(asker.tenant, request, await reads.quotas())
+                step = within_quota(step, w.replicas, ceiling)
             room = step.replicas - w.replicas  # a workload without GPU pods needs no card
-            request = next((v.request for v in mine if v.request is not None), None)
             if request is not None:
                 waiting = sum(1 for v in mine if v.key not in held)  # they need room first
                 snap = await reads.snapshot()
@@ -155,6 +189,18 @@ class _RoundReads:
         self.leases = leases
         self.leased = {le.pod.key for le in leases if le.holds_capacity}
         self._snap: ClusterSnapshot | None = None
+        self._quotas: list[TenantQuota] | None = None
+
+    async def quotas(self) -> list[TenantQuota]:
+        """The readable GpuQuotas (an unreadable one is the admission loop's to report)."""
+        if self._quotas is None:
+            self._quotas = []
+            for obj in await self.api.quotas():
+                try:
+                    self._quotas.append(read_quota(obj))
+                except GpupoolError:
+                    continue
+        return self._quotas
 
     async def snapshot(self) -> ClusterSnapshot:
         if self._snap is None:

@@ -2,7 +2,9 @@
 renewed, which pods get an expiry notice and which are evicted.
 
 A lease's time to live is its pod's `gpupool.io/lease-ttl`, else its tenant's GpuQuota
-`leaseTTLSeconds`, else none (it never expires). The controller writes it when it first sees the
+`leaseTTLSeconds`, else none (it never expires); a pod's TTL longer than its tenant's
+`leaseTTLSeconds` is cut to it (the webhook refuses such a pod; one created while it was away
+gets its tenant's TTL, not its own). The controller writes it when it first sees the
 lease, not the extender at its creation: the default comes from the GpuQuota, which only the
 controller reads, and renewal moves the expiry later, so the controller is the one writer of
 `spec.expiry`, `spec.ttlSeconds` and `spec.renewal` (the renewal value last honoured). The
@@ -59,6 +61,12 @@ def _first_terms(lease: LeaseRecord, pod: PodView, tenant: TenantLeaseTerms) -> 
         if pod.lease_ttl_s is not None
         else f"tenant {lease.tenant}'s default TTL of {ttl:g}s"
     )
+    if tenant.default_ttl_s is not None and ttl > tenant.default_ttl_s:
+        source = (
+            f"the pod asked for {ttl:g}s, cut to tenant {lease.tenant}'s leaseTTLSeconds of "
+            f"{tenant.default_ttl_s:g}s"
+        )
+        ttl = tenant.default_ttl_s
     expiry = lease.start + ttl
     return SetTerms(lease, ttl, expiry, pod.renewal, f"expires at {format_time(expiry)}: {source}")
 
