@@ -246,3 +246,18 @@ class Containment:
                             failure.ref.kind, failure.ref.key, err)  # fmt: skip
         if self.observer is not None:
             self.observer.set_aside_now(self.loop, len(self.book))
+
+
+async def run_one(
+    contain: Containment | None,
+    step: str,
+    kind: str,
+    obj: Mapping[str, Any],
+    work: Callable[[], Awaitable[object]],
+    now: float,
+) -> None:
+    """`work` through `contain.handle`; without a containment it runs bare (a failure raises)."""
+    if contain is None:
+        await work()
+    else:
+        await contain.handle(step, kind, obj, work, now)

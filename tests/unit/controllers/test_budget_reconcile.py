@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_cluster import ApiDown, FakeCluster, lease_json, pod_json, quota_json
+from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 
@@ -65,8 +65,7 @@ def test_the_next_window_admits_the_pod_and_the_status_starts_afresh() -> None:
 def test_a_failed_status_write_is_made_by_the_next_round() -> None:
     cluster = _cluster()
     cluster.fail_next("patch_quota_status")
-    with pytest.raises(ApiDown):
-        _round(cluster, T0 + 40)
+    _round(cluster, T0 + 40)  # the failure stays with the quota: set aside, no raise
     assert "hoursUsed" not in cluster.quota_objects["alpha"]["status"]
     _round(cluster, T0 + 40)
     assert cluster.quota_objects["alpha"]["status"]["budgetExhausted"] is True

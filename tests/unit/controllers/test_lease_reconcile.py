@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-from fake_cluster import ApiDown, FakeCluster, lease_json, pod_json
+from fake_cluster import FakeCluster, lease_json, pod_json
 
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.leases.reconcile import LeaseReconciler

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-from fake_cluster import ApiDown, FakeCluster, gpu_node_json, lease_json, pod_json
+from fake_cluster import FakeCluster, gpu_node_json, lease_json, pod_json
 
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 
@@ -42,8 +41,7 @@ def test_a_lost_node_loses_its_leases_and_its_pods() -> None:
 def test_a_pod_deletion_that_fails_is_made_by_the_next_round() -> None:
     cluster = _cluster()
     cluster.fail_next("delete_pod")
-    with pytest.raises(ApiDown):
-        _round(cluster)
+    _round(cluster)  # the failure stays with the lease: set aside, no raise
     assert cluster.lease_objects["ns/uid-p"]["status"]["phase"] == "Active"  # not ended yet
     _round(cluster)
     assert cluster.pods == {}

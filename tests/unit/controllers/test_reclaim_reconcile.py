@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
-from fake_cluster import ApiDown, FakeCluster, lease_json, pod_json, quota_json
+from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.reclaim.plan import ReclaimRound
@@ -78,8 +77,7 @@ def test_a_failed_eviction_is_tried_again_by_the_next_round() -> None:
     cluster = _cluster()
     _round(cluster, NOW)
     cluster.fail_next("evict_pod")
-    with pytest.raises(ApiDown):
-        _round(cluster, NOW + 3)
+    _round(cluster, NOW + 3)  # the failure stays with b4: set aside, no raise
     assert "ns/b4" in cluster.pods and NOTICE in cluster.pods["ns/b4"]["metadata"]["annotations"]
     _round(cluster, NOW + 4)
     assert "ns/b4" not in cluster.pods

@@ -10,19 +10,24 @@ Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide
 - GpuQuota status: used, borrowed, lent, pods, queued and the head of the queue, and the
   budget's standing (`controllers.budget`: metered from the GpuLeases every round, the meter the
   admission decision uses, so a spent budget blocks or admits as preemptible).
-Nothing is remembered between rounds. The round's reads and plan (`AdmissionRound`) go on to the
-reclaim reconciler, which decides over the same snapshot and the same quota decision.
+Nothing is remembered between rounds but the objects set aside (`controllers.contain`): a pod,
+GpuQuota, Node or GpuNode that cannot be read, a tenant whose plan raises (the plan is per
+tenant, so the other tenants are planned without it; cohort borrowing sees the cohort less that
+tenant), a pod or GpuQuota whose write fails: each is set aside with a ReconcileFailed event and
+retried with backoff while the round goes on for the others. The round's reads and plan
+(`AdmissionRound`) go on to the reclaim reconciler, which decides over the same snapshot and the
+same quota decision.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.adapters.wire.json_pointer import escape
@@ -38,7 +43,8 @@ from gpupool.controllers.admission.plan import (
 )
 from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.controllers.budget.status import budget_status_json
-from gpupool.controllers.reads import read_leases
+from gpupool.controllers.contain import Containment, quota_ref
+from gpupool.controllers.reads import READ, decode_leases, decode_pods
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi, Json
@@ -51,6 +57,8 @@ from gpupool.state.nodes import node_of
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.admission")
+
+LOOP = "admission+reclaim"
 
 QUEUE_STATUS_ITEMS = 100
 NOT_ADMITTABLE = ("REJECTED", "NO_QUOTA", "UNREADABLE", "GANG_CONFLICT")
@@ -111,15 +119,38 @@ def quota_status(status: TenantStatus, generation: int | None) -> Json:
     return out
 
 
-def read_quotas(objects: list[Json]) -> tuple[list[TenantQuota], dict[str, str]]:
-    quotas: list[TenantQuota] = []
-    problems: dict[str, str] = {}
+def _quota_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _quota_or_problem(obj: Json) -> TenantQuota | str:
+    """The quota, or why it is invalid (a GpupoolError: shown on the tenant's pods); any other
+    error raises (the quota is set aside)."""
+    try:
+        return read_quota(obj)
+    except GpupoolError as err:
+        return f"GpuQuota {_quota_name(obj)!r} is invalid, so nothing is admitted: {err}"
+
+
+def read_quotas(
+    objects: list[Json], contain: Containment | None = None, now: float = 0.0
+) -> tuple[list[TenantQuota], dict[str, str]]:
+    """The quotas that read, and the problem of each that does not (its tenant admits
+    nothing). With `contain`, a quota whose reader fails other than as invalid is set aside."""
+    if contain is None:
+        read = [(_quota_or_problem(obj), obj) for obj in objects]
+    else:
+        read = contain.decode(READ, "GpuQuota", objects, _quota_or_problem, now)
+    quotas = [q for q, _ in read if isinstance(q, TenantQuota)]
+    problems = {_quota_name(obj): q for q, obj in read if isinstance(q, str)}
+    got = {_quota_name(obj) for _, obj in read}
     for obj in objects:
-        name = str((obj.get("metadata") or {}).get("name") or "")
-        try:
-            quotas.append(read_quota(obj))
-        except GpupoolError as err:
-            problems[name] = f"GpuQuota {name!r} is invalid, so nothing is admitted: {err}"
+        name = _quota_name(obj)
+        if name not in got:
+            problems[name] = (
+                f"GpuQuota {name!r} could not be read, so nothing is admitted for now (its "
+                f"ReconcileFailed event says why)"
+            )
     return quotas, problems
 
 
@@ -143,63 +174,92 @@ class AdmissionReconciler:
         clock: Clock,
         *,
         mode: FifoMode = FifoMode.BEST_EFFORT,
+        contain: Containment | None = None,
     ) -> None:
         self.api = api
         self.clock = clock
         self.mode = mode
+        self.contain = contain if contain is not None else Containment(LOOP, api)
 
     async def reconcile(self) -> AdmissionRound:
-        pods = await self.api.tenant_pods()
-        quota_objects = await self.api.quotas()
-        leases = read_leases(await self.api.leases(), log)
         now = self.clock()
-        quotas, problems = read_quotas(quota_objects)
-        views = mark_borrowed([read_pod(p) for p in pods], leases)
-        raw = {v.key: p for v, p in zip(views, pods, strict=True)}
-        budgets = plan_budgets(quotas, leases, now)
-        cards = await self._cards()
-        plan = plan_admission(
-            views,
-            quotas,
-            now,
-            default_tenant=names.DEFAULT_TENANT,
-            mode=self.mode,
-            meter=budgets.meter,
-            quota_problems=problems,
-            card_sizes=card_sizes_of(cards),
-        )
+        try:
+            return await self._reconcile(now)
+        finally:
+            await self.contain.report(now)
+
+    async def _reconcile(self, now: float) -> AdmissionRound:
+        contain = self.contain
+        read = decode_pods(contain, await self.api.tenant_pods(), now)
+        quota_objects = await self.api.quotas()
+        leases = decode_leases(contain, await self.api.leases(), now)
+        quotas, problems = read_quotas(quota_objects, contain, now)
+        views = mark_borrowed([v for v, _ in read], leases)
+        raw = {v.key: p for v, (_, p) in zip(views, read, strict=True)}
+        budgets = contain.plan(
+            "budget", "GpuQuota", quotas, lambda q: q.name,
+            lambda some: plan_budgets(some, leases, now), now, lambda q: quota_ref(q.name),
+        )  # fmt: skip
+        sizes = card_sizes_of(await self._cards(now))
+        tenants = sorted({q.name for q in quotas} | set(problems) | {v.tenant for v in views})
+
+        def plan_for(some: Sequence[str]) -> AdmissionPlan:
+            chosen = set(some)
+            return plan_admission(
+                [v for v in views if v.tenant in chosen],
+                [q for q in quotas if q.name in chosen],
+                now,
+                default_tenant=names.DEFAULT_TENANT,
+                mode=self.mode,
+                meter=budgets.meter,
+                quota_problems={t: p for t, p in problems.items() if t in chosen},
+                card_sizes=sizes,
+            )
+
+        # One plan over every tenant (cohorts borrow across them); a tenant whose plan raises
+        # is set aside and the others are planned without it.
+        plan = contain.plan("plan", "GpuQuota", tenants, str, plan_for, now, quota_ref)
         stamp = format_time(now)
         for admit in plan.admit:
             pod = raw[admit.pod.key]
-            if await self.api.patch_pod(
-                admit.pod.namespace, admit.pod.name, admit_patch(pod, admit, now), json_patch=True
-            ):
-                log.info("admitted %s: %s", admit.pod.key, admit.reason)
-                await self.api.event(pod, "Admitted", admit.reason, now_rfc3339=stamp)
+            await contain.handle("admit", "Pod", pod, partial(self._admit, pod, admit, now, stamp),
+                                 now)  # fmt: skip
         for queued in plan.queued:
-            await self._show(raw[queued.pod.key], queued, stamp)
-        generations = {
-            str(q["metadata"]["name"]): q["metadata"].get("generation") for q in quota_objects
-        }
-        current = {str(q["metadata"]["name"]): q.get("status") or {} for q in quota_objects}
+            pod = raw[queued.pod.key]
+            await contain.handle("queue", "Pod", pod, partial(self._show, pod, queued, stamp),
+                                 now)  # fmt: skip
+        generations = {_quota_name(q): (q.get("metadata") or {}).get("generation")
+                       for q in quota_objects}  # fmt: skip
+        current = {_quota_name(q): q.get("status") or {} for q in quota_objects}
+        by_name = {_quota_name(q): q for q in quota_objects}
         for tenant in plan.tenants:
             if tenant.tenant not in generations:
                 continue  # the implicit `default` tenant has no object to report on
             status = quota_status(tenant, generations[tenant.tenant])
             status |= budget_status_json(budgets.statuses.get(tenant.tenant))
             if not _same(current[tenant.tenant], status):
-                await self.api.patch_quota_status(tenant.tenant, status)
+                await contain.handle("status", "GpuQuota", by_name[tenant.tenant],
+                                     partial(self.api.patch_quota_status, tenant.tenant, status),
+                                     now)  # fmt: skip
         return AdmissionRound(
             plan, tuple(views), raw, tuple(leases), tuple(quotas), now, budgets.statuses
         )
 
-    async def _cards(self) -> list[Gpu]:
-        """The cluster's cards (a node whose cards cannot be read adds none)."""
-        gpunodes = {g.name: g for g in map(read_gpu_node, await self.api.gpu_nodes())}
+    async def _admit(self, pod: Json, admit: AdmitPod, now: float, stamp: str) -> None:
+        if await self.api.patch_pod(
+            admit.pod.namespace, admit.pod.name, admit_patch(pod, admit, now), json_patch=True
+        ):
+            log.info("admitted %s: %s", admit.pod.key, admit.reason)
+            await self.api.event(pod, "Admitted", admit.reason, now_rfc3339=stamp)
+
+    async def _cards(self, now: float) -> list[Gpu]:
+        """The cluster's cards (a node whose cards cannot be read adds none; a Node or GpuNode
+        that cannot be decoded is set aside)."""
+        read = self.contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), read_gpu_node, now)
+        gpunodes = {g.name: g for g, _ in read}
         cards: list[Gpu] = []
-        for obj in await self.api.nodes():
+        for node, _ in self.contain.decode(READ, "Node", await self.api.nodes(), read_node, now):
             try:
-                node = read_node(obj)
                 cards.extend(node_of(node, gpunodes.get(node.name)).gpus)
             except GpupoolError:
                 continue

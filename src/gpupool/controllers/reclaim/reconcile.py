@@ -5,25 +5,35 @@ and `apply_reclaim` writes it:
 notices (annotation `gpupool.io/reclaim-notice` + event), evictions through the Eviction API
 (PodDisruptionBudgets honoured; a 429 retried every round), the eviction record and room hold on
 the victim's GpuLease (`status.reclaim`), withdrawals and ended holds. See `reclaim.plan` for the
-rules. A write that fails raises and ends the round; the next round plans it again (notices and
-deadlines are kept on the pods, so nothing is lost).
+rules. A write that fails sets that pod (or lease) aside with a ReconcileFailed event and the
+others go on (`controllers.contain`); the next round plans it again once its backoff is over
+(notices and deadlines are kept on the pods, so nothing is lost).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.controllers.admission.reconcile import AdmissionRound
+from gpupool.controllers.admission.reconcile import LOOP, AdmissionRound
+from gpupool.controllers.contain import Containment, run_one
 from gpupool.controllers.reclaim.notices import (
     evict_noticed,
     give_notice,
     notice_patch,
     withdraw_patch,
 )
-from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound, plan_reclaim_round
+from gpupool.controllers.reclaim.plan import (
+    EndHold,
+    EvictPod,
+    NoticePod,
+    ReclaimRound,
+    WithdrawNotice,
+    plan_reclaim_round,
+)
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
 from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
@@ -37,9 +47,15 @@ __all__ = ["ReclaimReconciler", "apply_reclaim", "notice_patch", "reclaim_record
 class ReclaimReconciler:
     """Runs after the admission round, over its reads and its plan (`AdmissionRound`)."""
 
-    def __init__(self, api: ClusterApi, outcomes: Outcomes | None = None) -> None:
+    def __init__(
+        self,
+        api: ClusterApi,
+        outcomes: Outcomes | None = None,
+        contain: Containment | None = None,
+    ) -> None:
         self.api = api
         self.outcomes = outcomes
+        self.contain = contain if contain is not None else Containment(LOOP, api)
 
     async def reconcile(self, admission: AdmissionRound) -> ReclaimRound:
         views = admission.pods
@@ -52,7 +68,10 @@ class ReclaimReconciler:
         now = admission.now
         holds = {le.key: le.room_hold for le in admission.leases if le.room_hold is not None}
         plan = plan_reclaim_round(admission.plan, views, now, placement=placement, holds=holds)
-        await apply_reclaim(self.api, plan, admission.raw, now, self.outcomes)
+        try:
+            await apply_reclaim(self.api, plan, admission.raw, now, self.outcomes, self.contain)
+        finally:
+            await self.contain.report(now)
         return plan
 
 
@@ -103,18 +122,22 @@ async def apply_reclaim(
     raw: Mapping[str, Json],
     now: float,
     outcomes: Outcomes | None = None,
+    contain: Containment | None = None,
 ) -> None:
     """Write one round's plan: notices (annotation + event), evictions (each evicted pod's
     GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds;
-    `outcomes` hears of each notice given and each eviction done."""
+    `outcomes` hears of each notice given and each eviction done; `contain`: one pod's or
+    lease's failed write fails only that object."""
     stamp = format_time(now)
-    for item in plan.notices:
+
+    async def notice(item: NoticePod) -> None:
         given = await give_notice(
             api, raw[item.pod.key], item.pod, item.notice, item.message, stamp
         )
         if given and outcomes is not None:
             outcomes.noticed(reclaim_reason(item.notice))
-    for eviction in plan.evictions:
+
+    async def evict(eviction: EvictPod) -> None:
         pod = raw[eviction.pod.key]
         why = f"reclaim for tenant {eviction.notice.claimant}"
         if await evict_noticed(api, pod, eviction.pod, eviction.notice, stamp, blocked_why=why):
@@ -123,7 +146,8 @@ async def apply_reclaim(
             if outcomes is not None:
                 outcomes.evicted(reclaim_reason(eviction.notice))
             await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
-    for withdrawal in plan.withdrawals:
+
+    async def withdraw(withdrawal: WithdrawNotice) -> None:
         pod = raw[withdrawal.pod.key]
         if await api.patch_pod(
             withdrawal.pod.namespace,
@@ -133,7 +157,21 @@ async def apply_reclaim(
         ):
             log.info("reclaim notice on %s withdrawn", withdrawal.pod.key)
             await api.event(pod, "ReclaimWithdrawn", withdrawal.message, now_rfc3339=stamp)
-    for end in plan.ended_holds:
+
+    async def end_hold(end: EndHold) -> None:
         namespace, _, name = end.lease_key.partition("/")
         if await api.patch_lease_status(namespace, name, {"reclaim": {"holdUntil": None}}):
             log.info("room hold on GpuLease %s ended: %s", end.lease_key, end.message)
+
+    for item in plan.notices:
+        await run_one(contain, "reclaim", "Pod", raw[item.pod.key], partial(notice, item), now)
+    for eviction in plan.evictions:
+        await run_one(contain, "reclaim", "Pod", raw[eviction.pod.key], partial(evict, eviction),
+                      now)  # fmt: skip
+    for withdrawal in plan.withdrawals:
+        await run_one(contain, "reclaim", "Pod", raw[withdrawal.pod.key],
+                      partial(withdraw, withdrawal), now)  # fmt: skip
+    for end in plan.ended_holds:
+        namespace, _, name = end.lease_key.partition("/")
+        ref = {"metadata": {"name": name, "namespace": namespace}}
+        await run_one(contain, "reclaim", "GpuLease", ref, partial(end_hold, end), now)
