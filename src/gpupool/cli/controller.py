@@ -35,6 +35,7 @@ from gpupool.cli.daemon import (
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.autoscale.reconcile import INTERVAL_S, AutoscaleReconciler
 from gpupool.controllers.budget.drain_reconcile import BudgetDrainReconciler
+from gpupool.controllers.contain import Containment
 from gpupool.controllers.defrag.reconcile import DefragReconciler
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
@@ -182,7 +183,14 @@ def run(args: argparse.Namespace) -> int:
             may_write=elector.is_leader if elector else None,
         )
         metrics = ControllerMetrics()  # also the reconcilers' Outcomes (notices, evictions)
-        admission = AdmissionReconciler(api, time.time, mode=FifoMode(args.fifo))
+
+        def contain(loop: str) -> Containment:  # one per loop: its set-aside objects, metrics
+            return Containment(loop, api, observer=metrics)
+
+        in_admission = contain("admission+reclaim")
+        admission = AdmissionReconciler(
+            api, time.time, mode=FifoMode(args.fifo), contain=in_admission
+        )
         leases = LeaseReconciler(
             api,
             time.time,
@@ -190,11 +198,17 @@ def run(args: argparse.Namespace) -> int:
             reserved_timeout_s=args.reserved_timeout,
             on_integrity=metrics.record_integrity,
             outcomes=metrics,
+            contain=contain("leases"),
         )
         nodes = NodeHealthReconciler(
-            api, time.time, suspect_s=args.suspect_after, lost_s=args.lost_after, outcomes=metrics
+            api,
+            time.time,
+            suspect_s=args.suspect_after,
+            lost_s=args.lost_after,
+            outcomes=metrics,
+            contain=contain("node-health"),
         )
-        reclaim = ReclaimReconciler(api, metrics)
+        reclaim = ReclaimReconciler(api, metrics, contain=in_admission)
         session = aiohttp.ClientSession()
         source = (
             PrometheusSource(session, args.autoscale_prometheus)
@@ -202,9 +216,10 @@ def run(args: argparse.Namespace) -> int:
             else AgentScrapeSource(session, args.autoscale_agent_url)
         )
         autoscale = AutoscaleReconciler(
-            api, api, source, time.time, interval_s=args.autoscale_interval
-        )
-        drain = BudgetDrainReconciler(api, metrics)
+            api, api, source, time.time, interval_s=args.autoscale_interval,
+            contain=contain("autoscale"),
+        )  # fmt: skip
+        drain = BudgetDrainReconciler(api, metrics, contain=in_admission)
         observer = MetricsObserver(api, metrics)
         defrag = DefragReconciler(api, time.time, DefragMetrics(metrics.registry))
         pools = PoolStatusReconciler(api)
@@ -226,8 +241,11 @@ def run(args: argparse.Namespace) -> int:
                     raise
                 except Exception:
                     log.exception("writing GpuPool status from this round failed")
-            await reclaim.reconcile(round_)
-            await drain.reconcile(round_)  # spent `drain` budgets: notices, evictions
+            # Reclaim's failure as a whole does not stop the drain (each contains its pods).
+            try:
+                await reclaim.reconcile(round_)
+            finally:
+                await drain.reconcile(round_)  # spent `drain` budgets: notices, evictions
 
         election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:
@@ -244,6 +262,8 @@ def run(args: argparse.Namespace) -> int:
                 watch=api.watch_changes,
                 leading=elector.is_leader if elector else None,
                 wake=elected,
+                observer=metrics,
+                monotonic=time.monotonic,
             )
         finally:
             if election is not None:
