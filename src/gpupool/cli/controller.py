@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         drain = BudgetDrainReconciler(api, metrics, contain=in_admission)
         observer = MetricsObserver(api, metrics)
         defrag = DefragReconciler(api, time.time, DefragMetrics(metrics.registry))
-        pools = PoolStatusReconciler(api)
+        pools = PoolStatusReconciler(api, contain=in_admission)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 
         async def admission_then_reclaim() -> None:

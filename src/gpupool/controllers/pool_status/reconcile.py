@@ -4,18 +4,22 @@ condition replaces only itself among the conditions, so another writer's stay).
 
 Runs after the admission round and the /metrics reading (`controllers.observe`), over the same
 cards, so `kubectl get gpupool` and Prometheus show one set of numbers. A GpuPool whose spec
-cannot be read gets a `CardsFragmented` condition of status Unknown saying why.
+cannot be read gets a `CardsFragmented` condition of status Unknown saying why. Given the loop's
+`Containment`, one GpuPool whose status fails (its plan or its write) is set aside with a
+ReconcileFailed event and the other pools go on.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.controller import CardReading
+from gpupool.controllers.contain import Containment, run_one
 from gpupool.controllers.pool_status.plan import CONDITION, PoolCard, PoolStatus, pool_status
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.units import format_bytes
@@ -60,8 +64,9 @@ def _changed(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
 
 class PoolStatusReconciler:
-    def __init__(self, api: PoolStatusApi) -> None:
+    def __init__(self, api: PoolStatusApi, contain: Containment | None = None) -> None:
         self.api = api
+        self.contain = contain
 
     async def reconcile(self, cards: Sequence[CardReading], now: float) -> tuple[PoolStatus, ...]:
         pools = await self.api.gpu_pools()
@@ -80,8 +85,9 @@ class PoolStatusReconciler:
             for c in cards
         ]  # fmt: skip
         stamp = format_time(now)
-        done = []
-        for obj in pools:
+        done: list[PoolStatus] = []
+
+        async def one(obj: Json) -> None:
             current = obj.get("status") or {}
             conditions = [c for c in current.get("conditions") or () if isinstance(c, dict)]
             old = next((c for c in conditions if c.get("type") == CONDITION), None)
@@ -102,9 +108,16 @@ class PoolStatusReconciler:
                     state, status.reason, status.message, status.generation, stamp, old
                 )
             if not _changed(current, wanted) and old is not None and not _changed(old, cond):
-                continue
+                return
             patch = {**wanted, "conditions": [*others, cond]}
             written = await self.api.patch_gpu_pool_status(name, patch)
             if written and cond["status"] != (old or {}).get("status"):
                 log.info("GpuPool %s: %s %s: %s", name, CONDITION, cond["status"], cond["message"])
+
+        try:
+            for obj in pools:
+                await run_one(self.contain, "pool-status", "GpuPool", obj, partial(one, obj), now)
+        finally:
+            if self.contain is not None:
+                await self.contain.report(now)
         return tuple(done)
