@@ -11,6 +11,11 @@ class InvalidQuantity(GpupoolError):
     """A size such as `12Gi` could not be parsed, or is not positive."""
 
 
+class QuantityOutOfRange(InvalidQuantity):
+    """A quantity is beyond what gpupool reads (`domain.bounds`): too long, its exponent too
+    large, or its magnitude above what Kubernetes holds. The message names the bound."""
+
+
 class UnknownGpuModel(GpupoolError):
     """A GPU model name is not in the catalogue."""
 

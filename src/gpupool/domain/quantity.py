@@ -15,7 +15,7 @@ import re
 from fractions import Fraction
 
 from gpupool.domain.bounds import MAX_EXPONENT, MAX_QUANTITY, MAX_SETTING_CHARS
-from gpupool.domain.errors import InvalidQuantity
+from gpupool.domain.errors import InvalidQuantity, QuantityOutOfRange
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -37,7 +37,7 @@ _QUANTITY = re.compile(
 
 def _within(amount: Fraction, what: str, value: object) -> Fraction:
     if abs(amount) > MAX_QUANTITY:
-        raise InvalidQuantity(
+        raise QuantityOutOfRange(
             f"{what} is beyond the largest quantity Kubernetes holds (2^63-1, about 9.2E, "
             f"9223372036854775807); got {_shown(value)}: write a smaller quantity such as 12Gi"
         )
@@ -62,7 +62,7 @@ def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
     if not isinstance(value, str):
         raise InvalidQuantity(f"{what} must be a quantity such as 12Gi; got {value!r}")
     if len(value) > MAX_SETTING_CHARS:
-        raise InvalidQuantity(
+        raise QuantityOutOfRange(
             f"{what} is {len(value)} characters long; a quantity has at most "
             f"{MAX_SETTING_CHARS}, such as 12Gi; got {_shown(value)}"
         )
@@ -76,7 +76,7 @@ def parse_quantity(value: object, *, what: str = "quantity") -> Fraction:
     elif suffix[:1] in ("e", "E"):
         exponent = int(suffix[1:])
         if abs(exponent) > MAX_EXPONENT:
-            raise InvalidQuantity(
+            raise QuantityOutOfRange(
                 f"{what} has the exponent {suffix}; gpupool reads exponents from "
                 f"e-{MAX_EXPONENT} to e{MAX_EXPONENT} (Kubernetes holds no quantity above "
                 f'2^63-1, about 9.2E); got "{value}": write a quantity such as 12Gi'

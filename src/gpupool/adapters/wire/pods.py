@@ -19,6 +19,7 @@ from gpupool.adapters.wire import names
 from gpupool.domain.errors import (
     InvalidQuantity,
     InvalidRequest,
+    QuantityOutOfRange,
     RequestExceedsCluster,
 )
 from gpupool.domain.models import CATALOGUE, get_model, parse_model_list
@@ -77,7 +78,9 @@ def _memory(value: object, where: str) -> int:
         f'{where}{names.RES_GPU_MEMORY} must be a positive quantity such as 12Gi; got "{value}"'
     )
     try:
-        amount = parse_quantity(value, what=names.RES_GPU_MEMORY)
+        amount = parse_quantity(value, what=f"{where}{names.RES_GPU_MEMORY}")
+    except QuantityOutOfRange:
+        raise
     except InvalidQuantity:
         raise InvalidQuantity(problem) from None
     if amount <= 0:
@@ -99,6 +102,8 @@ def whole_number(value: object, name: str, low: int, high: int, example: str, wh
     )
     try:
         amount = parse_quantity(value, what=name)
+    except QuantityOutOfRange:
+        raise InvalidRequest(f"{problem} (beyond the largest quantity gpupool reads)") from None
     except InvalidQuantity:
         raise InvalidRequest(problem) from None
     if amount.denominator != 1 or not low <= amount <= high:

@@ -24,7 +24,7 @@ from gpupool.domain.bounds import (
     MAX_QUOTA_PODS,
     MAX_SETTING_CHARS,
 )
-from gpupool.domain.errors import InvalidQuantity, InvalidQuota
+from gpupool.domain.errors import InvalidQuantity, InvalidQuota, QuantityOutOfRange
 from gpupool.domain.quantity import parse_quantity
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.resource import Resource
@@ -41,6 +41,8 @@ def _amount(spec: Mapping[str, Any], field: str, resource: Resource, who: str) -
     example = "80Gi" if resource is Resource.GPU_MEMORY else "4 or 500m"
     try:
         amount = parse_quantity(value, what=f"{who}: spec.{field}")
+    except QuantityOutOfRange as err:
+        raise InvalidQuota(str(err)) from None
     except InvalidQuantity:
         raise InvalidQuota(
             f'{who}: spec.{field} must be a quantity such as {example}; got "{value}"'
@@ -78,6 +80,8 @@ def _milli_gpus(spec: Mapping[str, Any], field: str, who: str) -> int | None:
         return None
     try:
         amount = parse_quantity(value, what=f"{who}: spec.{field}") * 1000
+    except QuantityOutOfRange as err:
+        raise InvalidQuota(str(err)) from None
     except InvalidQuantity:
         raise InvalidQuota(
             f'{who}: spec.{field} must be a number of GPUs such as 2 or 1500m; got "{value}"'
