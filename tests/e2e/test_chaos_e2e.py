@@ -500,7 +500,7 @@ def test_a_pod_refused_before_a_release_lands_once_the_lease_is_released(chaos: 
          "metadata": {"name": ns, "labels": {"gpupool.io/e2e-chaos": f"{SEED}"}}},
     )  # fmt: skip
     path = f"/api/v1/namespaces/{ns}/pods"
-    limits = {"gpupool.io/gpu": "2", "gpupool.io/gpu-memory": "8Gi"}
+    limits = {"gpupool.io/gpu": "2"}  # two whole cards (with gpu-memory: a slice on each)
 
     def pod(name: str) -> dict[str, Any]:
         return pod_json(name, limits=limits, hostname="gpu-node-0", grace_s=0)
