@@ -21,6 +21,7 @@ from support.real_node import (
     RealNode,
     check_a_deployments_pod_runs_with_its_limit,
     check_a_pod_whose_lease_is_gone_is_refused_and_replaced,
+    check_a_slice_on_each_of_two_cards,
     check_down_leaves_nothing_behind,
     check_pods_on_two_cards_each_see_their_own_card,
     check_pods_see_their_own_limits,
@@ -109,6 +110,10 @@ def test_a_deployments_12gi_pod_runs_on_the_real_node_and_sees_12gi(real: RealNo
 
 def test_two_more_pods_each_see_their_own_limit(real: RealNode) -> None:
     check_pods_see_their_own_limits(real, "probe-two", {"small": 8, "large": 20})
+
+
+def test_a_slice_on_each_of_two_cards_shows_as_two_capped_cards(real: RealNode) -> None:
+    check_a_slice_on_each_of_two_cards(real, "probe-multi")
 
 
 def test_a_pod_whose_lease_is_gone_is_refused_by_allocate_and_placed_again(

@@ -126,8 +126,12 @@ def create_namespace(api: KubeApi, name: str) -> str:
     return name
 
 
-def probe_deployment(name: str, memory: str) -> dict[str, Any]:
-    """What a user writes: a Deployment whose container asks for gpupool.io/gpu-memory."""
+def probe_deployment(name: str, memory: str, gpus: int = 1) -> dict[str, Any]:
+    """What a user writes: a Deployment whose container asks for gpupool.io/gpu-memory (on each
+    of `gpus` cards when more than one)."""
+    limits = {"gpupool.io/gpu-memory": memory}
+    if gpus > 1:
+        limits["gpupool.io/gpu"] = str(gpus)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -145,7 +149,7 @@ def probe_deployment(name: str, memory: str) -> dict[str, Any]:
                             "name": "probe",
                             "image": PROBE_IMAGE,
                             "imagePullPolicy": "Never",
-                            "resources": {"limits": {"gpupool.io/gpu-memory": memory}},
+                            "resources": {"limits": limits},
                         }
                     ],
                 },
@@ -234,6 +238,39 @@ def check_pods_on_two_cards_each_see_their_own_card(real: RealNode, ns: str) -> 
     real.api.delete(f"/api/v1/namespaces/{ns}")
     # gone with its pods and their GpuLeases (namespaced: the namespace controller deletes them)
     gone = poll_until(lambda: real.api.find(f"/api/v1/namespaces/{ns}") is None, timeout_s=120)
+    assert gone, f"namespace {ns} stayed:\n{real.logs()}"
+
+
+def check_a_slice_on_each_of_two_cards(real: RealNode, ns: str) -> None:
+    """A Deployment asking 12Gi on each of 2 cards (`gpupool.io/gpu: 2`): its pod runs with a
+    slice on both cards of the node, and in the container CUDA and NVML show both cards, each as
+    12 GiB, never 80 (the agent's limits file names both cards, the limiter caps each). The
+    namespace is deleted afterwards, giving the bytes back."""
+    api = real.api
+    create_namespace(api, ns)
+    api.create(f"/apis/apps/v1/namespaces/{ns}/deployments", probe_deployment("two", "12Gi", 2))
+    pod = poll_until(lambda: running_pod(api, ns, "two"), timeout_s=180, interval_s=0.5)
+    assert pod, f"the Deployment's pod never ran:\n{real.logs()}"
+    slices = read_pod(pod).allocation
+    assert sorted(s.uuid for s in slices) == sorted([driver_uuid(0), driver_uuid(1)]), slices
+    assert [s.size_bytes for s in slices] == [12 * GiB] * 2
+    name = pod["metadata"]["name"]
+    out = poll_until(lambda: real.probe_output(ns, name), timeout_s=60, interval_s=0.5)
+    assert out, f"no probe output:\n{real.kubectl('-n', ns, 'logs', name)}"
+    # per API, device index -> (uuid, total) as the container sees them
+    seen: dict[str, dict[str, tuple[str, str]]] = {"cuda:": {}, "nvml:": {}}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 6 and words[0] in seen and words[1] == "device" and words[4] == "total":
+            seen[words[0]][words[2]] = (words[3], words[5])
+    cards = {s.uuid for s in slices}
+    for api_name, devices in seen.items():
+        assert sorted(devices) == ["0", "1"], (api_name, out)
+        assert {uuid for uuid, _ in devices.values()} == cards, (api_name, out)
+        assert {total for _, total in devices.values()} == {str(12 * GiB)}, (api_name, out)
+    assert str(CARD_BYTES) not in out  # the whole card never shows through
+    api.delete(f"/api/v1/namespaces/{ns}")
+    gone = poll_until(lambda: api.find(f"/api/v1/namespaces/{ns}") is None, timeout_s=120)
     assert gone, f"namespace {ns} stayed:\n{real.logs()}"
 
 
