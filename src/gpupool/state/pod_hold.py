@@ -9,21 +9,31 @@ and the extender counts it as held until then (the union of leases and bound pod
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Mapping
+
+from gpupool.domain.errors import GpupoolError
 from gpupool.quota.lease import LeasePhase
+from gpupool.quota.resource import Resource, held_amount
 from gpupool.state.lease import LeaseRecord, PodRef
 from gpupool.state.pods import PodView
 
 
-def held_by(pod: PodView) -> LeaseRecord | None:
-    """The lease the bind made for `pod`, as its annotations describe it (named after its uid,
-    amounts from its admitted record, else its bytes); None when it holds nothing readable (not
-    bound, finished, asks for no GPU, no or an unreadable allocation)."""
+def held_by(pod: PodView, card_bytes: Mapping[str, int] | None = None) -> LeaseRecord | None:
+    """The lease the bind made for `pod`, as its annotations describe it (named after its uid),
+    charged what its slices hold in its admitted record's resource, as the bind charges it
+    (`card_bytes`: card uuid -> bytes the card offers slices, needed for milli-GPU; without the
+    card's size, the admitted amount); None when it holds nothing readable (not bound, finished,
+    asks for no GPU, no or an unreadable allocation)."""
     if pod.node is None or pod.request is None or pod.terminal or not pod.allocation:
         return None
     mark = pod.admitted
     resource, amount = "gpu-memory", sum(s.size_bytes for s in pod.allocation)
     if mark is not None and mark.resource is not None and mark.amount is not None:
         resource, amount = mark.resource, mark.amount
+        with contextlib.suppress(GpupoolError):  # a resource gpupool does not know: as admitted
+            held = held_amount(pod.allocation, Resource.parse(resource), card_bytes or {})
+            amount = amount if held is None else held
     return LeaseRecord(
         name=pod.uid,
         namespace=pod.namespace,

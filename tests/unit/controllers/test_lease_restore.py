@@ -59,6 +59,28 @@ def test_a_running_pod_without_a_lease_gets_it_back_from_its_allocation() -> Non
     assert "made again from its gpupool.io/allocation" in restore.message
 
 
+def test_a_restored_lease_is_charged_what_it_holds() -> None:
+    # admitted for 500m of a smaller card (the most it could take); it holds 16Gi of a 72Gi card
+    mark = json.dumps({"at": "2026-01-01T00:00:00Z", "borrowed": 0, "preemptible": False,
+                       "resource": "gpu", "amount": 500})  # fmt: skip
+    pod = running("m", 0, 16)
+    pod["metadata"]["annotations"]["gpupool.io/admitted"] = mark
+    cards = {"GPU-n1-0": 72 * GiB}
+    [restore] = plan_restores([], [read_pod(pod)], cards).restore
+    assert (restore.lease.resource, restore.lease.amount) == ("gpu", 223)  # 16/72, rounded up
+    # without the card's size the milli share is unknown: the admitted amount stands
+    [unsized] = plan_restores([], [read_pod(pod)]).restore
+    assert unsized.lease.amount == 500
+    # in bytes no card size is needed: the slice's bytes
+    bytes_mark = json.dumps({"at": "2026-01-01T00:00:00Z", "borrowed": 0,
+                             "preemptible": False, "resource": "gpu-memory",
+                             "amount": 72 * GiB})  # fmt: skip
+    whole = running("b", 0, 16)
+    whole["metadata"]["annotations"]["gpupool.io/admitted"] = bytes_mark
+    [in_bytes] = plan_restores([], [read_pod(whole)]).restore
+    assert in_bytes.lease.amount == 16 * GiB
+
+
 def test_a_pod_with_a_lease_in_any_phase_is_left_to_the_lifecycle() -> None:
     pod = running("a")
     for phase in (None, "Active", "Released"):

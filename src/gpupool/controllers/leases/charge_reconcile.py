@@ -31,6 +31,7 @@ from gpupool.controllers.leases.charge_audit import (
 from gpupool.ports import ClusterApi, Json
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.nodes import GpuNodeObject
 
 log = logging.getLogger("gpupool.controller.charges")
 
@@ -46,15 +47,20 @@ def lease_object(raw: Mapping[str, object], lease: LeaseRecord) -> Json:
     }
 
 
-def audit_of(leases: Iterable[LeaseRecord], gpunodes: Iterable[Json]) -> ChargeAudit:
-    """The pure decision over the API's GpuNodes (an unreadable one reports no cards)."""
+def readable_nodes(gpunodes: Iterable[Json] | None) -> list[GpuNodeObject]:
+    """The GpuNodes that can be read (an unreadable one reports no cards: logged, skipped)."""
     nodes = []
-    for obj in gpunodes:
+    for obj in gpunodes or ():
         try:
             nodes.append(read_gpu_node(obj))
         except InvalidObject as err:
             log.warning("charge audit: ignoring an unreadable GpuNode: %s", err)
-    return audit_charges(leases, card_sizes(nodes))
+    return nodes
+
+
+def audit_of(leases: Iterable[LeaseRecord], gpunodes: Iterable[Json]) -> ChargeAudit:
+    """The pure decision over the API's GpuNodes (an unreadable one reports no cards)."""
+    return audit_charges(leases, card_sizes(readable_nodes(gpunodes)))
 
 
 class ChargeReporter:

@@ -28,7 +28,8 @@ from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.contain import Containment, object_key
-from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of
+from gpupool.controllers.leases.charge_audit import card_sizes
+from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of, readable_nodes
 from gpupool.controllers.leases.expiry import plan_expiry
 from gpupool.controllers.leases.expiry_reconcile import apply_expiry
 from gpupool.controllers.leases.plan import (
@@ -180,8 +181,9 @@ class LeaseReconciler:
         raw_pods = [p for _, p in read]
         quotas = await self.api.quotas()
         budgets = _budgets(self.contain, quotas, now)
-        await self.restore(leases, pods, raw_pods)
-        await self.audit_charges(leases, raw_leases, raw_pods)
+        gpunodes = await self._gpu_nodes()
+        await self.restore(leases, pods, raw_pods, card_sizes(readable_nodes(gpunodes)))
+        await self.audit_charges(leases, raw_leases, raw_pods, gpunodes)
         by_uid = {p.uid: p for p in pods}
         plan = self._planned(leases, by_uid, now, frozenset(), budgets)
         if plan.unsure:  # pods outside the tenant list: look each up before declaring it gone
@@ -232,13 +234,30 @@ class LeaseReconciler:
                 lease.key, format_time(lease.start), lease.pod.key,
             )  # fmt: skip
 
-    async def audit_charges(
-        self, leases: list[LeaseRecord], raw_leases: list[Json], raw_pods: list[Json]
-    ) -> None:
-        """Report the live leases charged other than what they hold; a failure (the GpuNodes
-        cannot be read) is logged and the round goes on."""
+    async def _gpu_nodes(self) -> list[Json] | None:
+        """The GpuNodes (the cards' sizes), or None when they cannot be read this round (the
+        audit waits for the next; a restored lease is charged its admitted amount)."""
         try:
-            audit = audit_of(leases, await self.api.gpu_nodes())
+            return await self.api.gpu_nodes()
+        except (asyncio.CancelledError, NotLeader):
+            raise
+        except Exception:
+            log.exception("reading the GpuNodes failed; the charge audit waits for the next round")
+            return None
+
+    async def audit_charges(
+        self,
+        leases: list[LeaseRecord],
+        raw_leases: list[Json],
+        raw_pods: list[Json],
+        gpunodes: list[Json] | None,
+    ) -> None:
+        """Report the live leases charged other than what they hold; a failure is logged and
+        the round goes on."""
+        if gpunodes is None:
+            return
+        try:
+            audit = audit_of(leases, gpunodes)
             by_key = {
                 f"{(o.get('metadata') or {}).get('namespace')}/"
                 f"{(o.get('metadata') or {}).get('name')}": o
@@ -252,7 +271,11 @@ class LeaseReconciler:
             log.exception("auditing the leases' charges failed; retrying next round")
 
     async def restore(
-        self, leases: list[LeaseRecord], pods: list[PodView], raw: list[Json]
+        self,
+        leases: list[LeaseRecord],
+        pods: list[PodView],
+        raw: list[Json],
+        card_bytes: Mapping[str, int] | None = None,
     ) -> RestorePlan:
         """Make again the leases of bound pods that lost theirs; fence those it cannot trust.
         A pod whose handling fails is set aside; the others go on."""
@@ -265,7 +288,7 @@ class LeaseReconciler:
 
         plan = self.contain.plan(
             "restore", "Pod", pods, lambda p: p.key,
-            lambda some: plan_restores(leases, some), now, pod_obj,
+            lambda some: plan_restores(leases, some, card_bytes), now, pod_obj,
         )  # fmt: skip
         stamp = format_time(now)
         for pod in plan.unadmitted:

@@ -8,7 +8,8 @@ gpupool GPUs, not finished, with no GpuLease of its uid in any phase:
 
 - its `gpupool.io/allocation` (written by the bind together with the Binding, and only gpupool's
   identities may write it) names the slices it holds: the lease is made again from it
-  (`Restore`), with the amounts the pod's `gpupool.io/admitted` record gives, as the bind would;
+  (`Restore`), charged what its slices hold in its `gpupool.io/admitted` record's resource, as
+  the bind would;
 - the annotation is missing or unreadable, or its slices overlap the live leases of other pods
   (or of another restored pod) on the same card: it cannot be trusted, so nothing is restored
   from it; the pod is reported and fenced (`Fence`: deleted, since it holds bytes no record
@@ -25,7 +26,7 @@ was bound around the extender). They are reported, not stopped: the admission po
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.domain.allocations import Slice
@@ -95,8 +96,13 @@ def _holds_cards(pod: PodView) -> bool:
     return pod.node is not None and pod.request is not None and not pod.terminal
 
 
-def plan_restores(leases: Sequence[LeaseRecord], pods: Iterable[PodView]) -> RestorePlan:
-    """What to restore, fence and report this round (see the module docstring)."""
+def plan_restores(
+    leases: Sequence[LeaseRecord],
+    pods: Iterable[PodView],
+    card_bytes: Mapping[str, int] | None = None,
+) -> RestorePlan:
+    """What to restore, fence and report this round (see the module docstring); `card_bytes`
+    (card uuid -> bytes it offers slices) charges a restored lease what it holds in milli-GPU."""
     has_lease = {lease.pod.uid for lease in leases}
     taken: dict[Card, list[Range]] = {}
     for lease in leases:
@@ -127,7 +133,7 @@ def plan_restores(leases: Sequence[LeaseRecord], pods: Iterable[PodView]) -> Res
                 Fence(pod, f"its allocation overlaps a live lease on card {clash[1]} of {clash[0]}")
             )
             continue
-        made = held_by(pod)
+        made = held_by(pod, card_bytes)
         assert made is not None  # bound, a GPU pod, not finished, with an allocation
         for card, ranges in wanted.items():
             taken.setdefault(card, []).extend(ranges)
