@@ -115,6 +115,26 @@ class Profile:
                 )
 
         readiness.wait = wait  # type: ignore[assignment]
+        inner_progress = getattr(readiness, "wait_progress", None)
+        if inner_progress is not None:  # a count's wait (absent before it existed)
+
+            def wait_progress(*args: Any, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return inner_progress(*args, **kwargs)
+                finally:
+                    name = getattr(args[0], "name", "?") if args else "?"
+                    what = getattr(args[1], "what", "") if len(args) > 1 else ""
+                    self.waits.append(
+                        {
+                            "component": name,
+                            "counting": what,
+                            "start_s": round(start - self.t0, 2),
+                            "seconds": round(time.perf_counter() - start, 2),
+                        }
+                    )
+
+            readiness.wait_progress = wait_progress
         inner_request = KubeApi.request
 
         def request(api: KubeApi, method: str, path: str, *a: Any, **kw: Any) -> Any:
