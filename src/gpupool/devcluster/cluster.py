@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.devcluster import control_plane, gpupool_layer, processes, readiness
-from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.apiclient import Connection, KubeApi
 from gpupool.devcluster.binaries import Binaries
 from gpupool.devcluster.certs import generate_pki, issue_client
 from gpupool.devcluster.errors import (
@@ -93,20 +94,33 @@ CREATE_WORKERS = 8
 def create_nodes(
     api: KubeApi, nodes: Sequence[FakeNodeSpec], workers: int = CREATE_WORKERS
 ) -> None:
-    """Create the fake nodes, `workers` requests at a time; the first error is raised."""
-    if len(nodes) <= 1 or workers <= 1:
-        for node in nodes:
-            api.create("/api/v1/nodes", build_node(node))
-        return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create-node") as pool:
-        futures = [pool.submit(api.create, "/api/v1/nodes", build_node(node)) for node in nodes]
-        try:
-            for future in futures:
-                future.result()
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    """Create the fake nodes, `workers` requests at a time, each worker on one kept-alive
+    connection; the first error is raised."""
+    local = threading.local()
+    opened: list[Connection] = []
+    lock = threading.Lock()
+
+    def create(node: FakeNodeSpec) -> None:
+        conn: Connection | None = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = api.connection()
+            with lock:
+                opened.append(conn)
+        conn.create("/api/v1/nodes", build_node(node))
+
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create-node") as pool:
+            futures = [pool.submit(create, node) for node in nodes]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        for conn in opened:
+            conn.close()
 
 
 def _file_stem(user: str) -> str:
