@@ -116,7 +116,7 @@ class Profile:
                     }
                 )
 
-        readiness.wait = wait  # type: ignore[assignment]
+        readiness.wait = wait
         inner_progress = getattr(readiness, "wait_progress", None)
         if inner_progress is not None:  # a count's wait (absent before it existed)
 
@@ -147,7 +147,7 @@ class Profile:
                 if method == "POST" and path == "/api/v1/nodes":
                     self.node_creates.append((start, time.perf_counter()))
 
-        KubeApi.request = request  # type: ignore[method-assign]
+        KubeApi.request = request  # type: ignore[method-assign,assignment]
         inner_create = getattr(cluster_module, "create_nodes", None)
         if inner_create is not None:  # the concurrent creates (absent before they existed)
 
@@ -190,7 +190,7 @@ def install_audit(policy_dir: Path) -> Path:
             "--audit-log-maxsize=0",
         ]
 
-    control_plane.apiserver_argv = argv  # type: ignore[assignment]
+    control_plane.apiserver_argv = argv
     return log
 
 
@@ -264,7 +264,7 @@ def main() -> None:
         nodes=tuple(nodes),
         gpupool=None if args.bare else GpupoolSpec(),
         real_node=RealNodeSpec(parse_gpu_spec(DEFAULT_GPUS)) if args.real_node else None,
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
     up_s: list[float] = []
     down_s: list[float] = []

@@ -3,6 +3,7 @@ given readings and a clock, when a wait gives up and what it says."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from gpupool.devcluster.processes import ProcessRecord
 
 
 def run(
-    readings: list[Reading | None], times: list[float], allowance: Allowance, items: int
+    readings: Sequence[Reading | None], times: Sequence[float], allowance: Allowance, items: int
 ) -> tuple[Verdict, ProgressWatch, float]:
     watch = ProgressWatch("nodes Ready", items, allowance, now=0.0)
     verdict = Verdict.WAIT
