@@ -139,7 +139,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     up.add_argument("--extender-weight", type=int, default=1, help="extender priority weight")
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
     up.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds each component may take to be ready"
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds each component may take to be ready; the waits that grow with the "
+        "cluster (nodes Ready, GpuNodes beating) allow this long without one more, and this "
+        "plus 0.5 s per node in all",
     )
     up.add_argument(
         "--foreground",

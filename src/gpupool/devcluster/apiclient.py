@@ -8,9 +8,11 @@ apiserver is on loopback.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,7 @@ class KubeApi:
         self.timeout_s = timeout_s
         context = ssl.create_default_context(cafile=str(ca))
         context.load_cert_chain(str(cert), str(key))
+        self._context = context
         self._opener = urllib.request.build_opener(
             urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
         )
@@ -102,6 +105,11 @@ class KubeApi:
     def get(self, path: str) -> Any:
         return self.request("GET", path)
 
+    def connection(self) -> Connection:
+        """A kept-alive connection for many requests in a row from one thread (`request` opens
+        a new connection, with its TLS handshake, for each)."""
+        return Connection(self.server, self._context, self.timeout_s)
+
     def create(self, path: str, body: dict[str, Any]) -> Any:
         return self.request("POST", path, body)
 
@@ -136,3 +144,56 @@ class KubeApi:
 
     def exists(self, path: str) -> bool:
         return self.find(path) is not None
+
+
+class Connection:
+    """One HTTPS connection to the apiserver, kept alive across requests; one thread's."""
+
+    def __init__(self, server: str, context: ssl.SSLContext, timeout_s: float) -> None:
+        parts = urllib.parse.urlsplit(server)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or 443
+        self._context = context
+        self._timeout_s = timeout_s
+        self._conn: http.client.HTTPSConnection | None = None
+
+    def _open(self) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            self._host, self._port, context=self._context, timeout=self._timeout_s
+        )
+
+    def create(self, path: str, body: dict[str, Any]) -> Any:
+        """POST `body`; the decoded answer; ApiError on >= 400."""
+        data = json.dumps(body).encode()
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        reused = self._conn is not None
+        conn = self._conn or self._open()
+        try:
+            conn.request("POST", path, body=data, headers=headers)
+            resp = conn.getresponse()
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+            conn.close()
+            self._conn = None
+            if not reused:
+                raise
+            # The server had closed the idle connection before this request reached it.
+            conn = self._open()
+            conn.request("POST", path, body=data, headers=headers)
+            resp = conn.getresponse()
+        raw = resp.read()
+        self._conn = None if resp.will_close else conn
+        text = raw.decode("utf-8", errors="replace")
+        if resp.status >= 400:
+            detail = text
+            with contextlib.suppress(ValueError, AttributeError):
+                detail = str(json.loads(text).get("message", text))
+            raise ApiError("POST", path, resp.status, detail)
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -25,12 +25,15 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.devcluster import control_plane, gpupool_layer, processes, readiness
-from gpupool.devcluster.apiclient import KubeApi
+from gpupool.devcluster.apiclient import Connection, KubeApi
 from gpupool.devcluster.binaries import Binaries
 from gpupool.devcluster.certs import generate_pki, issue_client
 from gpupool.devcluster.errors import (
@@ -39,7 +42,15 @@ from gpupool.devcluster.errors import (
     UnknownComponent,
 )
 from gpupool.devcluster.kubeconfig import write_kubeconfig
-from gpupool.devcluster.nodes import build_node
+from gpupool.devcluster.nodes import FakeNodeSpec, build_node
+from gpupool.devcluster.patience import (
+    PER_NODE_READ_S,
+    PER_NODE_S,
+    Allowance,
+    ProgressWatch,
+    Reading,
+    poll_interval_s,
+)
 from gpupool.devcluster.ports import LOOPBACK, claim
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode import node as realnode
@@ -73,6 +84,43 @@ def _env() -> dict[str, str]:
         missing = [h for h in ("127.0.0.1", "localhost") if h not in current]
         env[key] = ",".join([*current, *missing])
     return env
+
+
+# Node creates in flight at once: well inside the API server's limit of 200 mutating requests,
+# and enough to keep it busy while each request's TLS handshake and JSON are done here.
+CREATE_WORKERS = 8
+
+
+def create_nodes(
+    api: KubeApi, nodes: Sequence[FakeNodeSpec], workers: int = CREATE_WORKERS
+) -> None:
+    """Create the fake nodes, `workers` requests at a time, each worker on one kept-alive
+    connection; the first error is raised."""
+    local = threading.local()
+    opened: list[Connection] = []
+    lock = threading.Lock()
+
+    def create(node: FakeNodeSpec) -> None:
+        conn: Connection | None = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = api.connection()
+            with lock:
+                opened.append(conn)
+        conn.create("/api/v1/nodes", build_node(node))
+
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="create-node") as pool:
+            futures = [pool.submit(create, node) for node in nodes]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        for conn in opened:
+            conn.close()
 
 
 def _file_stem(user: str) -> str:
@@ -354,23 +402,44 @@ class DevCluster:
                 )
                 for name, argv in argvs.items():
                     started[name] = launch(name, argv)
-            for node in spec.nodes:
-                api.create("/api/v1/nodes", build_node(node))
-                state.nodes.append(node.name)
+            create_nodes(api, spec.nodes)
+            state.nodes.extend(node.name for node in spec.nodes)
             self._save(state)
+            # Waits that grow with the cluster (patience.py): a count (nodes Ready, GpuNodes
+            # beating) may take `--timeout` without progress and `--timeout` + PER_NODE_S per
+            # node in all; a yes/no that reads the whole cluster, `--timeout` + PER_NODE_READ_S
+            # per node.
+            count = len(spec.nodes)
+            per_node = Allowance(deadline_s, PER_NODE_S)
+            read_all_s = Allowance(deadline_s, PER_NODE_READ_S).limit_s(count)
             insecure = readiness.insecure_context()
             scheduler_url = f"https://{LOOPBACK}:{ports['kube-scheduler']}/healthz"
             readiness.wait(
-                scheduler, deadline_s, lambda: readiness.http_ok(scheduler_url, insecure)
+                scheduler, read_all_s, lambda: readiness.http_ok(scheduler_url, insecure)
             )
             manager_url = f"https://{LOOPBACK}:{ports['kube-controller-manager']}/healthz"
             readiness.wait(
-                controller_manager, deadline_s, lambda: readiness.http_ok(manager_url, insecure)
+                controller_manager, read_all_s, lambda: readiness.http_ok(manager_url, insecure)
             )
             # Pods need their namespace's default ServiceAccount (the ServiceAccount admission
             # plugin refuses them until the controller manager has made it).
-            readiness.wait(controller_manager, deadline_s, lambda: readiness.default_account(api))
-            readiness.wait(kwok, deadline_s, lambda: readiness.nodes_ready(api, state.nodes))
+            readiness.wait(controller_manager, read_all_s, lambda: readiness.default_account(api))
+            readiness.wait_progress(
+                kwok,
+                ProgressWatch("nodes Ready", count, per_node, time.monotonic()),
+                lambda: readiness.nodes_ready(api, state.nodes),
+                interval_s=poll_interval_s(count),
+            )
+            # A GpuNode appears at the heartbeat's next round: allow a few rounds of silence.
+            beat_s = gpupool.heartbeat_s if gpupool is not None else 0.0
+            per_gpunode = Allowance(max(deadline_s, 3 * beat_s), PER_NODE_S)
+
+            def wait_count(
+                record: ProcessRecord, what: str, probe: Callable[[], Reading | None]
+            ) -> None:
+                watch = ProgressWatch(what, count, per_gpunode, time.monotonic())
+                readiness.wait_progress(record, watch, probe, interval_s=poll_interval_s(count))
+
             gpupool_layer.wait_ready(
                 api,
                 started,
@@ -378,7 +447,8 @@ class DevCluster:
                 state.nodes,
                 (self.pki_dir, self.webhook_cert_dir),
                 readiness.wait,
-                deadline_s,
+                read_all_s,
+                wait_count,
             )
             if spec.real_node is not None and real_node is not None:
                 state.real_node = spec.real_node.name

@@ -14,7 +14,8 @@ from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.spec import GpupoolSpec
 
 POD_CIDR = "10.244.0.1/16"
-KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
+KWOK_SELECTOR = "type=kwok"
+CONTROLLER_MANAGER_QPS = 200  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
 
 
 def etcd_argv(binaries: Binaries, ports: Mapping[str, int], data_dir: Path) -> list[str]:
@@ -95,6 +96,12 @@ def controller_manager_argv(
         f"--cluster-signing-cert-file={pki.ca.cert}",
         f"--cluster-signing-key-file={pki.ca.cert.with_suffix('.key')}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        # Its clients' own rate limit (default 20 requests/s, 30 burst, per controller) is what
+        # held a 1,213-node cluster back: the node lifecycle controller lifts each new node's
+        # not-ready taint with a GET and a PATCH, so 1,213 nodes took minutes. The API server
+        # is on the same machine and has room for more.
+        f"--kube-api-qps={CONTROLLER_MANAGER_QPS}",
+        f"--kube-api-burst={2 * CONTROLLER_MANAGER_QPS}",
     ]
 
 

@@ -15,6 +15,7 @@ from gpupool.devcluster import rbac, readiness
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.certs import issue_client
 from gpupool.devcluster.kubeconfig import write_kubeconfig
+from gpupool.devcluster.patience import Reading
 from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.processes import ProcessRecord
 
@@ -23,6 +24,8 @@ WEBHOOK_CERT_HOSTS = ("127.0.0.1", "localhost")  # `gpupool webhook serve`'s def
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 Wait = Callable[[ProcessRecord, float, Callable[[], bool]], None]
+# A count's wait: (process, what is counted, probe), with the allowance bound by the caller.
+WaitCount = Callable[[ProcessRecord, str, Callable[[], Reading | None]], None]
 
 
 def create_crds(api: KubeApi) -> list[str]:
@@ -78,11 +81,13 @@ def wait_ready(
     dirs: tuple[Path, Path],
     wait: Wait,
     timeout_s: float,
+    wait_count: WaitCount,
 ) -> None:
     """Ready: the extender answers /healthz (its cache is synced), the webhook answers /healthz
     (then it is registered), every fake GPU node has a GpuNode with a heartbeat, the controller
     still runs and the web view answers /healthz (it has read the cluster). `dirs`: the
-    cluster's pki folder and the webhook's certificate folder."""
+    cluster's pki folder and the webhook's certificate folder. `timeout_s` bounds each yes/no
+    wait; `wait_count` waits for the GpuNodes while their count grows."""
     pki_dir, cert_dir = dirs
     if "gpupool-extender" in started:
         url = f"https://{LOOPBACK}:{ports['gpupool-extender']}/healthz"
@@ -96,7 +101,7 @@ def wait_ready(
         register_webhook(api, base, cert_dir)
     if "gpupool-heartbeat" in started:
         beating = started["gpupool-heartbeat"]
-        wait(beating, timeout_s, lambda: readiness.gpunodes_beating(api, nodes))
+        wait_count(beating, "GpuNodes beating", lambda: readiness.gpunodes_beating(api, nodes))
     if "gpupool-controller" in started:
         wait(started["gpupool-controller"], timeout_s, lambda: True)
     if "gpupool-web" in started:

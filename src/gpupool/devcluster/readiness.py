@@ -13,6 +13,7 @@ from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError, ComponentNotReady
 from gpupool.devcluster.nodes import ready_for_pods
+from gpupool.devcluster.patience import ProgressWatch, Reading, Verdict
 from gpupool.devcluster.processes import ProcessRecord
 
 # What a component that is still starting answers: not yet.
@@ -55,15 +56,17 @@ def default_account(api: KubeApi) -> bool:
     return True
 
 
-def nodes_ready(api: KubeApi, names: list[str]) -> bool:
+def nodes_ready(api: KubeApi, names: list[str]) -> Reading | None:
+    """How many of `names` are Ready for pods (None: the API server did not answer). The list
+    is served from the API server's watch cache (`resourceVersion=0`), not a quorum read."""
     if not names:
-        return True
+        return Reading(0, 0)
     try:
-        items = api.get("/api/v1/nodes")["items"]
+        items = api.get("/api/v1/nodes?resourceVersion=0")["items"]
     except _NOT_YET:
-        return False
+        return None
     ready = {item["metadata"]["name"] for item in items if ready_for_pods(item)}
-    return all(name in ready for name in names)
+    return Reading(sum(1 for name in names if name in ready), len(names))
 
 
 def crds_established(api: KubeApi, names: list[str]) -> bool:
@@ -78,22 +81,23 @@ def crds_established(api: KubeApi, names: list[str]) -> bool:
     return True
 
 
-def gpunodes_beating(api: KubeApi, nodes: list[str]) -> bool:
-    """Every fake GPU node among `nodes` has a GpuNode with a heartbeat."""
+def gpunodes_beating(api: KubeApi, nodes: list[str]) -> Reading | None:
+    """How many fake GPU nodes among `nodes` (those labelled with a model of known memory
+    size) have a GpuNode with a heartbeat; None while the API server does not answer."""
     try:
         selector = "gpupool.io%2Fgpu-model,gpupool.io%2Fgpu-memory-bytes"
-        gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}")["items"]
-        items = api.get("/apis/gpupool.io/v1alpha1/gpunodes")["items"]
+        gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}&resourceVersion=0")["items"]
+        items = api.get("/apis/gpupool.io/v1alpha1/gpunodes?resourceVersion=0")["items"]
     except _NOT_YET:
-        return False
+        return None
     beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}
     wanted = {n["metadata"]["name"] for n in gpu_nodes} & set(nodes)
-    return wanted <= beating
+    return Reading(len(wanted & beating), len(wanted))
 
 
 def wait(record: ProcessRecord, timeout_s: float, ready: Callable[[], bool]) -> None:
     """Until `ready()`; ComponentNotReady (with the log's tail) if the process exits first or
-    the deadline passes."""
+    the deadline passes (a yes/no wait; for a count, `wait_progress`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         if not processes.is_running(record):
@@ -110,3 +114,30 @@ def wait(record: ProcessRecord, timeout_s: float, ready: Callable[[], bool]) -> 
                 processes.tail(record.log),
             )
         time.sleep(0.1)
+
+
+def wait_progress(
+    record: ProcessRecord,
+    watch: ProgressWatch,
+    probe: Callable[[], Reading | None],
+    *,
+    interval_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Until `probe()` reads all done, as long as `watch` lets it (the count keeps growing,
+    within its allowance); ComponentNotReady with `watch`'s reason and the log's tail if it
+    gives up or the process exits first."""
+    while True:
+        if not processes.is_running(record):
+            raise ComponentNotReady(
+                record.name, "the process exited", record.log, processes.tail(record.log)
+            )
+        verdict = watch.observe(probe(), clock())
+        if verdict is Verdict.READY:
+            return
+        if verdict is Verdict.GIVE_UP:
+            raise ComponentNotReady(
+                record.name, watch.reason, record.log, processes.tail(record.log)
+            )
+        sleep(interval_s)
