@@ -16,15 +16,11 @@ from support.builders import node_json, pod_json
 
 from gpupool.adapters.extender_http.bind import bind_pod
 from gpupool.adapters.extender_http.bind_context import BindContext
+from gpupool.adapters.extender_http.gang_hold import GangHolds
+from gpupool.adapters.extender_http.held import hold, release
 from gpupool.adapters.extender_http.plans import Planners
 from gpupool.adapters.extender_http.refusal import Refusal, Why
-from gpupool.adapters.extender_http.reserve import (
-    Reservation,
-    hold,
-    release,
-    reserve,
-    unreserve,
-)
+from gpupool.adapters.extender_http.reserve import Reservation, reserve, unreserve
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderBindingArgs
@@ -149,9 +145,9 @@ def test_a_held_lease_counts_in_the_cache_and_ledger_and_release_undoes_exactly_
     asyncio.run(reserve(ctx, ScheduledPod.from_json(_pod_json("x", 0)), NODE))  # lists the node
     before = _state(ctx)
     planned = _lease("p", 12)
-    held = hold(ctx, planned)
+    held = hold(ctx.cache, ctx.ledgers, planned)
     assert planned.key in ctx.cache.leases and planned.key in _state(ctx)[1]
-    release(ctx, held, known=True)
+    release(ctx.cache, ctx.ledgers, held, known=True)
     assert _state(ctx) == before
     assert not ctx.ledgers[NODE].stale(10.0, NOW)  # known not made: the ledger stays trusted
 
@@ -162,7 +158,7 @@ def test_release_restores_the_cache_copy_the_held_lease_shadowed() -> None:
     elsewhere = _lease("p", 12, node="m")
     ctx = _ctx(MemoryApi([], []), nodes=(NODE, "m"))
     ctx.cache.set_lease(elsewhere)
-    release(ctx, hold(ctx, _lease("p", 12)), known=True)
+    release(ctx.cache, ctx.ledgers, hold(ctx.cache, ctx.ledgers, _lease("p", 12)), known=True)
     assert ctx.cache.leases == {elsewhere.key: elsewhere}
 
 
@@ -236,7 +232,7 @@ def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
     api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
     ctx = _ctx(api)
     api.fail["bind_pod"] = ConnectionError("reset")
-    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
     assert "failed: reset" in result.error and result.reason == "WriteFailed"
     assert api.calls[-2:] == ["get_pod", "delete_lease"]  # bound anyway? no: unreserve
     assert set(api.leases) == {"t/uid-other"}
@@ -253,7 +249,7 @@ def test_a_binding_whose_reply_was_lost_keeps_the_lease() -> None:
         raise TimeoutError("no reply")
 
     api.bind_pod = lands_then_fails  # type: ignore[method-assign]
-    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
     assert result.error == ""
     assert set(api.leases) == {"t/uid-p"} and "t/uid-p" in ctx.cache.leases
     assert "delete_lease" not in api.calls
@@ -263,7 +259,7 @@ def test_a_bound_pod_is_annotated_not_bound_again() -> None:
     api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12)])
     api.pods["p"]["spec"]["nodeName"] = NODE
     ctx = _ctx(api)
-    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
     assert result.error == ""
     assert "bind_pod" not in api.calls and "annotate_pod" in api.calls
     assert api.pods["p"]["metadata"]["annotations"]["gpupool.io/lease"] == "t/uid-p"
@@ -272,7 +268,7 @@ def test_a_bound_pod_is_annotated_not_bound_again() -> None:
 def test_a_binding_carries_the_allocation_and_lease_annotations() -> None:
     api = MemoryApi([_pod_json("p", 12)], [])
     ctx = _ctx(api)
-    result = asyncio.run(bind_pod(ctx, _pod(api, "p"), NODE))
+    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
     assert result.error == ""
     assert ctx.cache.bound == {"t/uid-p"}  # its lease, deleted before it says Bound, stays held
     annotations = api.pods["p"]["metadata"]["annotations"]
@@ -358,7 +354,7 @@ def test_a_bind_that_finds_no_slot_is_refused_and_writes_nothing() -> None:
 
 # ---- the bind's own checks: admission record, the pod's node constraints, orphans --------------
 def _bind(api: MemoryApi, ctx: BindContext, name: str, node: str = NODE) -> str:
-    return asyncio.run(bind_pod(ctx, _pod(api, name), node)).error
+    return asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, name), node)).error
 
 
 def test_a_tenant_pod_without_an_admission_record_is_not_bound() -> None:

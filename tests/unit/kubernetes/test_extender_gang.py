@@ -14,8 +14,8 @@ from test_bind_steps import MemoryApi, _pod_json
 from gpupool.adapters.extender_http.bind import bind_pod
 from gpupool.adapters.extender_http.bind_context import BindContext
 from gpupool.adapters.extender_http.filter import filter_nodes
-from gpupool.adapters.extender_http.gang_bind import check_gang, sweep
-from gpupool.adapters.extender_http.gang_hold import GANG_HOLD_S
+from gpupool.adapters.extender_http.gang_bind import check_gang, give_back, sweep
+from gpupool.adapters.extender_http.gang_hold import GANG_HOLD_S, GangHolds
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.reserve import reserve
@@ -65,77 +65,82 @@ class Clock:
 
 def setup(
     pods: list[dict[str, Any]], nodes: tuple[str, ...] = NODES
-) -> tuple[GangApi, BindContext, Clock]:
+) -> tuple[GangApi, BindContext, GangHolds, Clock]:
     api = GangApi(pods, [])
     cache = ClusterCache()
     cache.rebuild([read_node(node_json(n, cards=1)) for n in nodes], [], [])
     clock = Clock()
-    return api, BindContext(cache, api, Planners("binpack"), monotonic=clock), clock
+    ctx = BindContext(cache, api, Planners("binpack"), monotonic=clock)
+    return api, ctx, GangHolds(), clock
 
 
-def bind(api: GangApi, ctx: BindContext, name: str, node: str) -> str:
+def bind(api: GangApi, ctx: BindContext, gangs: GangHolds, name: str, node: str) -> str:
     pod = ScheduledPod.from_json(api.pods[name])
-    return asyncio.run(bind_pod(ctx, pod, node)).error
+    return asyncio.run(bind_pod(ctx, gangs, pod, node)).error
 
 
-def offered(api: GangApi, ctx: BindContext, name: str) -> tuple[str, ...] | None:
+def offered(api: GangApi, ctx: BindContext, gangs: GangHolds, name: str) -> tuple[str, ...] | None:
     pod = ScheduledPod.from_json(api.pods[name])
-    result = filter_nodes(
-        PlanMemo(ctx.cache, ctx.planners), pod, NODES, 0.0, ctx.gangs.node_for(pod)
-    )
+    result = filter_nodes(PlanMemo(ctx.cache, ctx.planners), pod, NODES, 0.0, gangs.node_for(pod))
     return result.node_names
 
 
 def test_the_first_member_binds_only_when_the_whole_gang_fits_and_holds_the_rest() -> None:
-    api, ctx, _ = setup([member("w-0"), member("w-1"), member("w-2"), _pod_json("other", 40)])
-    assert bind(api, ctx, "w-0", "a") == ""
-    assert len(ctx.gangs) == 2  # w-1 and w-2 hold room on b and c
+    api, ctx, gangs, _ = setup(
+        [member("w-0"), member("w-1"), member("w-2"), _pod_json("other", 40)]
+    )
+    assert bind(api, ctx, gangs, "w-0", "a") == ""
+    assert len(gangs) == 2  # w-1 and w-2 hold room on b and c
     held = {x.node for x in ctx.cache.leases.values() if x.pod.name in ("w-1", "w-2")}
     assert held == {"b", "c"}
     for lease in ctx.cache.leases.values():  # counted in their node's ledger too, for bind
         if lease.pod.name in ("w-1", "w-2"):
             assert lease.key in {x.key for x in ctx.ledgers[lease.node].leases()}
     # another pod finds no room: a is full, b and c are held for the gang
-    assert offered(api, ctx, "other") is None
+    assert offered(api, ctx, gangs, "other") is None
     # each member is offered its held node only, and takes its own room there
-    node = offered(api, ctx, "w-1")
+    node = offered(api, ctx, gangs, "w-1")
     assert node is not None and len(node) == 1
-    assert bind(api, ctx, "w-1", node[0]) == ""
-    assert len(ctx.gangs) == 1
+    assert bind(api, ctx, gangs, "w-1", node[0]) == ""
+    assert len(gangs) == 1
     assert api.leases.keys() == {"t/uid-w-0", "t/uid-w-1"}  # held rooms are no GpuLeases
 
 
 def test_a_member_reserving_gets_a_real_lease_never_its_held_room() -> None:
     # kube-scheduler binds members concurrently: a member may reach reserve with its room held
-    api, ctx, _ = setup([member("w-0", size=2), member("w-1", size=2)])
-    assert bind(api, ctx, "w-0", "a") == ""
-    node = ctx.gangs.node_for(ScheduledPod.from_json(api.pods["w-1"]))
+    api, ctx, gangs, _ = setup([member("w-0", size=2), member("w-1", size=2)])
+    assert bind(api, ctx, gangs, "w-0", "a") == ""
+    node = gangs.node_for(ScheduledPod.from_json(api.pods["w-1"]))
     assert node is not None
-    reserved = asyncio.run(reserve(ctx, ScheduledPod.from_json(api.pods["w-1"]), node))
+    pod = ScheduledPod.from_json(api.pods["w-1"])
+    assert give_back(ctx, gangs, pod)  # the gang step, before reserve (which knows no gangs)
+    reserved = asyncio.run(reserve(ctx, pod, node))
     assert not isinstance(reserved, Refusal) and reserved.created
-    assert "t/uid-w-1" in api.leases and len(ctx.gangs) == 0
+    assert "t/uid-w-1" in api.leases and len(gangs) == 0
 
 
 def test_a_gang_that_does_not_all_fit_now_is_refused_and_nothing_is_held() -> None:
-    api, ctx, _ = setup([member("w-0"), member("w-1"), member("w-2"), _pod_json("other", 40)])
-    assert bind(api, ctx, "other", "c") == ""
-    error = bind(api, ctx, "w-0", "a")
+    api, ctx, gangs, _ = setup(
+        [member("w-0"), member("w-1"), member("w-2"), _pod_json("other", 40)]
+    )
+    assert bind(api, ctx, gangs, "other", "c") == ""
+    error = bind(api, ctx, gangs, "w-0", "a")
     assert error.startswith(
         "gang t/train: its 3 unplaced members do not all fit now: with w-0 on a, member w-2 "
         "(1 GPU(s), 40Gi) fits on no node"
     ), error
-    assert len(ctx.gangs) == 0 and api.leases.keys() == {"t/uid-other"}
+    assert len(gangs) == 0 and api.leases.keys() == {"t/uid-other"}
     # room appears: the gang is placed
     del api.leases["t/uid-other"]
     ctx.cache.delete_lease("t/uid-other")
     ctx.ledgers["c"].discard("t/uid-other")
-    assert bind(api, ctx, "w-0", "a") == ""
+    assert bind(api, ctx, gangs, "w-0", "a") == ""
 
 
 def test_a_gang_that_can_never_fit_says_so() -> None:
-    api, ctx, _ = setup([member("w-0"), member("w-1"), member("w-2")], nodes=("a", "b"))
+    api, ctx, gangs, _ = setup([member("w-0"), member("w-1"), member("w-2")], nodes=("a", "b"))
     pod = ScheduledPod.from_json(api.pods["w-0"])
-    refused = asyncio.run(check_gang(ctx, pod, "a"))
+    refused = asyncio.run(check_gang(ctx, gangs, pod, "a"))
     assert isinstance(refused, Refusal) and refused.why is Why.GANG_NEVER_FITS
     assert "can never be placed" in refused.message and "even with nothing else" in (
         refused.message
@@ -143,26 +148,26 @@ def test_a_gang_that_can_never_fit_says_so() -> None:
 
 
 def test_a_hold_past_its_time_is_released_with_an_event() -> None:
-    api, ctx, clock = setup([member("w-0", size=2), member("w-1", size=2)])
-    assert bind(api, ctx, "w-0", "a") == ""
-    assert len(ctx.gangs) == 1 and "t/uid-w-1" in ctx.cache.leases
-    assert asyncio.run(sweep(ctx)) == 0  # not yet
+    api, ctx, gangs, clock = setup([member("w-0", size=2), member("w-1", size=2)])
+    assert bind(api, ctx, gangs, "w-0", "a") == ""
+    assert len(gangs) == 1 and "t/uid-w-1" in ctx.cache.leases
+    assert asyncio.run(sweep(ctx, gangs)) == 0  # not yet
     clock.now += GANG_HOLD_S
-    assert asyncio.run(sweep(ctx)) == 1
-    assert len(ctx.gangs) == 0 and "t/uid-w-1" not in ctx.cache.leases
+    assert asyncio.run(sweep(ctx, gangs)) == 1
+    assert len(gangs) == 0 and "t/uid-w-1" not in ctx.cache.leases
     assert all(x.key != "t/uid-w-1" for n in NODES for x in ctx.ledgers[n].leases())
     ((who, reason, message),) = api.events
     assert (who, reason) == ("w-1", "GangHoldExpired") and "was released after 120s" in message
     # the member comes late: it is placed as room allows
-    assert bind(api, ctx, "w-1", "b") == ""
+    assert bind(api, ctx, gangs, "w-1", "b") == ""
 
 
 def test_a_cache_rebuild_does_not_drop_a_held_room() -> None:
-    api, ctx, _ = setup([member("w-0", size=2), member("w-1", size=2)])
-    assert bind(api, ctx, "w-0", "a") == ""
+    api, ctx, gangs, _ = setup([member("w-0", size=2), member("w-1", size=2)])
+    assert bind(api, ctx, gangs, "w-0", "a") == ""
     ctx.cache.rebuild(
         [read_node(node_json(n, cards=1)) for n in NODES], [], list(api.leases.values())
     )
     assert "t/uid-w-1" not in ctx.cache.leases
-    asyncio.run(sweep(ctx))
+    asyncio.run(sweep(ctx, gangs))
     assert "t/uid-w-1" in ctx.cache.leases

@@ -21,7 +21,6 @@ from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
 from gpupool.adapters.kubernetes.leader import (
     LEADER_URL_ANNOTATION,
     LeaderElector,
-    NotLeader,
     Seen,
     Step,
     decide,
@@ -434,8 +433,11 @@ def test_a_bind_whose_replica_loses_the_lease_midway_writes_nothing() -> None:
     leader = [True]
     ext, api = _bind_setup(leader)
     api.during_read = lambda: leader.__setitem__(0, False)  # another replica takes over
-    with pytest.raises(NotLeader):  # /bind answers it as the extender Error
-        asyncio.run(ext.bind(_bind_args("p")))
+    result = asyncio.run(ext.bind(_bind_args("p")))  # a typed refusal, counted by its reason
+    assert result.reason == "NotLeader"
+    assert result.error == (
+        "GpuLease t/uid-p refused: this gpupool extender replica is no longer leader"
+    )
     assert api.writes == []
     assert not ext.cache.leases  # the in-memory reservation is undone
 

@@ -1,16 +1,23 @@
-"""/bind: reserve → write → unreserve on failure, as kube-scheduler's Reserve/Bind/Unreserve.
+"""/bind as kube-scheduler's framework runs a binding cycle: named steps over one per-bind state
+(`BindState`), each given its inputs, and one place that turns every failure into a typed result
+and undoes the reservation.
 
-1. `Binder.bind` waits for one of MAX_BINDS slots (refused after BIND_WAIT_S: kube-scheduler
-   retries the pod) and holds the pod's lock, so binds of one pod never interleave;
-2. the pod: the copy filter decoded (`remember`), else read fresh; its uid must match;
-3. `reserve` (reserve.py): the pod's GpuLease on the node;
-4. `write_binding`: the Binding, whose annotations (`gpupool.io/allocation`, `gpupool.io/lease`)
-   the API server copies onto the pod with its nodeName in one write; a pod already bound there
-   (a retried bind whose Binding landed) is only annotated;
-5. if the write fails and the pod is not bound there after all (`bound_anyway`), `unreserve`
-   deletes the lease: the only undo, in one place.
-A gang's member is first checked with its gang (`gang_bind.check_gang`: do all its unplaced
-members fit?), and once bound, the room of the others is held (`gang_bind.hold_gang`).
+`Binder.bind` admits a bind: one of MAX_BINDS slots (refused after BIND_WAIT_S: kube-scheduler
+retries the pod) and the pod's lock, so binds of one pod never interleave. `run_steps` then takes
+the steps in order, each ending the bind with a `Refusal` or handing its result on:
+
+    decode    bind_check.decode        the pod: filter's copy, else a fresh read; its uid
+    check     bind_check.check         readable, wants a GPU, admitted; node known, not excluded
+    gang      gang_bind.check_gang     a gang member: do all its unplaced members fit?
+              gang_bind.give_back      its own held room given back
+    reserve   reserve.reserve          the pod's GpuLease on the node (Reserve)
+    write     bind_write.write_binding the Binding with the pod's annotations (Bind)
+    hold_gang gang_bind.hold_gang      the room of the gang's other members (PostBind)
+
+A step that raises (NotLeader, an API server error, a bug) is answered by `bind_failure`
+(`refusal_for`: the one conversion). Whatever ended the bind, a reservation without a Binding on
+it is undone by `unreserve`, called from `finish` only, once. A failure after the Binding stood
+(holding the gang's room) is logged: the pod is bound, its lease stays.
 The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitted` record, so
 reclaim can find borrowed leases.
 """
@@ -18,21 +25,22 @@ reclaim can find borrowed leases.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
+from gpupool.adapters.extender_http.bind_check import check, decode
 from gpupool.adapters.extender_http.bind_context import BindContext
-from gpupool.adapters.extender_http.gang_bind import check_gang, hold_gang
+from gpupool.adapters.extender_http.bind_failure import refusal_for
+from gpupool.adapters.extender_http.bind_state import BindState, Step
+from gpupool.adapters.extender_http.bind_write import write_binding
+from gpupool.adapters.extender_http.gang_bind import check_gang, give_back, hold_gang
+from gpupool.adapters.extender_http.gang_hold import GangHolds
 from gpupool.adapters.extender_http.locks import KeyedLocks
+from gpupool.adapters.extender_http.plans import PlanMemo
 from gpupool.adapters.extender_http.refusal import Refusal, Why
-from gpupool.adapters.extender_http.reserve import Reservation, reserve, unreserve
+from gpupool.adapters.extender_http.reserve import reserve, unreserve
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import ExtenderBindingArgs, ExtenderBindingResult
-from gpupool.adapters.kubernetes.pod import allocation_annotation
-from gpupool.adapters.wire.names import ANN_ALLOCATION, ANN_LEASE
-from gpupool.domain.allocations import Allocation
-from gpupool.state.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
 
@@ -42,84 +50,111 @@ BIND_WAIT_S = 2.0  # a bind that cannot start within this is refused, well insid
 POD_MEMO = 4096  # pods kept from filter for their bind
 
 
-def pod_annotations(lease: LeaseRecord) -> dict[str, str]:
-    """What the Binding writes on the pod: its slices and its lease."""
-    allocation = Allocation(
-        request=lease.pod.name, node=lease.node, cpu_milli=0, memory_mib=0, slices=lease.slices
-    )
-    return {ANN_ALLOCATION: allocation_annotation(allocation), ANN_LEASE: lease.key}
-
-
-async def write_binding(
-    ctx: BindContext, pod: ScheduledPod, node: str, reservation: Reservation
-) -> None:
-    annotations = pod_annotations(reservation.lease)
-    if pod.node_name:  # a retried bind whose Binding landed: only the annotation is owed
-        await ctx.api.annotate_pod(pod.namespace, pod.name, annotations)
-    else:  # the Binding's annotations land on the pod with its nodeName, atomically
-        await ctx.api.bind_pod(pod.namespace, pod.name, pod.uid, node, annotations)
-
-
-async def bound_anyway(ctx: BindContext, pod: ScheduledPod, node: str) -> bool:
-    """After a failed write: is the pod bound to `node` all the same? Then the lease must stay."""
-    try:
-        fresh = await ctx.api.get_pod(pod.namespace, pod.name)
-    except Exception:
-        return False  # unknown: the caller undoes the reservation; the controller's GC and
-        # the agent's re-check cover a pod that did land (no pod runs on GPU without a lease)
-    return fresh.uid == pod.uid and fresh.node_name == node
-
-
-async def bind_pod(ctx: BindContext, pod: ScheduledPod, node: str) -> ExtenderBindingResult:
-    """Reserve, write; on a failed write, unreserve unless the pod landed anyway."""
-    refused = pod.refusal()
+async def steps(
+    ctx: BindContext,
+    gangs: GangHolds,
+    plans: PlanMemo | None,
+    args: ExtenderBindingArgs,
+    kept: ScheduledPod | None,
+    state: BindState,
+) -> Refusal | None:
+    """The steps in order, recording in `state` where the bind is and what it holds."""
+    node = args.node
+    state.step = Step.DECODE
+    pod = await decode(ctx.api, args, kept, ctx.timer)
+    if isinstance(pod, Refusal):
+        return pod
+    state.pod, state.step = pod, Step.CHECK
+    refused = check(ctx.cache, pod, node)
     if refused is not None:
-        return ExtenderBindingResult.refused(refused.why, refused.message)
-    node_object = ctx.cache.nodes.get(node)
-    if node_object is None:
-        return ExtenderBindingResult.refused(
-            Why.UNKNOWN_NODE, f"node {node} is not in the extender's cache"
-        )
-    excluded = pod.excluded_from(node_object)  # kube-scheduler asked, but /bind trusts no one
-    if excluded is not None:
-        return ExtenderBindingResult.refused(excluded.why, excluded.message)
-    gang = await check_gang(ctx, pod, node)  # a gang's member: do all its members fit?
+        return refused
+    state.step = Step.GANG
+    gang = await check_gang(ctx, gangs, pod, node)
     if isinstance(gang, Refusal):
-        return ExtenderBindingResult.refused(gang.why, gang.message)
-    reserved = await reserve(ctx, pod, node)
+        return gang
+    state.gang = gang
+    give_back(ctx, gangs, pod)
+    state.step = Step.RESERVE
+    reserved = await reserve(ctx, pod, node, plans)
     if isinstance(reserved, Refusal):
-        return ExtenderBindingResult.refused(reserved.why, reserved.message)
-    t = time.perf_counter()
-    try:
-        await write_binding(ctx, pod, node, reserved)
-    except Exception as err:
-        log.warning("bind %s to %s failed after the reservation: %s", pod.ref, node, err)
-        if await bound_anyway(ctx, pod, node):
-            if reserved.created and not pod.node_name:  # an earlier Binding won: annotate
-                with contextlib.suppress(Exception):
-                    annotations = pod_annotations(reserved.lease)
-                    await ctx.api.annotate_pod(pod.namespace, pod.name, annotations)
-            ctx.cache.mark_bound(reserved.lease.key)
-            return ExtenderBindingResult()  # the Binding landed; only its reply was lost
-        await unreserve(ctx, reserved)
-        return ExtenderBindingResult.refused(
-            Why.WRITE_FAILED, f"bind {pod.ref} to {node} failed: {err}"
-        )
-    ctx.timer.done("binding", t)
+        return reserved
+    state.reservation, state.step = reserved, Step.WRITE
+    await write_binding(ctx.api, pod, node, reserved, ctx.timer)
+    state.bound = True
     ctx.cache.mark_bound(reserved.lease.key)
     if gang is not None:
-        held = await hold_gang(ctx, gang)
+        state.step = Step.HOLD_GANG
+        held = await hold_gang(ctx, gangs, gang)
         log.info("gang %s: %s bound on %s, room held for %d more", gang.gang, pod.ref, node, held)
-    return ExtenderBindingResult()
+    return None
+
+
+async def finish(
+    ctx: BindContext, state: BindState, ended: Refusal | Exception | None
+) -> Refusal | None:
+    """The one place a bind ends: a raised error becomes its typed refusal (`refusal_for`), a
+    failure before the Binding stood undoes the reservation (`unreserve`, here only, once), a
+    failure after it is logged. What the bind answers: None when the pod is bound."""
+    if isinstance(ended, Exception):
+        if state.bound:  # PostBind: the pod is bound, its lease stays
+            log.warning("bind %s to %s: after the Binding, %s failed: %s",
+                        state.pod_ref, state.node, state.step, ended)  # fmt: skip
+            return None
+        ended = refusal_for(state.step, ended, state.pod_ref, state.node)
+    undo = state.to_undo
+    if ended is not None and undo is not None:
+        t = time.perf_counter()
+        try:
+            await unreserve(ctx, undo)
+        except Exception as err:  # forgotten here all the same; the controller's GC deletes it
+            log.warning("unreserve of %s failed: %s", undo.lease.key, err)
+        ctx.timer.done("unreserve", t)
+    return ended
+
+
+async def run_steps(
+    ctx: BindContext,
+    gangs: GangHolds,
+    args: ExtenderBindingArgs,
+    kept: ScheduledPod | None = None,
+    plans: PlanMemo | None = None,
+) -> ExtenderBindingResult:
+    """One bind, admitted: its steps, then `finish`; never raises but for cancellation."""
+    state = BindState(f"{args.pod_namespace}/{args.pod_name}", args.node)
+    ended: Refusal | Exception | None
+    try:
+        ended = await steps(ctx, gangs, plans, args, kept, state)
+    except Exception as err:
+        ended = err
+    refused = await finish(ctx, state, ended)
+    if refused is None:
+        return ExtenderBindingResult()
+    return ExtenderBindingResult.refused(refused.why, refused.message)
+
+
+async def bind_pod(
+    ctx: BindContext, gangs: GangHolds, pod: ScheduledPod, node: str
+) -> ExtenderBindingResult:
+    """Bind a pod already decoded (the steps from `check` on)."""
+    args = ExtenderBindingArgs(pod.name, pod.namespace, pod.uid, node)
+    return await run_steps(ctx, gangs, args, pod)
 
 
 class Binder:
-    """Admits binds (a bounded number at once, one per pod) and hands each to `bind_pod`."""
+    """Admits binds (a bounded number at once, one per pod) and runs each (`run_steps`); owns
+    the pods filter decoded (for their bind, saving a GET) and the gangs' held room."""
 
     def __init__(
-        self, ctx: BindContext, *, max_binds: int = MAX_BINDS, bind_wait_s: float = BIND_WAIT_S
+        self,
+        ctx: BindContext,
+        *,
+        plans: PlanMemo | None = None,
+        max_binds: int = MAX_BINDS,
+        bind_wait_s: float = BIND_WAIT_S,
     ) -> None:
         self.ctx = ctx
+        self.plans = plans
+        self.gangs = GangHolds()
         self.max_binds = max_binds
         self.bind_wait_s = bind_wait_s
         self._slots = asyncio.Semaphore(max_binds)
@@ -148,25 +183,7 @@ class Binder:
         try:
             self.ctx.timer.done("wait", t)
             async with self._pod_locks.hold(args.pod_uid):
-                pod = await self._pod(args)
-                if isinstance(pod, Refusal):
-                    return ExtenderBindingResult.refused(pod.why, pod.message)
-                return await bind_pod(self.ctx, pod, args.node)
+                kept = self._pods.pop(args.pod_uid, None)
+                return await run_steps(self.ctx, self.gangs, args, kept, self.plans)
         finally:
             self._slots.release()
-
-    async def _pod(self, args: ExtenderBindingArgs) -> ScheduledPod | Refusal:
-        """Filter's copy of the pod, else a fresh read; refused when the uid is not the one
-        kube-scheduler binds."""
-        pod = self._pods.pop(args.pod_uid, None)
-        if pod is None:
-            t = time.perf_counter()
-            pod = await self.ctx.api.get_pod(args.pod_namespace, args.pod_name)
-            self.ctx.timer.done("get_pod", t)
-        if pod.uid != args.pod_uid:
-            return Refusal(
-                Why.REPLACED,
-                f"pod {args.pod_namespace}/{args.pod_name} has uid {pod.uid or None}, "
-                f"not {args.pod_uid}: it was replaced",
-            )
-        return pod

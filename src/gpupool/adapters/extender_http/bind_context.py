@@ -1,6 +1,8 @@
-"""What every bind step works with: the cache, the API, the planners, the per-node ledgers and
-locks, the timer that reports each step's duration (the server's metrics), and the operators'
-compute-mode defaults."""
+"""The long-lived things bind's steps work with, as kube-scheduler's framework handle: the cache,
+the API, the planners, the per-node ledgers and locks, the timer that reports each step's duration
+(the server's metrics), and the operators' compute-mode defaults. What one bind has found so far
+is not here but in its `BindState` (bind_state.py); the gangs' held room is not here either: only
+the gang steps (gang_bind.py) are given it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpupool.adapters.extender_http.api import ExtenderApi
-from gpupool.adapters.extender_http.gang_hold import GangHolds
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S, Ledgers
 from gpupool.adapters.extender_http.locks import KeyedLocks
 from gpupool.adapters.extender_http.plans import Planners
@@ -43,4 +44,3 @@ class BindContext:
     monotonic: Callable[[], float] = time.monotonic  # the ledgers' age (the ledger reads no clock)
     # the operators' compute-mode defaults now (the ConfigMap's last good settings)
     compute_modes: Callable[[], ComputeModes] = lambda: BUILT_IN
-    gangs: GangHolds = field(default_factory=GangHolds)  # room held for gangs' members

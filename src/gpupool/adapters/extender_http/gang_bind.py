@@ -10,11 +10,11 @@ refused bind, so the gang is placed once room appears.
 
 If it fits, the member is bound and the room of the others is *held* (`hold_gang`): a lease
 planned for each (`lease_plan.plan_lease`, on the node the what-if chose) is counted in the
-node's ledger and the cache like a create in flight (`reserve.hold`), so filter, prioritize and
+node's ledger and the cache like a create in flight (`held.hold`), so filter, prioritize and
 bind of every other pod see that room as taken. Each member then:
 - in filter, is offered only its held node (its own held room would otherwise count against it);
-- in bind, gives its held room back first (`reserve`, under the node's lock) and reserves as
-  any pod does.
+- in bind, gives its held room back first (`give_back`, the gang step, before reserve) and
+  reserves as any pod does: reserve knows nothing of gangs.
 Two members bound at once share one hold; a member already reserving or bound is never held.
 A hold lasts `GANG_HOLD_S` at most (the members are admitted in one round, so they normally all
 arrive within seconds); `sweep` releases what is left then, with a `GangHoldExpired` event on the
@@ -30,10 +30,10 @@ import logging
 from dataclasses import dataclass
 
 from gpupool.adapters.extender_http.bind_context import BindContext
-from gpupool.adapters.extender_http.gang_hold import GANG_HOLD_S
+from gpupool.adapters.extender_http.gang_hold import GANG_HOLD_S, GangHolds
+from gpupool.adapters.extender_http.held import hold, release
 from gpupool.adapters.extender_http.lease_plan import plan_lease
 from gpupool.adapters.extender_http.refusal import Refusal, Why
-from gpupool.adapters.extender_http.reserve import hold, release
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.domain.units import format_bytes
 from gpupool.placement.filters import Reason, feasibility
@@ -63,12 +63,14 @@ def _empty(ctx: BindContext) -> ClusterSnapshot:
     return ClusterSnapshot(list(snap.nodes))
 
 
-async def check_gang(ctx: BindContext, pod: ScheduledPod, node: str) -> GangPlan | Refusal | None:
+async def check_gang(
+    ctx: BindContext, gangs: GangHolds, pod: ScheduledPod, node: str
+) -> GangPlan | Refusal | None:
     """Before a gang member binds on `node`: None when nothing is to be held (not in a gang, its
     room was held, or no other member waits); the plan of the others' room; or why not now."""
     if pod.gang is None:
         return None
-    if ctx.gangs.standing(pod.gang.key) is not None:
+    if gangs.standing(pod.gang.key) is not None:
         return None  # the gang's room is held already: this member takes its own (reserve)
     try:
         members = await ctx.api.gang_pods(pod.namespace, pod.gang.name)
@@ -123,11 +125,20 @@ async def check_gang(ctx: BindContext, pod: ScheduledPod, node: str) -> GangPlan
     return GangPlan(pod.gang.key, rest, tuple(d.node for d in placed))
 
 
-async def hold_gang(ctx: BindContext, plan: GangPlan) -> int:
+def give_back(ctx: BindContext, gangs: GangHolds, pod: ScheduledPod) -> bool:
+    """The room held for this member, given back before it reserves (the held lease bears the
+    pod's uid, but no GpuLease stands behind it); whether there was one."""
+    own = gangs.take(pod)
+    if own is not None:
+        release(ctx.cache, ctx.ledgers, own, known=True)
+    return own is not None
+
+
+async def hold_gang(ctx: BindContext, gangs: GangHolds, plan: GangPlan) -> int:
     """Hold each member's room on the node the what-if chose; how many were held. A member
     whose room is gone by now (another bind took it in between) is not held: it is placed as
     room allows, as it would be without a hold."""
-    gang = ctx.gangs.standing(plan.gang) or ctx.gangs.add(
+    gang = gangs.standing(plan.gang) or gangs.add(
         plan.gang, ctx.monotonic() + GANG_HOLD_S
     )  # two members bound at once: one hold, each member's room once
     for member, node in zip(plan.rest, plan.nodes, strict=True):
@@ -142,18 +153,18 @@ async def hold_gang(ctx: BindContext, plan: GangPlan) -> int:
             if isinstance(planned, Refusal):
                 log.info("gang %s: no room held for %s: %s", plan.gang, member.ref, planned)
                 continue
-            gang.members[member.uid] = (member, hold(ctx, planned))
+            gang.members[member.uid] = (member, hold(ctx.cache, ctx.ledgers, planned))
     held = len(gang.members)
-    ctx.gangs.discard_empty(plan.gang)
+    gangs.discard_empty(plan.gang)
     return held
 
 
-async def sweep(ctx: BindContext) -> int:
+async def sweep(ctx: BindContext, gangs: GangHolds) -> int:
     """Release the rooms held past their time, each with an event on its member; put held
     leases a cache rebuild dropped back. How many were released."""
-    expired = ctx.gangs.expired(ctx.monotonic())
+    expired = gangs.expired(ctx.monotonic())
     for gang, pod, held in expired:
-        release(ctx, held, known=True)
+        release(ctx.cache, ctx.ledgers, held, known=True)
         message = (
             f"the room held for this pod on node {held.lease.node} (gang {gang}) was released "
             f"after {GANG_HOLD_S:g}s: the pod did not come to bind in time; it is placed as "
@@ -163,7 +174,7 @@ async def sweep(ctx: BindContext) -> int:
             await ctx.api.pod_event(pod, "GangHoldExpired", message)
         except Exception as err:  # an event is best effort
             log.info("could not record GangHoldExpired on %s: %s", pod.ref, err)
-    for held in ctx.gangs.all_held():
+    for held in gangs.all_held():
         if held.lease.key not in ctx.cache.leases:
             ctx.cache.set_lease(held.lease)
     return len(expired)

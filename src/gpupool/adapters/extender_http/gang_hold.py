@@ -1,15 +1,13 @@
 """The rooms held for gangs' unplaced members, in the leader extender's memory (`gang_bind`
-says what a hold is and when it ends); times are the bind context's monotonic seconds."""
+says what a hold is and when it ends); times are the bind context's monotonic seconds. The
+Binder owns them (not the bind context): only the gang steps reach them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from gpupool.adapters.extender_http.held import Held
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
-
-if TYPE_CHECKING:  # reserve.py needs the bind context, which holds these
-    from gpupool.adapters.extender_http.reserve import Held
 
 GANG_HOLD_S = 120.0  # how long the room of a gang's unplaced members is held
 

@@ -18,7 +18,7 @@ from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.models import get_model
 from gpupool.placement import Planner
-from gpupool.placement.filters import Reason, explain, feasibility
+from gpupool.placement.filters import Feasibility, Reason, explain, feasibility
 from gpupool.quota.resource import Resource, held_amount
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord, PodRef
@@ -31,13 +31,17 @@ def plan_lease(
     node: str,
     leases: Sequence[LeaseRecord],
     modes: ComputeModes = BUILT_IN,
+    feas: Feasibility | None = None,
 ) -> LeaseRecord | Refusal:
+    """`feas`: the pod's feasibility over the cache's current snapshot, when filter's plan
+    still holds it (PlanMemo.current); else computed here."""
     snap = cache.snapshot()
     i = snap.index.get(node)
     if i is None:
         return Refusal(Why.UNKNOWN_NODE, f"node {node}: {cache.why_unknown(node)}")
     req = pod.request
-    feas = feasibility(snap, req)
+    if feas is None:
+        feas = feasibility(snap, req)
     if int(feas.reason[i]) != Reason.FITS:
         why = explain(snap, req, feas, i)
         return Refusal(Why.NO_LONGER_FITS, f"node {node} can no longer take the pod: {why}")

@@ -84,6 +84,14 @@ class PlanMemo:
         self._plans[pod.key] = plan
         return plan
 
+    def current(self, pod: ScheduledPod) -> Plan | None:
+        """The plan kept for this pod if the cache is still as it was planned over (bind reuses
+        filter's feasibility then); never computes one."""
+        hit = self._plans.get(pod.key)
+        if hit is None or hit.generation != self.cache.generation or hit.request != pod.request:
+            return None
+        return hit if hit.snapshot_uid == self.cache.snapshot().uid else None
+
     def rows(self, snap: ClusterSnapshot, names: tuple[str, ...]) -> np.ndarray:
         """Snapshot row of every name (-1: not a node the extender knows).
 

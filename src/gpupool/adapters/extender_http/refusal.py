@@ -31,6 +31,8 @@ class Why(StrEnum):
     NOT_SYNCED = "NotSynced"  # the cache has not listed the cluster yet
     NO_API = "NoApiClient"  # an extender without an API client (a test's or a bench's)
     FORWARD_FAILED = "ForwardFailed"  # a standby could not reach the leader
+    API_ERROR = "ApiError"  # a read or write a bind step needed failed at the API server
+    INTERNAL = "Internal"  # a bind step failed on a bug (the log has its traceback)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,9 @@ Reserve, under the node's lock:
 then, outside the lock, create the GpuLease. A create that fails drops the in-memory hold
 (`release`); AlreadyExists means the pod's lease exists elsewhere (`resolve_conflict`) and the
 round starts again, at most BIND_ROUNDS times.
+
+Reserve knows nothing of gangs: a gang member's held room is given back by the gang step
+(gang_bind.give_back) before the runner calls reserve. `unreserve` is called by the runner only.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpupool.adapters.extender_http.bind_context import BindContext
+from gpupool.adapters.extender_http.held import commit, hold, release
 from gpupool.adapters.extender_http.lease_plan import plan_lease
+from gpupool.adapters.extender_http.plans import PlanMemo
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.errors import Conflict
@@ -38,40 +43,6 @@ BIND_ROUNDS = 3
 class Reservation:
     lease: LeaseRecord
     created: bool  # False: the pod's lease already stood (a retried bind)
-
-
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A planned lease counted in memory, and what the cache held under its key before (the
-    pod's lease on another node, which a create Conflict will reveal)."""
-
-    lease: LeaseRecord
-    replaced: LeaseRecord | None
-
-
-def hold(ctx: BindContext, lease: LeaseRecord) -> Held:
-    """The planned lease, counted on its node before the API server has it."""
-    replaced = ctx.cache.leases.get(lease.key)
-    ctx.ledgers[lease.node].begin(lease)
-    ctx.cache.set_lease(lease)
-    return Held(lease, replaced)
-
-
-def release(ctx: BindContext, held: Held, *, known: bool) -> None:
-    """Undo `hold` after a failed create, leaving the cache as it was: `known` the lease was
-    not made (dropped from the ledger); else it may have been, and the node's ledger re-lists
-    before it is trusted again."""
-    ctx.ledgers[held.lease.node].abort(held.lease.key, known=known)
-    if held.replaced is None:
-        ctx.cache.delete_lease(held.lease.key)
-    else:
-        ctx.cache.set_lease(held.replaced)
-
-
-def commit(ctx: BindContext, lease: LeaseRecord) -> None:
-    """The API server's copy of the created lease replaces the held one."""
-    ctx.ledgers[lease.node].commit(lease)
-    ctx.cache.set_lease(lease)
 
 
 def fold(ctx: BindContext, node: str, fresh: Sequence[LeaseRecord]) -> None:
@@ -92,17 +63,16 @@ async def relist(ctx: BindContext, node: str) -> None:
     fold(ctx, node, ledger.leases())
 
 
-async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation | Refusal:
-    """The pod's lease on `node`: one it already holds, or one created now; or why not."""
+async def reserve(
+    ctx: BindContext, pod: ScheduledPod, node: str, plans: PlanMemo | None = None
+) -> Reservation | Refusal:
+    """The pod's lease on `node`: one it already holds, or one created now; or why not. An
+    error of the API server propagates, with nothing held (the bind's runner answers it).
+    `plans`: filter's plan of the pod, reused while the cache is as filter saw it."""
     ledger = ctx.ledgers[node]
     for round_ in range(BIND_ROUNDS):
         async with ctx.node_locks.hold(node):
             t = time.perf_counter()
-            # room held for the pod with its gang (gang_bind) is given back before it reserves:
-            # the held lease bears the pod's uid, but no GpuLease stands behind it
-            own = ctx.gangs.take(pod)
-            if own is not None:
-                release(ctx, own, known=True)
             listed = bool(round_) or ledger.stale(ctx.ledger_max_age_s, ctx.monotonic())
             if listed:
                 await relist(ctx, node)
@@ -124,36 +94,45 @@ async def reserve(ctx: BindContext, pod: ScheduledPod, node: str) -> Reservation
                 return Refusal(
                     Why.ALREADY_BOUND, f"pod {pod.ref} is already bound to {pod.node_name}"
                 )
+            kept = None if plans is None else plans.current(pod)  # filter's, if still valid
+            feas = None if kept is None else kept.feas
             planned = plan_lease(ctx.cache, ctx.planners.of(pod.policy), pod, node, known,
-                                 ctx.compute_modes())  # fmt: skip
+                                 ctx.compute_modes(), feas)  # fmt: skip
             if isinstance(planned, Refusal):
                 if not listed:
                     continue  # maybe only a release the ledger has not seen: re-list, re-plan
                 return planned
-            held = hold(ctx, planned)
+            held = hold(ctx.cache, ctx.ledgers, planned)
             ctx.timer.done("plan", t)
         t = time.perf_counter()
         try:
             lease = await ctx.api.create_lease(planned)
         except Conflict:
-            release(ctx, held, known=True)  # ours was not made; the pod's other one is
+            release(
+                ctx.cache, ctx.ledgers, held, known=True
+            )  # ours was not made; the pod's other one is
             problem = await resolve_conflict(ctx, pod, node)
             if problem is not None:
                 return problem
             continue  # re-read the node and plan again
         except BaseException:
-            release(ctx, held, known=False)
+            release(ctx.cache, ctx.ledgers, held, known=False)
             raise
-        commit(ctx, lease)
+        commit(ctx.cache, ctx.ledgers, lease)
         ctx.timer.done("create_lease", t)
         return Reservation(lease, created=True)
     return Refusal(Why.RETRIES, f"could not reserve a slice on {node} after retries")
 
 
 async def unreserve(ctx: BindContext, reservation: Reservation) -> None:
-    """Delete the reservation's lease; the cache and the ledger forget it whatever the API
-    server answered (an error still propagates: the bind answers it)."""
-    lease = reservation.lease
+    """Undo `reserve`: delete the reservation's lease, and forget it. Called from one place,
+    the bind's runner (bind.py), once, for any failure after the reservation stood."""
+    await drop_lease(ctx, reservation.lease)
+
+
+async def drop_lease(ctx: BindContext, lease: LeaseRecord) -> None:
+    """Delete the lease; the cache and the ledger forget it whatever the API server answered
+    (an error still propagates)."""
     try:
         await ctx.api.delete_lease(lease.namespace, lease.name)
     finally:
@@ -185,5 +164,5 @@ async def resolve_conflict(ctx: BindContext, pod: ScheduledPod, node: str) -> Re
         "pod %s: releasing the stale reservation %s on %s to bind on %s",
         pod.ref, existing.key, existing.node, node,
     )  # fmt: skip
-    await unreserve(ctx, Reservation(existing, created=False))
+    await drop_lease(ctx, existing)  # an earlier, dead bind's reservation: not this bind's undo
     return None

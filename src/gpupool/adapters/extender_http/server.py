@@ -90,7 +90,7 @@ class Metrics:
         self.bind_steps = Histogram(
             "gpupool_extender_bind_step_seconds",
             "Time of each step of bind (wait: for a bind slot; get_pod, list_leases, plan, "
-            "create_lease, binding)",
+            "create_lease, binding; unreserve: the undo of a failed bind)",
             ["step"],
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
             registry=r,

@@ -3,8 +3,10 @@ its own module over the cache's snapshot (`ClusterCache`, fed by the informer):
 
 - filter.py: which nodes take the pod, and why each other one does not;
 - prioritize.py: the planner's scores on kube-scheduler's 0..10, as JSON text;
-- bind.py, reserve.py: reserve the slice as the pod's GpuLease, write the Binding, unreserve on
-  failure; ledger.py and locks.py: what bind knows of each node, and who may touch it;
+- bind.py: the bind's named steps (bind_check.py, gang_bind.py, reserve.py, bind_write.py) over
+  one per-bind state (bind_state.py); every failure becomes a typed refusal in one place
+  (bind_failure.py) and the reservation is undone there, once; ledger.py, locks.py and held.py:
+  what bind knows of each node, who may touch it, and the leases counted before they exist;
 - requeue.py: pods refused everywhere are sent back to kube-scheduler once a node takes them;
 - gang_bind.py, gang_hold.py: a gang is bound only when all of it fits, and the room of its
   other members is held for a while (released by the requeue loop's tick once past its time);
@@ -79,6 +81,7 @@ class Extender:
                     ledger_max_age_s=ledger_max_age_s,
                     compute_modes=compute_modes,
                 ),
+                plans=self.plans,
                 max_binds=max_binds,
                 bind_wait_s=bind_wait_s,
             )
@@ -87,7 +90,7 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> ExtenderFilterResult:
         if self.binder is not None:
             self.binder.remember(args.pod)
-        gang_node = None if self.binder is None else self.binder.ctx.gangs.node_for(args.pod)
+        gang_node = None if self.binder is None else self.binder.gangs.node_for(args.pod)
         result = filter_nodes(
             self.plans, args.pod, args.node_names, self.clock(), gang_node, self._tally
         )
@@ -140,7 +143,7 @@ class Extender:
 
     async def sweep_gang_holds(self) -> int:
         """Release gangs' held room past its time (gang_bind.sweep); how many."""
-        return 0 if self.binder is None else await sweep(self.binder.ctx)
+        return 0 if self.binder is None else await sweep(self.binder.ctx, self.binder.gangs)
 
     async def _tick(self) -> int:
         await self.sweep_gang_holds()
