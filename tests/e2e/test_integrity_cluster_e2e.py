@@ -202,8 +202,14 @@ def test_a_deleted_lease_is_restored_before_a_56gi_pod_can_land_on_its_bytes(
     lease = wait_until(restored, 60, lambda: f"the lease of small made again\n{_log_tail(c)}")
     assert lease["spec"]["podRef"]["uid"] == uid
     assert [d["sizeBytes"] for d in lease["spec"]["devices"]] == [24 * 2**30]
-    events = [e["reason"] for e in c.events(ns, "small")]
-    assert "LeaseRestored" in events and "Fenced" not in events, events
+
+    # the event is written after the lease it explains: wait for it, do not read it once
+    def restored_event() -> list[str] | None:
+        reasons = [e["reason"] for e in c.events(ns, "small")]
+        return reasons if "LeaseRestored" in reasons else None
+
+    events = wait_until(restored_event, 30, lambda: f"no LeaseRestored event\n{_log_tail(c)}")
+    assert "Fenced" not in events, events
     assert not c.pod(ns, "big")["spec"].get("nodeName"), "the 56Gi pod landed on small's bytes"
     audit = c.audit(ns)
     assert not audit.of_kind("overcommit", "offset-overlap", "two-leases"), str(audit)
