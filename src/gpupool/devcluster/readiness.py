@@ -6,9 +6,11 @@ from __future__ import annotations
 import ssl
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
+from gpupool.adapters.wire.names import API_VERSION, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError, ComponentNotReady
@@ -81,9 +83,9 @@ def crds_established(api: KubeApi, names: list[str]) -> bool:
 def gpunodes_beating(api: KubeApi, nodes: list[str]) -> bool:
     """Every fake GPU node among `nodes` has a GpuNode with a heartbeat."""
     try:
-        selector = "gpupool.io%2Fgpu-model,gpupool.io%2Fgpu-memory-bytes"
+        selector = urllib.parse.quote(f"{LABEL_GPU_MODEL},{LABEL_GPU_MEMORY}", safe=",")
         gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}")["items"]
-        items = api.get("/apis/gpupool.io/v1alpha1/gpunodes")["items"]
+        items = api.get(f"/apis/{API_VERSION}/gpunodes")["items"]
     except _NOT_YET:
         return False
     beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}

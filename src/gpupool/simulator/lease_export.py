@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpupool.adapters.wire.names import API_VERSION
 from gpupool.placement import Decision
 from gpupool.quota.lease import Lease
 from gpupool.rfc3339 import format_time
@@ -53,7 +54,7 @@ def gpulease_json(ended: EndedLease) -> Json:
         for (index, uuid, model), offset, size in held
     ]
     return {
-        "apiVersion": "gpupool.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "GpuLease",
         "metadata": {"name": name, "namespace": lease.tenant},
         "spec": {
