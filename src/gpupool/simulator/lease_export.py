@@ -10,7 +10,7 @@ the job, its devices the cards it held, its times the replay's seconds as epoch 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gpupool.adapters.wire.names import API_VERSION
 from gpupool.placement import Decision
@@ -33,8 +33,8 @@ class EndedLease:
 class ExportingEngine(Engine):
     ended: list[EndedLease] = field(default_factory=list)
 
-    def _end(self, key: str, how: str, freed: set[int]) -> _Running | None:
-        run = Engine._end(self, key, how, freed)  # (slots: no zero-argument super)
+    def end(self, key: str, how: Literal["release", "reclaim"], freed: set[int]) -> _Running | None:
+        run = Engine.end(self, key, how, freed)  # (slots: no zero-argument super)
         if run is not None:
             gpus = self.snap.nodes[run.decision.node_index].gpus
             devices = tuple(
