@@ -9,9 +9,10 @@ import dataclasses
 import json
 from typing import Any
 
+from gpupool.adapters.wire.names import VIEWS_API_VERSION
 from gpupool.state.views.status import StatusView
 
-API_VERSION = "views.gpupool.io/v1"
+API_VERSION = VIEWS_API_VERSION
 
 
 def _camel(name: str) -> str:

@@ -21,6 +21,7 @@ from gpupool.devcluster.binaries import default_bin_dir
 from gpupool.devcluster.cluster import default_state_dir
 from gpupool.devcluster.nodes import (
     VGPU_PER_GPU,
+    VGPU_RESOURCE,
     fake_node_from_domain,
     node_specs,
     parse_gpu_spec,
@@ -67,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default="8xA100-80GB",
         help=(
             "GPUs per node as COUNTxMODEL (default 8xA100-80GB); each card also advertises "
-            f"{VGPU_PER_GPU} gpupool.io/vgpu"
+            f"{VGPU_PER_GPU} {VGPU_RESOURCE}"
         ),
     )
     up.add_argument(

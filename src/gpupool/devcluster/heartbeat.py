@@ -32,6 +32,7 @@ from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.reporter import gpunode_status
 from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
 from gpupool.adapters.wire.names import (
+    ANN_FAKE_HEARTBEAT,
     API_VERSION,
     LABEL_GPU_COUNT,
     LABEL_GPU_MEMORY,
@@ -44,7 +45,7 @@ from gpupool.node.nvml.fake import FakeInventory
 
 log = logging.getLogger("gpupool.devcluster.heartbeat")
 
-PAUSE_ANNOTATION = "gpupool.io/fake-heartbeat"
+PAUSE_ANNOTATION = ANN_FAKE_HEARTBEAT
 PAUSED = "paused"
 DEFAULT_INTERVAL_S = 10.0
 

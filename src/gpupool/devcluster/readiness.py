@@ -6,9 +6,11 @@ from __future__ import annotations
 import ssl
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
+from gpupool.adapters.wire.names import API_VERSION, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
 from gpupool.devcluster import processes
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError, ComponentNotReady
@@ -85,9 +87,9 @@ def gpunodes_beating(api: KubeApi, nodes: list[str]) -> Reading | None:
     """How many fake GPU nodes among `nodes` (those labelled with a model of known memory
     size) have a GpuNode with a heartbeat; None while the API server does not answer."""
     try:
-        selector = "gpupool.io%2Fgpu-model,gpupool.io%2Fgpu-memory-bytes"
+        selector = urllib.parse.quote(f"{LABEL_GPU_MODEL},{LABEL_GPU_MEMORY}", safe=",")
         gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}&resourceVersion=0")["items"]
-        items = api.get("/apis/gpupool.io/v1alpha1/gpunodes?resourceVersion=0")["items"]
+        items = api.get(f"/apis/{API_VERSION}/gpunodes?resourceVersion=0")["items"]
     except _NOT_YET:
         return None
     beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}

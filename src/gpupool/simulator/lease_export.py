@@ -10,8 +10,9 @@ the job, its devices the cards it held, its times the replay's seconds as epoch 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from gpupool.adapters.wire.names import API_VERSION
 from gpupool.placement import Decision
 from gpupool.quota.lease import Lease
 from gpupool.rfc3339 import format_time
@@ -32,8 +33,8 @@ class EndedLease:
 class ExportingEngine(Engine):
     ended: list[EndedLease] = field(default_factory=list)
 
-    def _end(self, key: str, how: str, freed: set[int]) -> _Running | None:
-        run = Engine._end(self, key, how, freed)  # (slots: no zero-argument super)
+    def end(self, key: str, how: Literal["release", "reclaim"], freed: set[int]) -> _Running | None:
+        run = Engine.end(self, key, how, freed)  # (slots: no zero-argument super)
         if run is not None:
             gpus = self.snap.nodes[run.decision.node_index].gpus
             devices = tuple(
@@ -53,7 +54,7 @@ def gpulease_json(ended: EndedLease) -> Json:
         for (index, uuid, model), offset, size in held
     ]
     return {
-        "apiVersion": "gpupool.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "GpuLease",
         "metadata": {"name": name, "namespace": lease.tenant},
         "spec": {

@@ -17,11 +17,23 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpupool.domain.errors import GpupoolError
-from gpupool.placement.defrag import DefragRules, InvalidDefragThreshold, Resident
+from gpupool.placement.defrag import (
+    DefragPlan,
+    DefragRules,
+    InvalidDefragThreshold,
+    Move,
+    Resident,
+    plan_defrag,
+)
+from gpupool.placement.fragmentation import CommonSizes
 from gpupool.placement.snapshot import Decision
 from gpupool.simulator.defaults import DEFAULT_INTERVAL_S
+
+if TYPE_CHECKING:
+    from gpupool.simulator.replay import Engine
 
 RECENT = 1000  # arrivals the common sizes are learnt from
 FRAG_SAMPLES = 240  # fragmentation samples over the arrival window
@@ -93,3 +105,38 @@ def movable(
         for lease_id, decision, priority, exclusive in running
         if lease_id not in skip and decision.node_index not in held and decision.cards
     ]
+
+
+def plan_round(engine: Engine, rules: DefragRules) -> DefragPlan:
+    """The planner's moves over the engine's state now (the snapshot is left as it is)."""
+    residents = movable(
+        (
+            (key, run.decision, run.job.request.priority, run.job.request.exclusive)
+            for key, run in engine.running.items()
+        ),
+        engine.notices.keys(),
+        engine.room.nodes(),
+    )
+    return plan_defrag(engine.snap, residents, CommonSizes.learn(engine.recent), rules)
+
+
+def defrag_round(engine: Engine, freed: set[int]) -> None:
+    """Plan a round over the snapshot and carry its moves out now."""
+    assert engine.defrag is not None
+    plan = plan_round(engine, engine.defrag.rules)
+    engine.stats.defrag_rounds += 1
+    for move in plan.moves:
+        carry_out(engine, move, freed)
+
+
+def carry_out(engine: Engine, move: Move, freed: set[int]) -> None:
+    """The moved pod leaves and re-enters at once at its new place: its lease ends, a new one
+    starts there with the same quota standing, and its run time starts over."""
+    key = move.resident
+    run = engine.running[key]
+    live = engine.ledger.lease(key) or run.lease
+    engine.end(key, "release", freed)
+    engine.requested_milli += run.job.share_milli  # still asked for: it re-enters at once
+    started = live.active_at if live.active_at is not None else live.reserved_at
+    engine.stats.moved(run.job.share_milli * max(0.0, engine.now - started))
+    engine.start(run.job, move.target, live.amount, live.borrowed, live.preemptible)

@@ -20,6 +20,8 @@ from gpupool.quota.queue import QueueEntry
 from gpupool.quota.resource import Resource, demand_of, slice_amount
 from gpupool.simulator.replay_jobs import Job
 
+GANG = "gang:"  # the queue entry of a complete gang: `gang:<name>`
+
 
 class ChargeMismatch(GpupoolError):
     """A placement holds more than its job was admitted for: placement and quota disagree."""

@@ -1,7 +1,8 @@
 """The replay's holds on room being freed for waiting pods (reclaim for room): which node is
 held for which pod and by which noticed leases, and the request shapes no room reclaim can serve
-now. The engine (`replay.Engine`) decides when to plan one (`state.room_reclaim.room_plan`, the
-live controller's code) and when a pod is served; this is the bookkeeping, on the engine's
+now. The replay's reclaim steps (`replay_reclaim`) decide when to plan one
+(`state.room_reclaim.room_plan`, the live controller's code) and admission
+(`replay_admission.serve_holds`) when a pod is served; this is the bookkeeping, on the engine's
 snapshot: a held node carries the condition `HELD`, so no other pod is placed there."""
 
 from __future__ import annotations

@@ -38,14 +38,20 @@ from typing import Any
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod import slices_from_annotation
-from gpupool.adapters.wire.names import ANN_ALLOCATION
+from gpupool.adapters.wire.names import (
+    ANN_ALLOCATION,
+    API_VERSION,
+    RES_GPU,
+    RES_GPU_MEMORY,
+    RES_VGPU,
+)
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import MILLI
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT, allocatable_bytes
 from gpupool.quota.resource import Resource, charge_problem
 from gpupool.state.lease import LeaseRecord
 
-GPU_RESOURCES = ("gpupool.io/vgpu", "gpupool.io/gpu-memory", "gpupool.io/gpu")
+GPU_RESOURCES = (RES_VGPU, RES_GPU_MEMORY, RES_GPU)
 TERMINAL = ("Succeeded", "Failed")
 
 Card = tuple[str, str]  # (node, GPU uuid)
@@ -280,8 +286,8 @@ def audit(
     return result
 
 
-LEASES = "/apis/gpupool.io/v1alpha1/gpuleases"
-GPUNODES = "/apis/gpupool.io/v1alpha1/gpunodes"
+LEASES = f"/apis/{API_VERSION}/gpuleases"
+GPUNODES = f"/apis/{API_VERSION}/gpunodes"
 
 
 def read_cluster(get: Callable[[str], Any], namespace: str | None = None) -> Audit:
@@ -292,7 +298,7 @@ def read_cluster(get: Callable[[str], Any], namespace: str | None = None) -> Aud
     if namespace is None:
         leases, pods = LEASES, "/api/v1/pods"
     else:
-        leases = f"/apis/gpupool.io/v1alpha1/namespaces/{namespace}/gpuleases"
+        leases = f"/apis/{API_VERSION}/namespaces/{namespace}/gpuleases"
         pods = f"/api/v1/namespaces/{namespace}/pods"
     lease_items = get(leases)["items"]
     gpunode_items = get(GPUNODES)["items"]

@@ -37,9 +37,11 @@ from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
+from gpupool.adapters.wire.names import ANN_LEADER_URL
+
 log = logging.getLogger(__name__)
 
-LEADER_URL_ANNOTATION = "gpupool.io/leader-url"
+LEADER_URL_ANNOTATION = ANN_LEADER_URL
 
 
 def _now() -> dt.datetime:

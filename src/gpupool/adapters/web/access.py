@@ -24,11 +24,12 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessR
 from lightkube.resources.authentication_v1 import TokenReview
 from lightkube.resources.authorization_v1 import SubjectAccessReview
 
+from gpupool.adapters.wire import names
 from gpupool.domain.errors import GpupoolError
 from gpupool.state.views.scope import Scope
 
 ANONYMOUS = "system:anonymous"
-GROUP = "gpupool.io"
+GROUP = names.GROUP
 
 
 class Unauthenticated(GpupoolError):

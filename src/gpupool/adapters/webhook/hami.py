@@ -64,7 +64,7 @@ VGPU_MODE = "nvidia.com/vgpu-mode"
 NUMA_BIND = "nvidia.com/numa-bind"
 # gpupool's own: a pod annotation or a namespace label; "false" leaves pods that ask only for
 # nvidia.com/gpu to NVIDIA's device plugin (the webhook's --no-adopt-nvidia-gpu, for all pods).
-ADOPT_NVIDIA_GPU = "gpupool.io/adopt-nvidia-gpu"
+ADOPT_NVIDIA_GPU = names.ANN_ADOPT_NVIDIA_GPU
 
 HAMI_SCHEDULER = "hami-scheduler"  # the schedulerName HAMi's webhook writes
 

@@ -36,7 +36,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 # {"review": <the AdmissionReview's uid>, "lines": [<the warnings>]}. It keeps what was
 # translated on the pod, and lets the webhook find the pod it admitted (a pod made from
 # generateName has no name at admission) to record the lines as an Event on it (`events.py`).
-ANN_TRANSLATED = "gpupool.io/translated"
+ANN_TRANSLATED = names.ANN_TRANSLATED
 
 
 @dataclass(frozen=True, slots=True)

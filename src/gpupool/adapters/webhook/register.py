@@ -41,8 +41,8 @@ from gpupool.adapters.wire import names
 
 NAME = "gpupool"
 FIELD_MANAGER = "gpupool-webhook"
-POD_WEBHOOK = "gpu-pods-need-the-gpupool-webhook.gpupool.io"
-QUOTA_WEBHOOK = "gpuquotas.validate.gpupool.io"
+POD_WEBHOOK = names.WEBHOOK_PODS
+QUOTA_WEBHOOK = names.WEBHOOK_QUOTAS
 
 
 def _cel_list(values: tuple[str, ...]) -> str:

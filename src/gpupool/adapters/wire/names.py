@@ -6,7 +6,12 @@ from __future__ import annotations
 
 GROUP = "gpupool.io"
 VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+API_VERSION = f"{GROUP}/{VERSION}"  # paths: f"/apis/{API_VERSION}/gpuleases"
+# The terminal views' JSON (adapters.views_json, the web server): its own group and version
+VIEWS_API_VERSION = f"views.{GROUP}/v1"
+# The webhook configurations' webhooks (adapters.webhook.register)
+WEBHOOK_PODS = f"gpu-pods-need-the-gpupool-webhook.{GROUP}"
+WEBHOOK_QUOTAS = f"gpuquotas.validate.{GROUP}"
 
 # Pod resources (limits; requests equal limits)
 RES_GPU_MEMORY = "gpupool.io/gpu-memory"
@@ -41,12 +46,17 @@ USER_ANNOTATIONS = (
 # both are set at create and cannot change (the pod-integrity policy)
 LABEL_GANG = "gpupool.io/gang"
 ANN_GANG_SIZE = "gpupool.io/gang-size"
+# "false" on a pod or its namespace (a label there) leaves a pod asking only for nvidia.com/gpu
+# to NVIDIA's device plugin (adapters.webhook.hami)
+ANN_ADOPT_NVIDIA_GPU = "gpupool.io/adopt-nvidia-gpu"
 # The lease's terms: apart from the request's names (a HAMi pod may carry them too)
 LEASE_ANNOTATIONS = (ANN_LEASE_TTL, ANN_RENEW)
 COMPUTE_MODES = ("mps", "none", "timeslice")  # timeslice: read, then refused at admission
 WORKLOAD_CLASSES = ("inference", "training")
 
 # Pod annotations the system writes
+# the webhook, at create: JSON {review, lines}, the HAMi or NVIDIA names it translated
+ANN_TRANSLATED = "gpupool.io/translated"
 ANN_ALLOCATION = "gpupool.io/allocation"  # the extender, at bind
 ANN_LEASE = "gpupool.io/lease"  # the extender, at bind
 ANN_QUEUED_AT = "gpupool.io/queued-at"  # the webhook: submit time, RFC 3339 with microseconds
@@ -77,6 +87,11 @@ SYSTEM_ANNOTATIONS = (
 # GpuNode annotation the controller writes: the cards a defragmentation round is clearing, which
 # take no new slices (JSON {"pool", "since", "until", "gpus": [index, ...]}; wire.defrag_mark)
 ANN_DEFRAG_MARK = "gpupool.io/defrag"
+
+# On the extender's coordination.k8s.io Lease: the leader's URL, where standbys forward binds
+ANN_LEADER_URL = "gpupool.io/leader-url"
+# On a dev cluster's GpuNode: "paused" stops its fake heartbeat (devcluster.heartbeat)
+ANN_FAKE_HEARTBEAT = "gpupool.io/fake-heartbeat"
 
 LABEL_TENANT = "gpupool.io/tenant"  # on namespaces (set by people) and pods (by the webhook)
 LABEL_NODE = "gpupool.io/node"  # on GpuLeases: the node the lease holds capacity on

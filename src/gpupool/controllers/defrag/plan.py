@@ -29,7 +29,7 @@ Nothing here reads a clock or the API server.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +37,7 @@ import numpy as np
 from gpupool.controllers.reclaim.plan import ROOM_HOLD_S, EvictPod, NoticePod, WithdrawNotice
 from gpupool.controllers.reclaim.room import Placement, waits_for_room
 from gpupool.domain.units import format_bytes
-from gpupool.placement.defrag import DefragPlan, DefragRules, plan_defrag
+from gpupool.placement.defrag import DefragPlan, DefragRules, Move, plan_defrag
 from gpupool.placement.filters import feasibility
 from gpupool.placement.snapshot import BoolArray, ClusterSnapshot
 from gpupool.rfc3339 import format_time
@@ -208,41 +208,77 @@ def plan_defrag_round(
     `held_nodes`: nodes where a room hold stands (their slices stay where they are);
     `closable`: the nodes with a GpuNode, which can carry a mark (None: all)."""
     by_name = {p.name: p for p in pools}
-    conditions: list[PoolCondition] = []
+    releases, standing = settle_marks(marks, by_name, placement, pods, now)
+    by_key = {p.key: p for p in pods}
+    evictions: list[EvictPod] = []
+    withdrawals: list[WithdrawNotice] = []
+    for pod in pods:
+        outcome = settle_defrag_notice(pod, standing, by_key, now)
+        if isinstance(outcome, WithdrawNotice):
+            withdrawals.append(outcome)
+        elif outcome is not None:
+            evictions.append(outcome)
+    rounds: list[Round] = []
+    new_marks: list[SetMark] = []
+    notices: list[NoticePod] = []
+    busy = {m.pool for m in standing.values()}
     for pool in pools:
-        if pool.any_problem is not None:
-            conditions.append(
-                PoolCondition(pool.name, pool.generation, False, "InvalidSpec", pool.any_problem)
-            )
-        elif pool.defrag is None:
-            conditions.append(
-                PoolCondition(
-                    pool.name,
-                    pool.generation,
-                    False,
-                    "Disabled",
-                    "spec.defrag.enabled is not true: nothing is moved",
-                )
-            )
-        else:
-            d = pool.defrag
-            conditions.append(
-                PoolCondition(
-                    pool.name,
-                    pool.generation,
-                    True,
-                    "Enabled",
-                    f"cards above {pool.threshold_pct}% fragmentation are cleared, a "
-                    f"round at most every {d.interval_s:g}s",
-                )
-            )
+        if not round_is_due(pool, busy, now):
+            continue
+        keep = set(standing) | set(held_nodes)
+        rnd = plan_one(pool, rules_of(pool), placement, pods, budgets, keep, closable)
+        rounds.append(rnd)
+        for set_mark in round_marks(pool, rnd, placement, now):
+            new_marks.append(set_mark)
+            standing[set_mark.node] = set_mark.mark
+        notices.extend(
+            move_notice(pool, rnd, move, by_key[move.resident], now) for move in rnd.plan.moves
+        )
+    return DefragRound(
+        marked_cards=marked_cards(pools, standing.values()),
+        conditions=tuple(pool_condition(pool) for pool in pools),
+        rounds=tuple(rounds),
+        marks=tuple(new_marks),
+        releases=tuple(releases),
+        notices=tuple(notices),
+        evictions=tuple(evictions),
+        withdrawals=tuple(withdrawals),
+    )
 
+
+def pool_condition(pool: PoolObject) -> PoolCondition:
+    """The GpuPool's `Defragmentation` condition: invalid spec, disabled or enabled."""
+    if pool.any_problem is not None:
+        return PoolCondition(pool.name, pool.generation, False, "InvalidSpec", pool.any_problem)
+    d = pool.defrag
+    if d is None:
+        why = "spec.defrag.enabled is not true: nothing is moved"
+        return PoolCondition(pool.name, pool.generation, False, "Disabled", why)
+    return PoolCondition(
+        pool.name,
+        pool.generation,
+        True,
+        "Enabled",
+        f"cards above {pool.threshold_pct}% fragmentation are cleared, a "
+        f"round at most every {d.interval_s:g}s",
+    )
+
+
+def settle_marks(
+    marks: Mapping[str, DefragMark],
+    by_name: Mapping[str, PoolObject],
+    placement: Placement,
+    pods: Sequence[PodView],
+    now: float,
+) -> tuple[list[ReleaseMark], dict[str, DefragMark]]:
+    """The marks to release (their pool no longer defragments, their round timed out, or the
+    pods they moved are gone), and those still in force (node -> mark)."""
     held = _lease_cards(placement)
     moving = {  # nodes with a pod still to move off them (or still terminating after it)
         p.defrag_notice.room for p in pods if p.defrag_notice is not None and not p.terminal
     }
     releases: list[ReleaseMark] = []
-    standing: dict[str, DefragMark] = {}  # node -> mark still in force after this round
+    standing: dict[str, DefragMark] = {}
     for node, mark in sorted(marks.items()):
         owner = by_name.get(mark.pool)
         if owner is None or owner.defrag is None:
@@ -256,88 +292,84 @@ def plan_defrag_round(
             releases.append(ReleaseMark(node, mark, why, "cleared"))
         else:
             standing[node] = mark
+    return releases, standing
 
-    by_key = {p.key: p for p in pods}
-    evictions: list[EvictPod] = []
-    withdrawals: list[WithdrawNotice] = []
-    for pod in pods:
-        notice = pod.defrag_notice
-        if notice is None or pod.terminal or pod.deleting or pod.node is None:
-            continue
-        if notice.room not in standing:
-            withdrawals.append(
-                WithdrawNotice(
-                    pod, f"the defragmentation round on node {notice.room} is over; the pod stays"
-                )
-            )
-            continue
-        if now < notice.evict_at:
-            continue
-        claimant = by_key.get(notice.claimant_pod) if notice.claimant_pod else None
-        hold_uid = ""
-        hold_until: float | None = None
-        if claimant is not None and waits_for_room(claimant) and claimant.uid:
-            hold_uid, hold_until = claimant.uid, now + ROOM_HOLD_S
-        why = f"moved off node {notice.room} by defragmentation (GpuPool {notice.claimant})"
-        if notice.claimant_pod:
-            why += f"; the room is held for pod {notice.claimant_pod}"
-        evictions.append(EvictPod(pod, notice, why, hold_uid, hold_until))
 
-    rounds: list[Round] = []
-    new_marks: list[SetMark] = []
-    notices: list[NoticePod] = []
-    busy = {m.pool for m in standing.values()}
-    for pool in pools:
-        settings = pool.defrag
-        if settings is None or pool.any_problem is not None or pool.name in busy:
-            continue
-        d = settings
-        if pool.last_round is not None and now - pool.last_round < d.interval_s:
-            continue
-        rnd = plan_one(
-            pool,
-            rules_of(pool),
-            placement,
-            pods,
-            budgets,
-            set(standing) | set(held_nodes),
-            closable,
+def settle_defrag_notice(
+    pod: PodView,
+    standing: Mapping[str, DefragMark],
+    by_key: Mapping[str, PodView],
+    now: float,
+) -> EvictPod | WithdrawNotice | None:
+    """A running pod's defragmentation notice this round: withdrawn once its node's mark is no
+    longer in force (`standing`), the pod evicted once its buffer is over (the room held for the
+    pod it was cleared for, while that pod waits for room), else None."""
+    notice = pod.defrag_notice
+    if notice is None or pod.terminal or pod.deleting or pod.node is None:
+        return None
+    if notice.room not in standing:
+        return WithdrawNotice(
+            pod, f"the defragmentation round on node {notice.room} is over; the pod stays"
         )
-        rounds.append(rnd)
-        gpus_of: dict[str, list[int]] = {}
-        snap = placement.snap
-        for node, slot in rnd.plan.cleared:
-            gpus_of.setdefault(node, []).append(snap.nodes[snap.index[node]].gpus[slot].index)
-        for node, gpus in sorted(gpus_of.items()):
-            mark = DefragMark(pool.name, now, now + d.timeout_s, tuple(sorted(gpus)))
-            new_marks.append(SetMark(node, mark))
-            standing[node] = mark
-        for move in rnd.plan.moves:
-            pod = by_key[move.resident]
-            src_node, src_slot = move.source_card
-            held_for = rnd.held_for.get((src_node, src_slot), "")
-            notice = ReclaimNotice(now, now + d.notice_s, pool.name, held_for, room=src_node)
-            dst_node, dst_slot = move.target_card
-            message = (
-                f"defragmentation (GpuPool {pool.name}) moves this pod off GPU slot {src_slot} "
-                f"of node {src_node} ({format_bytes(move.source.mem_bytes[0])}, priority "
-                f"{move.priority}): the card is above {pool.threshold_pct}% fragmentation; evicted "
-                f"at {format_time(now + d.notice_s)} (buffer {d.notice_s:g}s), its owner "
-                f"recreates it (room for it e.g. on {dst_node} slot {dst_slot})"
-            )
-            if held_for:
-                message += f"; the card is then held for pod {held_for}"
-            notices.append(NoticePod(pod, notice, message))
-    marked: dict[str, int] = {p.name: 0 for p in pools}
-    for mark in standing.values():
-        marked[mark.pool] = marked.get(mark.pool, 0) + len(mark.gpus)
-    return DefragRound(
-        marked_cards=marked,
-        conditions=tuple(conditions),
-        rounds=tuple(rounds),
-        marks=tuple(new_marks),
-        releases=tuple(releases),
-        notices=tuple(notices),
-        evictions=tuple(evictions),
-        withdrawals=tuple(withdrawals),
+    if now < notice.evict_at:
+        return None
+    claimant = by_key.get(notice.claimant_pod) if notice.claimant_pod else None
+    hold_uid = ""
+    hold_until: float | None = None
+    if claimant is not None and waits_for_room(claimant) and claimant.uid:
+        hold_uid, hold_until = claimant.uid, now + ROOM_HOLD_S
+    why = f"moved off node {notice.room} by defragmentation (GpuPool {notice.claimant})"
+    if notice.claimant_pod:
+        why += f"; the room is held for pod {notice.claimant_pod}"
+    return EvictPod(pod, notice, why, hold_uid, hold_until)
+
+
+def round_is_due(pool: PoolObject, busy: Collection[str], now: float) -> bool:
+    """A new round for `pool`: it defragments, its spec is valid, no mark of its own stands
+    (`busy`: the pools with one) and its interval has passed since its last round."""
+    d = pool.defrag
+    if d is None or pool.any_problem is not None or pool.name in busy:
+        return False
+    return pool.last_round is None or now - pool.last_round >= d.interval_s
+
+
+def round_marks(pool: PoolObject, rnd: Round, placement: Placement, now: float) -> list[SetMark]:
+    """The marks of the cards `rnd` clears, one per node, until now + the pool's timeout."""
+    assert pool.defrag is not None
+    snap = placement.snap
+    gpus_of: dict[str, list[int]] = {}
+    for node, slot in rnd.plan.cleared:
+        gpus_of.setdefault(node, []).append(snap.nodes[snap.index[node]].gpus[slot].index)
+    until = now + pool.defrag.timeout_s
+    return [
+        SetMark(node, DefragMark(pool.name, now, until, tuple(sorted(gpus))))
+        for node, gpus in sorted(gpus_of.items())
+    ]
+
+
+def move_notice(pool: PoolObject, rnd: Round, move: Move, pod: PodView, now: float) -> NoticePod:
+    """The notice on the pod `move` takes off its card (its node is the notice's `room`)."""
+    assert pool.defrag is not None
+    notice_s = pool.defrag.notice_s
+    src_node, src_slot = move.source_card
+    held_for = rnd.held_for.get((src_node, src_slot), "")
+    notice = ReclaimNotice(now, now + notice_s, pool.name, held_for, room=src_node)
+    dst_node, dst_slot = move.target_card
+    message = (
+        f"defragmentation (GpuPool {pool.name}) moves this pod off GPU slot {src_slot} "
+        f"of node {src_node} ({format_bytes(move.source.mem_bytes[0])}, priority "
+        f"{move.priority}): the card is above {pool.threshold_pct}% fragmentation; evicted "
+        f"at {format_time(now + notice_s)} (buffer {notice_s:g}s), its owner "
+        f"recreates it (room for it e.g. on {dst_node} slot {dst_slot})"
     )
+    if held_for:
+        message += f"; the card is then held for pod {held_for}"
+    return NoticePod(pod, notice, message)
+
+
+def marked_cards(pools: Sequence[PoolObject], standing: Iterable[DefragMark]) -> dict[str, int]:
+    """How many cards each pool's marks in force close (every pool listed, 0 without)."""
+    marked: dict[str, int] = {p.name: 0 for p in pools}
+    for mark in standing:
+        marked[mark.pool] = marked.get(mark.pool, 0) + len(mark.gpus)
+    return marked

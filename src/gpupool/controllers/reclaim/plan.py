@@ -43,11 +43,13 @@ queue then admits the waiting pod once its victims are gone.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gpupool.controllers.admission.plan import AdmissionPlan
+from gpupool.controllers.admission.plan import AdmissionPlan, ReclaimAsk
 from gpupool.controllers.reclaim.room import Placement, plan_room_reclaim
-from gpupool.quota.reclaim import NoReclaim, plan_reclaim
+from gpupool.quota.ledger import Ledger
+from gpupool.quota.reclaim import NoReclaim, Notice, plan_reclaim
+from gpupool.quota.resource import Resource
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import RoomHold
 from gpupool.state.notice import ReclaimNotice
@@ -146,58 +148,131 @@ def plan_reclaim_round(
     (notices for room already given are still carried out or withdrawn). `holds`: the room
     holds on GpuLeases (lease key -> hold)."""
     ledger = admission.ledger
-    book = ledger.book
+    noticed = standing_notices(views, ledger)
+    state = RoundState(now, {(p.uid or p.key): p for p in views}, set(noticed))
+    needed = plan_quota_notices(admission, state)
+    standing = room_standing(noticed, views, holds or {}, now)
+    if placement is not None:
+        plan_room_notices(views, ledger, placement, standing.held, state)
+    by_key = {p.key: p for p in views}
+    evictions: list[EvictPod] = []
+    withdrawals: list[WithdrawNotice] = []
+    for lease_id, (pod, notice) in noticed.items():
+        gone = standing.gone.get(lease_id)
+        outcome = settle_notice(
+            pod, notice, lease_cohort(ledger, lease_id), needed, gone, by_key, now
+        )
+        if isinstance(outcome, WithdrawNotice):
+            withdrawals.append(outcome)
+        elif outcome is not None:
+            evictions.append(outcome)
+    return ReclaimRound(
+        tuple(state.notices),
+        tuple(evictions),
+        tuple(withdrawals),
+        tuple(state.stuck),
+        standing.ended_holds,
+    )
 
-    pod_of = {(p.uid or p.key): p for p in views}
+
+@dataclass(slots=True)
+class RoundState:
+    """What one reclaim round has chosen so far: the victims' leases under a notice (given in an
+    earlier round, or new), the new notices and the pods reclaim cannot help."""
+
+    now: float
+    pod_of: Mapping[str, PodView]  # lease id (the pod's uid, else its key) -> the pod
+    pending: set[str]
+    notices: list[NoticePod] = field(default_factory=list)
+    stuck: list[Stuck] = field(default_factory=list)
+
+    def notice(self, victim: PodView, lease_id: str, notice: ReclaimNotice, message: str) -> None:
+        self.notices.append(NoticePod(victim, notice, message))
+        self.pending.add(lease_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RoomStanding:
+    """The room already being made: claimant pod key -> the node held for it; the room notices
+    to withdraw (lease id -> why); the room holds on GpuLeases whose pod no longer waits."""
+
+    held: dict[str, str]
+    gone: dict[str, str]
+    ended_holds: tuple[EndHold, ...]
+
+
+def standing_notices(
+    views: Sequence[PodView], ledger: Ledger
+) -> dict[str, tuple[PodView, ReclaimNotice]]:
+    """The notices given in earlier rounds, on pods that still hold quota: lease id -> both."""
     noticed: dict[str, tuple[PodView, ReclaimNotice]] = {}
     for pod in views:
         notice = pod.reclaim_notice
         if notice is not None and pod.holds_quota and ledger.lease(pod.uid or pod.key):
             noticed[pod.uid or pod.key] = (pod, notice)
+    return noticed
 
-    def cohort_of(lease_id: str) -> str | None:
-        lease = ledger.lease(lease_id)
-        return None if lease is None else book[lease.tenant].cohort
 
-    pending: set[str] = set(noticed)
+def lease_cohort(ledger: Ledger, lease_id: str) -> str | None:
+    """The cohort of the lease's tenant; None when the ledger has no such lease."""
+    lease = ledger.lease(lease_id)
+    return None if lease is None else ledger.book[lease.tenant].cohort
+
+
+def plan_quota_notices(admission: AdmissionPlan, state: RoundState) -> dict[str, int]:
+    """Notices for the admission plan's reclaim asks, in queue order, the needs summed per
+    cohort; the quota each cohort needs back (0: reclaim cannot help its first ask)."""
+    ledger, now = admission.ledger, state.now
     needed: dict[str, int] = {}
-    new: list[NoticePod] = []
-    stuck: list[Stuck] = []
     for ask in admission.reclaim:
-        quota = book.get(ask.tenant)
+        quota = ledger.book.get(ask.tenant)
         if quota is None or quota.cohort is None:
             continue
         cohort = quota.cohort
         total = needed.get(cohort, 0) + ask.needed
-        mine = [i for i in pending if cohort_of(i) == cohort]
+        mine = [i for i in state.pending if lease_cohort(ledger, i) == cohort]
         result = plan_reclaim(ledger, ask.tenant, total, now, mine)
         if isinstance(result, NoReclaim):
-            stuck.append(Stuck(ask.pod, result.reason))
+            state.stuck.append(Stuck(ask.pod, result.reason))
             needed.setdefault(cohort, 0)
             continue
         needed[cohort] = total
-        fmt = quota.resource.format
         for chosen in result.notices:
-            victim = pod_of[chosen.lease_id]
+            victim = state.pod_of[chosen.lease_id]
             notice = ReclaimNotice(now, chosen.evict_at, ask.tenant, ask.pod.key)
-            grace = chosen.evict_at - now
-            holding = (
-                f"this pod runs on borrowed quota ({fmt(chosen.amount)})"
-                if victim.gang is None
-                else f"this pod's gang {victim.gang.key} runs on borrowed quota and is reclaimed "
-                f"whole ({fmt(chosen.amount)} of it here)"
-            )
-            message = (
-                f"tenant {ask.tenant} needs its quota back ({fmt(ask.needed)} for pod "
-                f"{ask.pod.key}); {holding} and will be evicted at "
-                f"{format_time(chosen.evict_at)} (grace period {grace:g}s)"
-            )
-            new.append(NoticePod(victim, notice, message))
-            pending.add(chosen.lease_id)
+            message = quota_notice_message(ask, victim, chosen, quota.resource, now)
+            state.notice(victim, chosen.lease_id, notice, message)
+    return needed
 
+
+def quota_notice_message(
+    ask: ReclaimAsk, victim: PodView, chosen: Notice, resource: Resource, now: float
+) -> str:
+    """The event on a victim of reclaim for quota."""
+    fmt = resource.format
+    holding = (
+        f"this pod runs on borrowed quota ({fmt(chosen.amount)})"
+        if victim.gang is None
+        else f"this pod's gang {victim.gang.key} runs on borrowed quota and is reclaimed "
+        f"whole ({fmt(chosen.amount)} of it here)"
+    )
+    return (
+        f"tenant {ask.tenant} needs its quota back ({fmt(ask.needed)} for pod "
+        f"{ask.pod.key}); {holding} and will be evicted at "
+        f"{format_time(chosen.evict_at)} (grace period {chosen.evict_at - now:g}s)"
+    )
+
+
+def room_standing(
+    noticed: Mapping[str, tuple[PodView, ReclaimNotice]],
+    views: Sequence[PodView],
+    holds: Mapping[str, RoomHold],
+    now: float,
+) -> RoomStanding:
+    """Which room notices and holds still serve a waiting pod (`RoomStanding`)."""
     by_key = {p.key: p for p in views}
-    held: dict[str, str] = {}  # claimant pod key -> node where room is made for it
-    room_gone: dict[str, str] = {}  # lease id -> why its room notice is withdrawn
+    held: dict[str, str] = {}
+    gone: dict[str, str] = {}
     for lease_id, (_pod, notice) in noticed.items():
         if notice.room is None:
             continue
@@ -205,10 +280,10 @@ def plan_reclaim_round(
         if _room_claimant_waits(claimant):
             held[notice.claimant_pod] = notice.room
         else:
-            room_gone[lease_id] = _room_gone_why(claimant)
+            gone[lease_id] = _room_gone_why(claimant)
     pod_by_uid = {p.uid: p for p in views if p.uid}
-    ended_holds: list[EndHold] = []
-    for lease_key, hold in sorted((holds or {}).items()):
+    ended: list[EndHold] = []
+    for lease_key, hold in sorted(holds.items()):
         if hold.until <= now:
             continue  # over: the extender no longer reads it
         claimant = pod_by_uid.get(hold.uid)
@@ -217,71 +292,81 @@ def plan_reclaim_round(
             held.setdefault(claimant.key, hold.node)
         else:
             why = _room_gone_why(claimant)
-            ended_holds.append(
+            ended.append(
                 EndHold(lease_key, hold, f"room on node {hold.node} for pod {hold.pod}: {why}")
             )
+    return RoomStanding(held, gone, tuple(ended))
 
-    if placement is not None:
-        room = plan_room_reclaim(views, ledger, placement, now, pending=pending, held=held)
-        for claim in room.claims:
-            fmt = book[claim.pod.tenant].resource.format
-            for chosen in claim.notices:
-                victim = pod_of[chosen.lease_id]
-                notice = ReclaimNotice(
-                    now, chosen.evict_at, claim.pod.tenant, claim.pod.key, room=claim.node
-                )
-                grace = chosen.evict_at - now
-                message = (
-                    f"reclaim for room on node {claim.node} for pod {claim.pod.key}: tenant "
-                    f"{claim.pod.tenant} is within its quota but no node has room for the pod; "
-                    f"this pod runs on borrowed quota ({fmt(chosen.amount)}) on that node and "
-                    f"will be evicted at {format_time(chosen.evict_at)} (grace period {grace:g}s)"
-                )
-                new.append(NoticePod(victim, notice, message))
-                pending.add(chosen.lease_id)
-        stuck.extend(Stuck(n.pod, f"no room for pod {n.pod.key}: {n.reason}") for n in room.no_room)
 
-    evictions: list[EvictPod] = []
-    withdrawals: list[WithdrawNotice] = []
-    for lease_id, (pod, notice) in noticed.items():
-        victim_cohort = cohort_of(lease_id)
-        if notice.room is not None:
-            if lease_id in room_gone:
-                withdrawals.append(
-                    WithdrawNotice(
-                        pod,
-                        f"reclaim for room on node {notice.room} for pod {notice.claimant_pod} "
-                        f"withdrawn: {room_gone[lease_id]}",
-                    )
-                )
-                continue
-        elif victim_cohort is None or victim_cohort not in needed:
-            withdrawals.append(
-                WithdrawNotice(
-                    pod,
-                    f"reclaim for tenant {notice.claimant} withdrawn: nobody in its cohort waits "
-                    f"for borrowed quota any more",
-                )
+def plan_room_notices(
+    views: Sequence[PodView],
+    ledger: Ledger,
+    placement: Placement,
+    held: Mapping[str, str],
+    state: RoundState,
+) -> None:
+    """Notices for room (`reclaim.room`) for the pods the quota admitted that fit nowhere."""
+    now = state.now
+    room = plan_room_reclaim(views, ledger, placement, now, pending=state.pending, held=held)
+    for claim in room.claims:
+        fmt = ledger.book[claim.pod.tenant].resource.format
+        for chosen in claim.notices:
+            victim = state.pod_of[chosen.lease_id]
+            notice = ReclaimNotice(
+                now, chosen.evict_at, claim.pod.tenant, claim.pod.key, room=claim.node
             )
-            continue
-        if notice.evict_at <= now and not pod.deleting:
-            claimant = by_key.get(notice.claimant_pod) if notice.room is not None else None
-            why = (
-                f"to make room on node {notice.room} for pod {notice.claimant_pod} of tenant "
-                f"{notice.claimant}"
-                if notice.room is not None
-                else f"to give tenant {notice.claimant} its quota back"
+            grace = chosen.evict_at - now
+            message = (
+                f"reclaim for room on node {claim.node} for pod {claim.pod.key}: tenant "
+                f"{claim.pod.tenant} is within its quota but no node has room for the pod; "
+                f"this pod runs on borrowed quota ({fmt(chosen.amount)}) on that node and "
+                f"will be evicted at {format_time(chosen.evict_at)} (grace period {grace:g}s)"
             )
-            evictions.append(
-                EvictPod(
-                    pod,
-                    notice,
-                    f"evicted {why} (notice given at {format_time(notice.at)}, grace period over "
-                    f"at {format_time(notice.evict_at)})",
-                    claimant_uid=claimant.uid if claimant is not None else "",
-                    hold_until=now + ROOM_HOLD_S if claimant is not None else None,
-                )
+            state.notice(victim, chosen.lease_id, notice, message)
+    state.stuck.extend(
+        Stuck(n.pod, f"no room for pod {n.pod.key}: {n.reason}") for n in room.no_room
+    )
+
+
+def settle_notice(
+    pod: PodView,
+    notice: ReclaimNotice,
+    victim_cohort: str | None,
+    needed: Mapping[str, int],
+    room_gone: str | None,
+    by_key: Mapping[str, PodView],
+    now: float,
+) -> EvictPod | WithdrawNotice | None:
+    """A standing notice this round: withdrawn when its room is gone (`room_gone`: why) or, for
+    quota, when nobody in the victim's cohort (`victim_cohort`) still needs quota back; the pod
+    evicted once its grace period is over; else None (it waits)."""
+    if notice.room is not None:
+        if room_gone is not None:
+            return WithdrawNotice(
+                pod,
+                f"reclaim for room on node {notice.room} for pod {notice.claimant_pod} "
+                f"withdrawn: {room_gone}",
             )
-    return ReclaimRound(
-        tuple(new), tuple(evictions), tuple(withdrawals), tuple(stuck), tuple(ended_holds)
+    elif victim_cohort is None or victim_cohort not in needed:
+        return WithdrawNotice(
+            pod,
+            f"reclaim for tenant {notice.claimant} withdrawn: nobody in its cohort waits "
+            f"for borrowed quota any more",
+        )
+    if notice.evict_at > now or pod.deleting:
+        return None
+    claimant = by_key.get(notice.claimant_pod) if notice.room is not None else None
+    why = (
+        f"to make room on node {notice.room} for pod {notice.claimant_pod} of tenant "
+        f"{notice.claimant}"
+        if notice.room is not None
+        else f"to give tenant {notice.claimant} its quota back"
+    )
+    return EvictPod(
+        pod,
+        notice,
+        f"evicted {why} (notice given at {format_time(notice.at)}, grace period over "
+        f"at {format_time(notice.evict_at)})",
+        claimant_uid=claimant.uid if claimant is not None else "",
+        hold_until=now + ROOM_HOLD_S if claimant is not None else None,
     )

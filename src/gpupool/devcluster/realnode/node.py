@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gpupool.adapters.tls import Authority, name, write_cert, write_key
-from gpupool.adapters.wire.names import LABEL_GPU_COUNT, LABEL_GPU_MEMORY, LABEL_GPU_MODEL
+from gpupool.adapters.wire.names import (
+    API_VERSION,
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_MODEL,
+)
 from gpupool.devcluster import rbac
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.certs import KUBELET_CLIENT_USER, issue_client
@@ -328,7 +333,7 @@ class RealNode:
         """The kubelet shows the agent's gpupool.io/vgpu and the agent's GpuNode beats."""
         try:
             node = api.find(f"/api/v1/nodes/{self.spec.name}")
-            gpunode = api.find(f"/apis/gpupool.io/v1alpha1/gpunodes/{self.spec.name}")
+            gpunode = api.find(f"/apis/{API_VERSION}/gpunodes/{self.spec.name}")
         except (ApiError, urllib.error.URLError, OSError):
             return False
         if node is None or gpunode is None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from gpupool.adapters.wire.names import RES_VGPU
 from gpupool.domain.devices import Gpu
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
 from gpupool.domain.sockets import check_socket_path
@@ -34,7 +35,7 @@ from gpupool.ports import AllocationSource, Inventory, LeaseSourceUnavailable, P
 
 log = logging.getLogger(__name__)
 
-RESOURCE_NAME = "gpupool.io/vgpu"
+RESOURCE_NAME = RES_VGPU
 API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
