@@ -35,7 +35,21 @@ class Outcomes(Protocol):
     def evicted(self, reason: str) -> None: ...
 
 
-class ClusterApi(Protocol):
+class EventWriter(Protocol):
+    """Records a Kubernetes Event on an object (a pod, by default)."""
+
+    async def event(
+        self,
+        pod: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        now_rfc3339: str,
+    ) -> None: ...
+
+
+class ClusterApi(EventWriter, Protocol):
     """What the controllers' reconcilers read from and write to the API server
     (`adapters.cluster.KubeClusterApi`; an in-memory fake in the unit tests).
 
@@ -67,16 +81,6 @@ class ClusterApi(Protocol):
     async def evict_pod(self, namespace: str, name: str) -> str | None:
         """None when evicted (or gone); else why the Eviction API refused (429)."""
         ...
-
-    async def event(
-        self,
-        pod: Mapping[str, Any],
-        reason: str,
-        message: str,
-        *,
-        warning: bool = False,
-        now_rfc3339: str,
-    ) -> None: ...
 
     async def patch_quota_status(self, name: str, status: Json) -> bool: ...
 

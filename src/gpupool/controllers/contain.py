@@ -34,7 +34,7 @@ from gpupool.controllers.isolation import (
     error_text,
     plan_isolated,
 )
-from gpupool.ports import Json
+from gpupool.ports import EventWriter, Json
 from gpupool.rfc3339 import format_time
 
 log = logging.getLogger("gpupool.controller.contain")
@@ -61,18 +61,6 @@ class ReconcileObserver(Protocol):
     def reconcile_retried(self, loop: str) -> None: ...
 
     def set_aside_now(self, loop: str, count: int) -> None: ...
-
-
-class EventWriter(Protocol):
-    async def event(
-        self,
-        pod: Mapping[str, Any],
-        reason: str,
-        message: str,
-        *,
-        warning: bool = False,
-        now_rfc3339: str,
-    ) -> None: ...
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
