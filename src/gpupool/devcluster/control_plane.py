@@ -72,6 +72,10 @@ def apiserver_argv(
         "--allow-privileged=true",
         "--enable-priority-and-fairness=false",
         "--profiling=false",
+        # ConfigMaps are watched from etcd, not the apiserver's watch cache: a test can then
+        # compact etcd and see a watch's version gone (410), as a long-lived cluster does.
+        # gpupool watches no ConfigMap.
+        "--watch-cache-sizes=configmaps#0",
     ]
 
 
