@@ -188,7 +188,7 @@ def gpupool_argvs(
         argvs["gpupool-web"] = [
             *gpupool, "web", *identity("gpupool-web"),
             "--host", LOOPBACK, "--port", str(ports["gpupool-web"]), "--dev-insecure",
-            "--resync-seconds", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+            "--log-level", spec.log_level,
         ]  # fmt: skip
     argvs["gpupool-heartbeat"] = [
         *gpupool, "dev-cluster", "heartbeat", *identity("gpupool-heartbeat"),
