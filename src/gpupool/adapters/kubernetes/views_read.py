@@ -21,13 +21,16 @@ from lightkube import AsyncClient, operators
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node, Pod
 
-from gpupool.adapters.kubernetes.lease import lease_from_json
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.kubernetes.decoded import (
+    lease_from_json,
+    read_gpu_node,
+    read_node,
+    read_pod,
+    read_quota,
+)
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, GpuQuota, to_dict
 from gpupool.adapters.kubernetes.watch_cache import WatchCache
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.quotas import read_quota
 from gpupool.domain.errors import GpupoolError
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.lease import LeaseRecord

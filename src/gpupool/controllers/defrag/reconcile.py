@@ -15,9 +15,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_pod
 from gpupool.adapters.kubernetes.pdb import read_budget
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.wire import names

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Mapping
 from functools import partial
 
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.controllers.admission.reconcile import LOOP, AdmissionRound
 from gpupool.controllers.contain import Containment, run_one
 from gpupool.controllers.reclaim.notices import (
