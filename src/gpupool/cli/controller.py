@@ -16,18 +16,7 @@ import aiohttp
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.watch_cache import (
-    DEPLOYMENTS,
-    GPULEASES,
-    GPUNODES,
-    GPUPOOLS,
-    GPUQUOTAS,
-    NODES,
-    PDBS,
-    STATEFULSETS,
-    TENANT_PODS,
-    WatchCache,
-)
+from gpupool.adapters.kubernetes.watch_cache import CONTROLLER_KINDS, WatchCache
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.metrics.http import parse_address, start_metrics_server
@@ -167,9 +156,6 @@ def _autoscale_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-CONTROLLER_KINDS = (
-    TENANT_PODS, NODES, GPUNODES, GPULEASES, GPUQUOTAS, GPUPOOLS, PDBS, DEPLOYMENTS, STATEFULSETS,
-)  # fmt: skip
 # What owes each loop a round besides its period (heartbeats never do: `noise.only_heartbeat`).
 LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
 ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})

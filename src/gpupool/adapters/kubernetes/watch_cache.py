@@ -65,6 +65,10 @@ GPUPOOLS = Watched("gpupools", GpuPool, False)
 PDBS = Watched("pdbs", PodDisruptionBudget, True)
 DEPLOYMENTS = Watched("deployments", Deployment, True)
 STATEFULSETS = Watched("statefulsets", StatefulSet, True)
+# What the controller's loops read (its ServiceAccount may list and watch each).
+CONTROLLER_KINDS = (
+    TENANT_PODS, NODES, GPUNODES, GPULEASES, GPUQUOTAS, GPUPOOLS, PDBS, DEPLOYMENTS, STATEFULSETS,
+)  # fmt: skip
 
 
 class Gone(Exception):

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpupool.adapters.kubernetes.watch_cache import CONTROLLER_KINDS
 from gpupool.adapters.metrics.fragmentation import MEASURE
 
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 4 * 3600.0)
@@ -215,7 +216,12 @@ class ControllerMetrics:
             ["kind"],
             registry=self.registry,
         )
+        for watched in CONTROLLER_KINDS:
+            self.cache_objects.labels(watched.kind).set(0)
+            self.watch_restarts.labels(watched.kind)
+            self.relists.labels(watched.kind)
         for loop in LOOPS:
+            self.queue_wait.labels(loop)
             self.reconcile_errors.labels(loop, ROUND_KIND)
             self.reconcile_retries.labels(loop)
             self.set_aside.labels(loop).set(0)
