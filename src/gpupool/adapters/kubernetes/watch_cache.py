@@ -54,6 +54,7 @@ class Watched:
     resource: Any
     namespaced: bool
     labels: dict[str, Any] = field(default_factory=dict)
+    namespace: str = "*"  # a namespaced kind: every namespace, or this one
 
 
 TENANT_PODS = Watched("pods", Pod, True, {names.LABEL_TENANT: operators.exists()})
@@ -97,7 +98,9 @@ class Reflector:
         self.synced = asyncio.Event()
 
     def _scope(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {"namespace": "*"} if self.watched.namespaced else {}
+        kw: dict[str, Any] = (
+            {"namespace": self.watched.namespace} if self.watched.namespaced else {}
+        )
         if self.watched.labels:
             kw["labels"] = self.watched.labels
         return kw
