@@ -51,6 +51,7 @@ def test_one_device_per_card_with_its_attributes() -> None:
         "uuid": {"string": A},
         "index": {"int": 0},
         "numaNode": {"int": 0},
+        "resource.kubernetes.io/numaNode": {"int": 0},
         "nvlinkDomain": {"int": 3},
     }
     assert "nvlinkDomain" not in b["attributes"]  # no NVLink: no domain to match on

@@ -4,7 +4,8 @@ One device per healthy card (`gpu-<index>`), shared by several claims (`allowMul
 Kubernetes' consumable capacity, KEP-5075). Each device publishes:
 
 - attributes `model` (the catalogue name, as `gpupool.io/gpu-model` names it), `uuid`, `index`,
-  `numaNode` and, for NVLink-connected cards, `nvlinkDomain` (cards sharing one are peers);
+  `numaNode` (also as Kubernetes' standard `resource.kubernetes.io/numaNode`) and, for
+  NVLink-connected cards, `nvlinkDomain` (cards sharing one are peers);
 - capacity `memory`: the bytes a card gives to slices (its memory less the node's reserve, down
   to the step), which a claim consumes as asked (`capacity.requests.memory`), in steps of
   MEMORY_STEP, all of it when it does not ask (a whole card);
@@ -45,6 +46,9 @@ ATTR_UUID = "uuid"
 ATTR_INDEX = "index"
 ATTR_NUMA = "numaNode"
 ATTR_NVLINK = "nvlinkDomain"
+# Kubernetes' standard NUMA attribute (k8s.io/dynamic-resource-allocation/deviceattribute), so a
+# claim can ask a GPU and another driver's NIC on one NUMA node with matchAttribute
+ATTR_STANDARD_NUMA = "resource.kubernetes.io/numaNode"
 
 MAX_DEVICES = 128  # resource.k8s.io/v1 ResourceSliceMaxDevices
 DEVICE_PREFIX = "gpu-"
@@ -93,6 +97,7 @@ def device_json(gpu: Gpu, reserve_pct: float, shares: int) -> dict[str, Any]:
         ATTR_UUID: {"string": gpu.uuid},
         ATTR_INDEX: {"int": gpu.index},
         ATTR_NUMA: {"int": gpu.numa_node},
+        ATTR_STANDARD_NUMA: {"int": gpu.numa_node},
     }
     if gpu.nvlink_domain is not None:
         attributes[ATTR_NVLINK] = {"int": gpu.nvlink_domain}
