@@ -52,13 +52,15 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _diff(a: Any, b: Any, path: list[str | int], ops: list[Op]) -> None:
-    if _same(a, b):
+    # Objects and arrays are not compared whole first: their members are, each once (`_same`),
+    # and only the ones that differ are walked into.
+    if a is b:
         return
     if isinstance(a, dict) and isinstance(b, dict):
         _diff_object(a, b, path, ops)
     elif isinstance(a, list) and isinstance(b, list):
         _diff_array(a, b, path, ops)
-    elif not (_number(a) and _number(b) and a == b):
+    elif not (_same(a, b) or (_number(a) and _number(b) and a == b)):
         ops.append({"op": "replace", "path": pointer(path), "value": b})
 
 
@@ -98,8 +100,7 @@ def _diff_array(a: list[Any], b: list[Any], path: list[str | int], ops: list[Op]
                 _diff(old, new, [*path, i], ops)
         return
     # Matched by identity: elements kept are diffed in place, the rest replaced, removed or added.
-    matcher = SequenceMatcher(None, old_keys, new_keys, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _matches(old_keys, new_keys):
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2), strict=True):
                 if not _same(a[i], b[j]):
@@ -125,18 +126,34 @@ def _identities(a: list[Any], b: list[Any]) -> tuple[list[Hashable], list[Hashab
     for key in KEYS:
         if key not in sample:
             continue
-        ids: list[list[Hashable]] = []
-        for xs in (a, b):
-            try:
-                values = [x[key] for x in xs]
-            except (KeyError, TypeError):
-                break
-            if any(isinstance(v, dict | list) for v in values) or len(set(values)) != len(values):
-                break
-            ids.append([(type(v).__name__, v) for v in values])
-        else:
-            return ids[0], ids[1]
+        try:
+            ids = [x[key] for x in a], [x[key] for x in b]
+            if all(len(set(xs)) == len(xs) for xs in ids):  # an object or array: TypeError
+                return ids
+        except (KeyError, TypeError):
+            pass
     return None
+
+
+def _matches(old: list[Hashable], new: list[Hashable]) -> list[tuple[str, int, int, int, int]]:
+    """`SequenceMatcher`'s opcodes for two lists of identities, with the common head and tail
+    (where a change usually leaves most of a long array) matched without it."""
+    size = min(len(old), len(new))
+    head = 0
+    while head < size and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < size - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    out: list[tuple[str, int, int, int, int]] = []
+    if head:
+        out.append(("equal", 0, head, 0, head))
+    middle = SequenceMatcher(None, old[head : len(old) - tail], new[head : len(new) - tail], False)
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        out.append((tag, i1 + head, i2 + head, j1 + head, j2 + head))
+    if tail:
+        out.append(("equal", len(old) - tail, len(old), len(new) - tail, len(new)))
+    return out
 
 
 def apply(doc: Any, ops: Sequence[Op]) -> Any:

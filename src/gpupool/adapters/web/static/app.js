@@ -443,6 +443,7 @@ async function load() {
   stream.addEventListener("state", (e) => {
     setLive("live");
     held = { version: Number(e.lastEventId), doc: JSON.parse(e.data) };
+    count("states");
     render(held.doc, r);
   });
   stream.addEventListener("patch", (e) => {
