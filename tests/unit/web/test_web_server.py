@@ -174,6 +174,8 @@ async def _events(resp: aiohttp.ClientResponse) -> AsyncIterator[Event]:
             name, _, value = line.partition(": ")
             fields[name] = value
             continue
+        if not fields:
+            continue  # the end of a comment (keepalive, unchanged)
         yield fields["event"], int(fields["id"]), json.loads(fields["data"])
         fields = {}
 

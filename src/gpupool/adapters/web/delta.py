@@ -18,8 +18,10 @@ Equal subtrees are found with Python's `==`, where `1 == 1.0` (one JSON number e
 diffed here are typed (a place holds booleans or numbers, never both), so that does not arise; a
 scalar compared on its own is compared with its type.
 
-Pure: no I/O, no clock. Subtrees that compare equal are skipped at C speed (`==`), so diffing two
-6.6 MB pool documents that differ in one pod costs milliseconds (bench/web_state.py)."""
+Pure: no I/O, no clock. Members that compare equal are skipped at C speed (`==`), so a diff costs
+about one comparison of the two documents, less than serialising one: 267 ms for two 8 MB pool
+documents (1,213 nodes) that differ by one pod placed, on the loaded 2-core development machine
+(bench/web_state.py)."""
 
 from __future__ import annotations
 

@@ -331,8 +331,10 @@ async def _stream(request: web.Request, response: web.StreamResponse, token: str
             base = held[1]
             if doc.body == base.body:
                 # nothing the page shows changed: it keeps its version (the base of the next
-                # patch), but the old value is let go for the equal new one
+                # patch), but the old value is let go for the equal new one; a comment keeps
+                # the stream from looking idle while others' changes come and go
                 held = key, Doc(base.version, doc.body, doc.value)
+                await response.write(b": unchanged\n\n")
                 continue
             patch = rendered.patch(key, base, doc)
             if patch is not None:
