@@ -3,7 +3,8 @@ against all of gpupool on the dev cluster, with two tenants:
 
 - as the operator (the dev cluster's `--dev-insecure`: no token), each pod's slice is drawn on
   the card its GpuLease names, a tenant's quota bar shows its GpuQuota status, the pod over quota
-  shows at its queue position, and a pod placed after the page loaded appears without a reload;
+  shows at its queue position, and a pod placed after the page loaded appears without a reload,
+  by a patch of the document the page holds (which then equals GET /api/v1/state);
 - logged in with tenant A's ServiceAccount token (the login form), A's pods show and B's do not
   (B's slices are drawn as someone else's, nameless); B's tenant page is refused with a message,
   and the HTTP API refuses B's tenant and namespace with 403, a bad token with 401.
@@ -133,6 +134,14 @@ def _slice_on_card(pod: str, lease: dict[str, Any]) -> str:
     )
 
 
+# How many whole states, patches and fetches of the whole state again the page has had.
+_COUNTS = (
+    "({states: Number(document.body.dataset.states || 0), "
+    "patches: Number(document.body.dataset.patches || 0), "
+    "resyncs: Number(document.body.dataset.resyncs || 0)})"
+)
+
+
 async def _text(page: Page, selector: str) -> str:
     return str(
         await page.evaluate(f"document.querySelector({json.dumps(selector)})?.textContent ?? ''")
@@ -207,8 +216,11 @@ def test_the_web_view_draws_the_pool_live_and_shows_a_tenant_only_its_own(
             await page.screenshot(out / "operator-pool.png")
 
             # A pod placed after the page loaded appears without a reload: a mark set on the
-            # page's window survives (a reload would clear it).
+            # page's window survives (a reload would clear it). It comes as a patch: no whole
+            # state arrives meanwhile, and the page does not fetch one again.
             await page.evaluate("window.__sameLoad = 'yes'")
+            await page.wait_for(_COUNTS + ".states >= 1", "the stream's first, whole, state")
+            before = await page.evaluate(_COUNTS)
             c.api.create(f"/api/v1/namespaces/{b}/pods", _pod("infer-late", "20Gi"))
             late = wait_until(lambda: _lease_of(c, b, "infer-late"), 90, "the late pod's lease")
             await page.wait_for(
@@ -216,6 +228,16 @@ def test_the_web_view_draws_the_pool_live_and_shows_a_tenant_only_its_own(
             )
             assert await page.evaluate("window.__sameLoad") == "yes"
             assert await page.evaluate("document.getElementById('live').dataset.state") == "live"
+            after = await page.evaluate(_COUNTS)
+            assert after["patches"] > before["patches"], (before, after)
+            assert (after["states"], after["resyncs"]) == (before["states"], 0), (before, after)
+            # the document the patches built is the one the server answers (once both are at
+            # one snapshot: the wait retries while the pool moves)
+            await page.wait_for(
+                "fetch('/api/v1/state').then((r) => r.json())"
+                ".then((d) => JSON.stringify(d) === JSON.stringify(held.doc))",
+                "the patched document to equal GET /api/v1/state",
+            )
 
             # The node page of a's first pod lists its slice.
             node = placed[(a, "infer-1")]["spec"]["node"]

@@ -31,6 +31,7 @@ from gpupool.adapters.tls import server_context
 from gpupool.adapters.web.access import Access, KubeReviews
 from gpupool.adapters.web.server import make_app
 from gpupool.adapters.web.source import StateSource
+from gpupool.adapters.web.ticks import stepped
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 
 log = logging.getLogger("gpupool.web")
@@ -85,8 +86,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     # LIST; heartbeats change nothing shown until the periodic render.
     cache = WatchCache(client, WEB_KINDS)
     cache.subscribe(lambda _change: source.poke())
+    # figures that move with time move once per resync period (ticks.py: a change's patch stays
+    # small)
+    clock = stepped(time.time, args.resync_seconds)
     source = StateSource(
-        lambda: read_views(client, cache=cache), time.time, resync_s=args.resync_seconds
+        lambda: read_views(client, cache=cache), clock, resync_s=args.resync_seconds
     )
     access = Access(
         KubeReviews(client),

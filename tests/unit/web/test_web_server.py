@@ -1,10 +1,12 @@
 """`gpupool web`'s HTTP side, served for real on loopback, over the fixed pool of the views'
-tests. The API server's reviews are a small fake of the web view's own `Reviews` interface (the
-real ones are checked against the dev cluster in tests/e2e/test_web_browser_e2e.py)."""
+tests (a test may change what the next refresh reads: `Pool.inputs`). The API server's reviews
+are a small fake of the web view's own `Reviews` interface (the real ones are checked against the
+dev cluster in tests/e2e/test_web_browser_e2e.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -17,9 +19,10 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "views"))
 
-from pool_fixture import NOW, small_pool
+from pool_fixture import NOW, lease, small_pool
 
 from gpupool.adapters.web.access import Access, Question, Viewer
+from gpupool.adapters.web.delta import apply
 from gpupool.adapters.web.server import COOKIE, make_app
 from gpupool.adapters.web.source import StateSource
 from gpupool.state.views.status import ViewInputs
@@ -45,9 +48,17 @@ class FakeReviews:
 Client = Callable[..., Coroutine[Any, Any, tuple[int, Any, aiohttp.ClientResponse]]]
 
 
+class Pool:
+    """What the source reads: the views' small pool unless a test changed it."""
+
+    inputs = small_pool()
+
+
 async def _serve(dev_insecure: bool = False) -> AsyncIterator[tuple[str, StateSource]]:
+    Pool.inputs = small_pool()
+
     async def read() -> ViewInputs:
-        return small_pool()
+        return Pool.inputs
 
     source = StateSource(read, lambda: NOW)
     await source.refresh()
@@ -150,20 +161,78 @@ def test_dev_insecure_lets_a_request_without_a_token_see_everything() -> None:
     _run(test, dev=True)
 
 
-def test_every_refresh_is_pushed_to_an_open_stream() -> None:
+Event = tuple[str, int, Any]  # event, id, data
+
+
+async def _events(resp: aiohttp.ClientResponse) -> AsyncIterator[Event]:
+    fields: dict[str, str] = {}
+    async for raw in resp.content:
+        line = raw.decode().rstrip("\n")
+        if line.startswith(":"):
+            continue
+        if line:
+            name, _, value = line.partition(": ")
+            fields[name] = value
+            continue
+        if not fields:
+            continue  # the end of a comment (keepalive, unchanged)
+        yield fields["event"], int(fields["id"]), json.loads(fields["data"])
+        fields = {}
+
+
+def _place(pod: str, card: int) -> None:
+    """A pod of team-a placed on gpu-node-c (the next refresh reads it)."""
+    placed = lease("team-a", pod, "gpu-node-c", [(card, 0, 8)], age_s=0.0)
+    Pool.inputs = dataclasses.replace(Pool.inputs, leases=[*Pool.inputs.leases, placed])
+
+
+def test_a_stream_sends_the_state_then_what_changed_in_it() -> None:
     async def test(url: str, source: StateSource, session: aiohttp.ClientSession) -> None:
         headers = {"Authorization": "Bearer a-token"}
+        seen: list[Event] = []
         async with session.get(f"{url}/api/v1/events", headers=headers) as resp:
             assert resp.headers["Content-Type"].startswith("text/event-stream")
-            events: list[dict[str, Any]] = []
-            async for line in resp.content:
-                if line.startswith(b"data: "):
-                    events.append(json.loads(line[6:]))
-                    if len(events) == 2:
-                        break
-                    await source.refresh()  # the server pushes the next snapshot
-        assert [e["kind"] for e in events] == ["WebState", "WebState"]
-        assert all(e["user"] == "alice" for e in events)
+            async for event in _events(resp):
+                seen.append(event)
+                if len(seen) == 1:
+                    await source.refresh()  # nothing alice sees changed: nothing is sent
+                    _place("late-1", 2)
+                    await source.refresh()
+                elif len(seen) == 2:
+                    _place("late-2", 3)
+                    await source.refresh()
+                else:
+                    break
+            _, now = await _get(session, f"{url}/api/v1/state", "a-token")
+        (first, v1, doc), (second, v3, patch), (third, v4, patch2) = seen
+        assert (first, second, third) == ("state", "patch", "patch")
+        assert doc["kind"] == "WebState" and doc["user"] == "alice"
+        # the unchanged snapshot (v1 + 1) was skipped: the patch's base is what the page holds
+        assert (patch["base"], patch["version"], v3) == (v1, v1 + 2, v1 + 2)
+        assert (patch2["base"], patch2["version"], v4) == (v3, v3 + 1, v3 + 1)
+        pods = {x["pod"] for x in now["leases"]["live"]}
+        assert {"team-a/late-1", "team-a/late-2"} <= pods
+        assert apply(apply(doc, patch["ops"]), patch2["ops"]) == now  # what a GET says now
+        assert len(json.dumps(patch)) < len(json.dumps(now)) / 2
+
+    _run(test)
+
+
+def test_a_stream_that_is_refused_later_says_why_and_ends() -> None:
+    async def test(url: str, source: StateSource, session: aiohttp.ClientSession) -> None:
+        headers = {"Authorization": "Bearer a-token"}
+        seen: list[Event] = []
+        async with session.get(f"{url}/api/v1/events?node=gpu-node-a", headers=headers) as resp:
+            async for event in _events(resp):
+                seen.append(event)
+                if len(seen) == 1:  # alice's last slice on gpu-node-a goes: she may not see it
+                    Pool.inputs = dataclasses.replace(
+                        Pool.inputs,
+                        leases=[x for x in Pool.inputs.leases if x.node != "gpu-node-a"],
+                    )
+                    await source.refresh()
+        assert [e for e, _, _ in seen] == ["state", "failure"]
+        assert seen[1][2]["code"] == 403 and "gpu-node-a" in seen[1][2]["message"]
 
     _run(test)
 

@@ -9,7 +9,8 @@ SubjectAccessReview). Routes:
     GET  /api/v1/state          {status, queue, leases} for the page (?tenant=T, ?node=N,
                                 ?namespace=NS)
     GET  /api/v1/status|queue|leases   the documents `gpupool status|queue|leases -o json` print
-    GET  /api/v1/events         the same as /api/v1/state, pushed on every change (SSE)
+    GET  /api/v1/events         the same as /api/v1/state, then what changed in it (SSE: `state`
+                                first, then `patch` events; `_stream`)
     GET  /api/v1/whoami         who the token is and what they may see
     POST /api/v1/login          {"token": "..."}: checks it, keeps it in an HttpOnly cookie
     POST /api/v1/logout
@@ -24,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from aiohttp import web
 
 from gpupool.adapters import views_json
 from gpupool.adapters.web.access import Access, ReviewFailed, Unauthenticated, Viewer
-from gpupool.adapters.web.rendered import Rendered
+from gpupool.adapters.web.rendered import Doc, Rendered, dumps
 from gpupool.adapters.web.source import Snapshot, StateSource
 from gpupool.domain.errors import GpupoolError
 from gpupool.state.views.errors import UnknownNode, UnknownTenant
@@ -67,10 +68,6 @@ class Refused(Exception):
 
 def error_doc(code: int, reason: str, message: str) -> Json:
     return views_json.document("Error", {"code": code, "reason": reason, "message": message})
-
-
-def _dumps(doc: Json) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def _json(doc: Json, status: int = 200) -> web.Response:
@@ -209,28 +206,30 @@ def _document(kind: str, shown: StatusView, scope: Scope, ask: Ask) -> Json:
     return views_json.leases_doc(shown, tenant)
 
 
-def _render(request: web.Request, snapshot: Snapshot, scope: Scope, kind: str, ask: Ask) -> bytes:
+def _render(request: web.Request, snapshot: Snapshot, scope: Scope, kind: str, ask: Ask) -> Doc:
     """The `kind` document of `snapshot` as `scope` may see it, serialised once per snapshot for
-    everyone who asks the same (a refusal raises, and is not kept)."""
+    everyone who asks the same (a refusal raises, and is not kept). A `state` document keeps its
+    value too: the live stream diffs it."""
     full = snapshot.view
     assert full is not None
 
-    def make() -> bytes:
+    def make() -> Json:
         shown = visible(full, scope)
         tenant, node, namespace = ask
         _check(full, shown, scope, tenant, node, namespace)
         if namespace is not None:
             shown = in_namespace(shown, namespace)
-        return json.dumps(_document(kind, shown, scope, ask), separators=(",", ":")).encode()
+        return _document(kind, shown, scope, ask)
 
-    return request.app[RENDERED].get(snapshot.version, (kind, scope, ask), make)
+    key = (kind, scope, ask)
+    return request.app[RENDERED].get(snapshot.version, key, make, keep_value=kind == "state")
 
 
 async def _answer(request: web.Request, kind: str) -> web.Response:
     viewer = await _viewer(request)
     snapshot, full = _snapshot(request)
     scope = await _scope(request, viewer, full)
-    body = _render(request, snapshot, scope, kind, _ask(request))
+    body = _render(request, snapshot, scope, kind, _ask(request)).body
     response = web.Response(
         body=body, content_type="application/json", headers={"Cache-Control": "no-store"}
     )
@@ -289,11 +288,22 @@ async def get_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream(request: web.Request, response: web.StreamResponse, token: str | None) -> None:
-    """Push the caller's state on every new snapshot until the caller leaves or is refused."""
+    """Push what changed in the caller's state on every new snapshot, until the caller leaves or
+    is refused.
+
+    The first event is the whole document (`event: state`, `id:` its snapshot version). After it,
+    a snapshot whose document differs from the one the page holds is sent as `event: patch`,
+    `{"base": held version, "version": new, "ops": [...]}` (`delta.diff`: JSON Patch operations
+    that turn the held document into the new one); or whole again when the patch would not be
+    smaller, or the caller's scope changed (their RBAC did). A snapshot that changes nothing the
+    caller sees sends nothing. A page that holds another version than a patch's base fetches the
+    whole state again (static/app.js)."""
     access = request.app[ACCESS]
     source = request.app[SOURCE]
+    rendered = request.app[RENDERED]
     version = -1
     ask = _ask(request)
+    held: tuple[Hashable, Doc] | None = None  # what the page holds: its question and document
     while True:
         snapshot = await source.after(version, KEEPALIVE_S)
         if snapshot is None:
@@ -302,20 +312,39 @@ async def _stream(request: web.Request, response: web.StreamResponse, token: str
         version = snapshot.version
         if snapshot.view is None:
             continue
-        event = b"state"
         try:
             viewer = await access.viewer(token)  # a token that expires ends the stream
             scope = await _scope(request, viewer, snapshot.view)
-            data = _render(request, snapshot, scope, "state", ask)
+            doc = _render(request, snapshot, scope, "state", ask)
         except Unauthenticated as err:
-            event, data = b"failure", _dumps(error_doc(401, "Unauthorized", str(err)))
-        except Refused as err:
-            event, data = b"failure", _dumps(error_doc(err.code, err.reason, err.message))
-        except GpupoolError as err:  # UnknownNode, UnknownTenant
-            event, data = b"failure", _dumps(error_doc(404, "NotFound", str(err)))
-        await response.write(b"event: %s\nid: %d\ndata: %s\n\n" % (event, version, data))
-        if event == b"failure":
+            await _failure(response, version, error_doc(401, "Unauthorized", str(err)))
             return
+        except Refused as err:
+            await _failure(response, version, error_doc(err.code, err.reason, err.message))
+            return
+        except GpupoolError as err:  # UnknownNode, UnknownTenant
+            await _failure(response, version, error_doc(404, "NotFound", str(err)))
+            return
+        key: Hashable = ("state", scope, ask)
+        event, data = b"state", doc.body
+        if held is not None and held[0] == key:
+            base = held[1]
+            if doc.body == base.body:
+                # nothing the page shows changed: it keeps its version (the base of the next
+                # patch), but the old value is let go for the equal new one; a comment keeps
+                # the stream from looking idle while others' changes come and go
+                held = key, Doc(base.version, doc.body, doc.value)
+                await response.write(b": unchanged\n\n")
+                continue
+            patch = rendered.patch(key, base, doc)
+            if patch is not None:
+                event, data = b"patch", patch
+        held = key, doc
+        await response.write(b"event: %s\nid: %d\ndata: %s\n\n" % (event, version, data))
+
+
+async def _failure(response: web.StreamResponse, version: int, doc: Json) -> None:
+    await response.write(b"event: failure\nid: %d\ndata: %s\n\n" % (version, dumps(doc)))
 
 
 async def post_login(request: web.Request) -> web.Response:

@@ -1,5 +1,7 @@
 // The gpupool web view: renders the server's WebState documents (views.gpupool.io/v1, the JSON
-// of `gpupool status|queue|leases -o json`) and keeps them live over server-sent events.
+// of `gpupool status|queue|leases -o json`) and keeps them live over server-sent events: the
+// whole document first (`state`), then what changed in it (`patch`, JSON Patch operations the page
+// applies to the document it holds; server.py's `_stream`, delta.py).
 // No framework and no CDN: the page works offline. It computes nothing the server did not send;
 // it only picks and draws. Routes: #/ (pool), #/tenant/NAME, #/node/NAME.
 "use strict";
@@ -9,6 +11,7 @@ const ANONYMOUS = "system:anonymous";
 const MAX_NODES = 200; // on the pool page; the rest are a count and a link to each node page
 const $ = (id) => document.getElementById(id);
 let stream = null;
+let held = null; // {version, doc}: the document the stream sent last, patches apply to it
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -366,11 +369,55 @@ function render(doc, r) {
   document.body.dataset.version = String((Number(document.body.dataset.version) || 0) + 1);
 }
 
+// ---- patches (delta.py: add, remove, replace; JSON Pointer paths) -------------------------
+
+class PatchFailed extends Error {}
+
+function applyPatch(doc, ops) {
+  // In place: the page's document is its own (parsed from the stream), nothing else holds it.
+  for (const op of ops) {
+    if (op.path === "") {
+      if (op.op === "remove") throw new PatchFailed("cannot remove the whole document");
+      doc = op.value;
+      continue;
+    }
+    const parts = op.path.slice(1).split("/").map((p) => p.replaceAll("~1", "/").replaceAll("~0", "~"));
+    let parent = doc;
+    for (const part of parts.slice(0, -1)) {
+      if (parent === null || typeof parent !== "object" || !(part in parent)) throw new PatchFailed(`no ${op.path}`);
+      parent = parent[part];
+    }
+    const last = parts[parts.length - 1];
+    if (Array.isArray(parent)) {
+      const index = Number(last);
+      const size = parent.length + (op.op === "add" ? 1 : 0);
+      if (!/^\d+$/.test(last) || index >= size) throw new PatchFailed(`no ${op.path}`);
+      if (op.op === "add") parent.splice(index, 0, op.value);
+      else if (op.op === "remove") parent.splice(index, 1);
+      else if (op.op === "replace") parent[index] = op.value;
+      else throw new PatchFailed(`unknown op ${op.op}`);
+    } else if (parent !== null && typeof parent === "object") {
+      if (op.op !== "add" && !(last in parent)) throw new PatchFailed(`no ${op.path}`);
+      if (op.op === "remove") delete parent[last];
+      else if (op.op === "add" || op.op === "replace") parent[last] = op.value;
+      else throw new PatchFailed(`unknown op ${op.op}`);
+    } else {
+      throw new PatchFailed(`no ${op.path}`);
+    }
+  }
+  return doc;
+}
+
+function count(name) {
+  document.body.dataset[name] = String((Number(document.body.dataset[name]) || 0) + 1);
+}
+
 // ---- data ---------------------------------------------------------------------------------
 
 async function load() {
   if (stream) stream.close();
   stream = null;
+  held = null;
   const r = route();
   let response;
   try {
@@ -395,7 +442,28 @@ async function load() {
   stream.addEventListener("error", () => setLive("reconnecting"));
   stream.addEventListener("state", (e) => {
     setLive("live");
-    render(JSON.parse(e.data), r);
+    held = { version: Number(e.lastEventId), doc: JSON.parse(e.data) };
+    count("states");
+    render(held.doc, r);
+  });
+  stream.addEventListener("patch", (e) => {
+    const patch = JSON.parse(e.data);
+    if (!held || patch.base !== held.version) {
+      // not the document this page holds (nothing may be drawn from a wrong one): start over
+      count("resyncs");
+      load();
+      return;
+    }
+    try {
+      held = { version: patch.version, doc: applyPatch(held.doc, patch.ops) };
+    } catch (err) {
+      count("resyncs");
+      load();
+      return;
+    }
+    count("patches");
+    setLive("live");
+    render(held.doc, r);
   });
   stream.addEventListener("failure", (e) => {
     stream.close();
