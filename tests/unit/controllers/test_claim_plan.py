@@ -27,7 +27,7 @@ from gpupool.state.admitted import Admitted
 from gpupool.state.pods import PodView
 
 TARGET = ClaimTarget(
-    "ns", "p-gpu", "cuid", "gpu",
+    "ns", "p-gpu", "cuid", "gpu", "gpu.gpupool.io",
     ({"opaque": {"driver": "gpu.gpupool.io", "parameters": {"computeMode": "mps"}}},),
 )  # fmt: skip
 

@@ -37,7 +37,6 @@ from gpupool.state.lease import LeaseRecord, PodRef
 from gpupool.state.nodes import NodeObject
 from gpupool.state.pods import PodView
 
-DRIVER = "gpu.gpupool.io"
 DEVICE_PREFIX = "gpu-"  # node.dra.slices.device_name: the card's device in its node's pool
 MEMORY_STEP = MiB  # node.dra.slices.MEMORY_STEP
 # A fixed namespace for share IDs: the same claim on the same card always gets the same one,
@@ -48,14 +47,16 @@ COMPUTE_MODES = ("mps", "none")
 
 @dataclass(frozen=True, slots=True)
 class ClaimTarget:
-    """The claim to allocate: its name and uid, the request name the result answers, and the
-    claim's opaque configs for gpupool's driver (copied into the allocation, where the node's
-    plugin reads `computeMode`)."""
+    """The claim to allocate: its name and uid, the request name the result answers, gpupool's
+    driver name (`names.DRA_DRIVER`, which this pure module does not import), and the claim's
+    opaque configs for that driver (copied into the allocation, where the node's plugin reads
+    `computeMode`)."""
 
     namespace: str
     name: str
     uid: str
     request: str
+    driver: str
     configs: tuple[Mapping[str, Any], ...] = ()
 
     @property
@@ -134,7 +135,7 @@ def allocation_status(
         device = f"{DEVICE_PREFIX}{piece.gpu_index}"
         result: dict[str, Any] = {
             "request": target.request,
-            "driver": DRIVER,
+            "driver": target.driver,
             "pool": node,
             "device": device,
         }

@@ -32,7 +32,6 @@ from gpupool.adapters.wire import names
 from gpupool.adapters.wire.claim_request import ClaimAsk, claim_ask, from_annotation
 from gpupool.controllers.admission.plan import AdmitPod
 from gpupool.controllers.dra.plan import (
-    DRIVER,
     ClaimAllocation,
     ClaimTarget,
     allocation_status,
@@ -109,7 +108,12 @@ class ClaimAllocator:
             )
         await self._read_round(now)
         target = ClaimTarget(
-            view.namespace, name, str(meta.get("uid") or ""), ask.request, _configs(claim)
+            view.namespace,
+            name,
+            str(meta.get("uid") or ""),
+            ask.request,
+            names.DRA_DRIVER,
+            _configs(claim),
         )
         held = self._leases.get(view.uid)
         if (claim.get("status") or {}).get("allocation"):
@@ -213,7 +217,7 @@ def publishing_nodes(slices: list[Json]) -> frozenset[str]:
     out = set()
     for item in slices:
         spec = item.get("spec") or {}
-        if spec.get("driver") == DRIVER and spec.get("nodeName") and spec.get("devices"):
+        if spec.get("driver") == names.DRA_DRIVER and spec.get("nodeName") and spec.get("devices"):
             out.add(str(spec["nodeName"]))
     return frozenset(out)
 
@@ -221,7 +225,9 @@ def publishing_nodes(slices: list[Json]) -> frozenset[str]:
 def _configs(claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     devices = (claim.get("spec") or {}).get("devices") or {}
     return tuple(
-        c for c in devices.get("config") or () if (c.get("opaque") or {}).get("driver") == DRIVER
+        c
+        for c in devices.get("config") or ()
+        if (c.get("opaque") or {}).get("driver") == names.DRA_DRIVER
     )
 
 
