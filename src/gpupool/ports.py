@@ -125,6 +125,24 @@ class PoolStatusApi(ClusterApi, Protocol):
         ...
 
 
+class ClaimApi(ClusterApi, Protocol):
+    """What the claim allocator (claims on gpu.gpupool.io) needs besides the other reconcilers'
+    reads and writes: resource.k8s.io/v1 ResourceClaims and ResourceSlices."""
+
+    async def resource_claim(self, namespace: str, name: str) -> Json | None:
+        """The ResourceClaim, or None when it does not exist (yet)."""
+        ...
+
+    async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
+        """Merge `status` into the claim's status subresource, only if it is still `uid`;
+        False when it is gone or was made again."""
+        ...
+
+    async def resource_slices(self) -> list[Json]:
+        """Every ResourceSlice (cluster-scoped)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
     """What discovery learns about one card beyond the domain `Gpu` (for the GpuNode report)."""

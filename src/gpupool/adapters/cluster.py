@@ -36,6 +36,10 @@ GpuQuota = create_global_resource(names.GROUP, names.VERSION, "GpuQuota", "gpuqu
 GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunodes")
 GpuLease = create_namespaced_resource(names.GROUP, names.VERSION, "GpuLease", "gpuleases")
 GpuPool = create_global_resource(names.GROUP, names.VERSION, "GpuPool", "gpupools")
+ResourceClaim = create_namespaced_resource(
+    "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims"
+)
+ResourceSlice = create_global_resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices")
 
 COMPONENT = "gpupool-controller"
 WORKLOAD_KINDS: dict[str, Any] = {"Deployment": Deployment, "StatefulSet": StatefulSet}
@@ -339,3 +343,29 @@ class KubeClusterApi:
         return await _landed(
             self.client.patch(GpuPool.Status, name, {"status": status}, patch_type=PatchType.MERGE)
         )
+
+    # -- the claim allocator's claims (ports.ClaimApi) -----------------------------------------
+    async def resource_claim(self, namespace: str, name: str) -> Json | None:
+        try:
+            return _dict(await self.client.get(ResourceClaim, name, namespace=namespace))
+        except ApiError as err:
+            if err.status.code == 404:
+                return None
+            raise
+
+    async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
+        self._writing(f"status of ResourceClaim {namespace}/{name}")
+        # the uid precondition: a claim deleted and made again under the same name is not ours
+        body = {"metadata": {"uid": uid}, "status": status}
+        try:
+            await self.client.patch(
+                ResourceClaim.Status, name, body, namespace=namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as err:
+            if gone(err):
+                return False
+            raise
+        return True
+
+    async def resource_slices(self) -> list[Json]:
+        return [_dict(s) async for s in self.client.list(ResourceSlice)]

@@ -38,6 +38,7 @@ from gpupool.controllers.autoscale.reconcile import INTERVAL_S, AutoscaleReconci
 from gpupool.controllers.budget.drain_reconcile import BudgetDrainReconciler
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.defrag.reconcile import DefragReconciler
+from gpupool.controllers.dra.reconcile import ClaimAllocator
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Changed, Loop, run_loops
@@ -210,8 +211,9 @@ def run(args: argparse.Namespace) -> int:
 
         in_admission = contain("admission+reclaim")
         admission = AdmissionReconciler(
-            api, time.time, mode=FifoMode(args.fifo), contain=in_admission
-        )
+            api, time.time, mode=FifoMode(args.fifo), contain=in_admission,
+            claims=ClaimAllocator(api),  # claims on gpu.gpupool.io: allocated before the gate
+        )  # fmt: skip
         leases = LeaseReconciler(
             api,
             time.time,

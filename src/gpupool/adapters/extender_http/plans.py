@@ -14,24 +14,15 @@ import numpy as np
 
 from gpupool.adapters.extender_http.refusal import Refusal
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
-from gpupool.domain.requests import MILLI, Request
-from gpupool.domain.units import GiB
+from gpupool.domain.requests import Request
 from gpupool.placement import Planner, TargetWorkload
+from gpupool.placement.default_workload import default_workload
 from gpupool.placement.filters import Feasibility
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.state.cluster import ClusterCache
 
 PLANS_MAX = 1024  # pods whose plan is kept (beyond: all are dropped, and planned again)
 ROWS_MEMO = 8  # node lists whose snapshot rows are kept (filter's list, prioritize's, ...)
-
-
-def default_workload() -> TargetWorkload:
-    """The task shapes the `gpupool`/`fgd` policies measure fragmentation against when the
-    cluster has told us nothing yet: common inference slices and whole-card training."""
-    reqs = [
-        Request(name=f"m{g}", gpu_count=1, gpu_memory_bytes=g * GiB) for g in (4, 8, 12, 16, 24, 40)
-    ] + [Request(name=f"w{n}", gpu_count=n, gpu_milli=MILLI) for n in (1, 2, 4, 8)]
-    return TargetWorkload.from_requests(reqs, cutoff=1.0)
 
 
 class Planners:

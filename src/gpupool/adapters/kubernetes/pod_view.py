@@ -14,6 +14,7 @@ from typing import Any
 from gpupool.adapters.kubernetes.pod import slices_from_annotation
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import parse_admitted
+from gpupool.adapters.wire.claim_request import from_annotation, request_of
 from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.lease_terms import capped_pod_ttl
 from gpupool.adapters.wire.pods import read_pod_gpu
@@ -79,6 +80,10 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
     try:
         gpu = read_pod_gpu(pod, tenant=tenant, priority=priority)
         request = None if gpu is None else gpu.request
+        if gpu is None and names.ANN_CLAIM in annotations:  # a claim pod: its claim's ask
+            who = f"pod {meta.get('namespace')}/{meta.get('name')}"
+            ask = from_annotation(str(annotations[names.ANN_CLAIM]), who)
+            request = request_of(ask, str(meta.get("name") or ""), tenant, priority)
     except GpupoolError as err:
         problem = str(err)
     gang = None

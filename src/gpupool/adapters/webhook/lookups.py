@@ -19,11 +19,12 @@ from typing import Any, TypeVar
 import httpx2
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
-from lightkube.generic_resource import create_global_resource
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Pod
 
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
 from gpupool.adapters.webhook.cards import Card
+from gpupool.adapters.webhook.claims import TEMPLATE
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.adapters.wire.quotas import read_quota
@@ -34,6 +35,13 @@ log = logging.getLogger("gpupool.webhook")
 
 GpuQuota = create_global_resource(names.GROUP, names.VERSION, "GpuQuota", "gpuquotas")
 GpuNode = create_global_resource(names.GROUP, names.VERSION, "GpuNode", "gpunodes")
+# resource.k8s.io/v1 (GA in Kubernetes 1.34), read as plain objects: lightkube's models may lag
+ClaimTemplate = create_namespaced_resource(
+    "resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates"
+)
+ResourceClaim = create_namespaced_resource(
+    "resource.k8s.io", "v1", "ResourceClaim", "resourceclaims"
+)
 
 T = TypeVar("T")
 
@@ -115,6 +123,19 @@ class KubeLookups:
 
     async def cards(self) -> tuple[Card, ...]:
         return await _read(self._cards)
+
+    async def claim_spec(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """A ResourceClaimTemplate's `spec.spec` or a ResourceClaim's `spec`; None: not found."""
+        resource = ClaimTemplate if kind == TEMPLATE else ResourceClaim
+        try:
+            item: Any = await _read(lambda: self.client.get(resource, name, namespace=namespace))
+        except ApiError as err:
+            if _code(err) == 404:
+                return None
+            raise
+        spec = item.to_dict().get("spec") or {}
+        inner = spec.get("spec") if kind == TEMPLATE else spec
+        return dict(inner or {})
 
     async def _quotas(self) -> list[TenantQuota]:
         out: list[TenantQuota] = []

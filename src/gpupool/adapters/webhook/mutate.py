@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.webhook.cards import Card
+from gpupool.adapters.webhook.claims import PodClaim, pod_claim_ask
 from gpupool.adapters.webhook.gang import GangMember, check_members
 from gpupool.adapters.webhook.hami import ADOPT_NVIDIA_GPU, adopts_nvidia_gpu, translate
 from gpupool.adapters.wire import names
+from gpupool.adapters.wire.claim_request import ClaimAsk, to_annotation
 from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.json_pointer import pointer
 from gpupool.adapters.wire.lease_terms import check_within_tenant, pod_ttl
@@ -57,6 +59,9 @@ class ClusterFacts:
     # The pod's tenant's GpuQuota leaseTTLSeconds (None: unknown or unset): the longest
     # gpupool.io/lease-ttl the pod may ask for.
     tenant_lease_ttl_s: float | None = None
+    # The claims the pod names (`spec.resourceClaims`), their specs looked up: a claim on
+    # gpu.gpupool.io makes the pod gpupool's (`claims.py`).
+    claims: tuple[PodClaim, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cards", tuple(Card.of(c) for c in self.cards))
@@ -77,6 +82,7 @@ class PodMutation:
     warnings: tuple[str, ...] = ()
     # The lines of HAMi's (or NVIDIA's) names translated on a GPU pod: what its Events say.
     translated: tuple[str, ...] = ()
+    claim: ClaimAsk | None = None  # what its claim on gpu.gpupool.io asks (a claim pod)
 
 
 def tenant_of(namespace_labels: Mapping[str, str]) -> str:
@@ -102,9 +108,12 @@ def _canonical_models(annotations: dict[str, str], gpu: PodGpu) -> None:
         annotations[names.ANN_EXCLUSIVE] = "true" if request.exclusive else "false"
 
 
-def _written_by_gpupool(annotations: Mapping[str, str], gpu: PodGpu | None) -> None:
+def _written_by_gpupool(
+    annotations: Mapping[str, str], gpu: PodGpu | None, claim: bool = False
+) -> None:
     # queued-at on a GPU pod: a reinvocation of this webhook sees its own; it is overwritten
-    stamped = (names.ANN_QUEUED_AT,) if gpu is not None else ()
+    stamped: tuple[str, ...] = (names.ANN_QUEUED_AT,) if gpu is not None or claim else ()
+    stamped += (names.ANN_CLAIM,) if claim else ()
     written = sorted(k for k in annotations if k in names.SYSTEM_ANNOTATIONS and k not in stamped)
     if written:
         raise InvalidRequest(
@@ -190,8 +199,16 @@ def mutate_pod(
     if ttl is not None:  # LeaseTtlTooLong: longer than its tenant's leases may live
         check_within_tenant(ttl, tenant, cluster.tenant_lease_ttl_s)
     gpu = _read_gpu(pod, tenant, cluster, translation.warnings)
-    _written_by_gpupool(annotations, gpu)
+    namespace = str(meta.get("namespace") or "")
+    claim = None if gpu is not None else pod_claim_ask(cluster.claims, cluster.cards, namespace)
+    _written_by_gpupool(annotations, gpu, claim is not None)
     gang = read_gang(meta)  # InvalidGang: a size of 0, not a number, over the bound, ...
+    if gang is not None and claim is not None:
+        raise InvalidGang(
+            f"the pod is in gang {gang.name!r} and asks for its GPU with a claim; gpupool does "
+            f"not place gangs of claim pods yet: remove {names.LABEL_GANG} and "
+            f"{names.ANN_GANG_SIZE}, or ask with {names.RES_GPU_MEMORY}"
+        )
     if gang is not None:
         if gpu is None:
             raise InvalidGang(
@@ -200,6 +217,8 @@ def mutate_pod(
                 f"{names.ANN_GANG_SIZE}, or give the pod its GPU request"
             )
         check_members(gang, str(meta.get("name") or ""), tenant, cluster.gang_members)
+    if claim is not None:
+        return _claim_pod(spec, labels_of(meta), annotations, tenant, queued_at, claim, cluster)
     if gpu is None:
         ours = sorted(k for k in annotations if k in names.USER_ANNOTATIONS)
         warnings = (
@@ -208,15 +227,10 @@ def mutate_pod(
             else ()
         )
         return PodMutation([], None, None, translation.warnings + warnings)
-    _check_scheduler(spec, cluster.schedulers)
-    if spec.get("nodeName"):
-        raise InvalidRequest(
-            f"the pod asks for GPUs but sets spec.nodeName ({spec['nodeName']}); GPU pods must "
-            f"go through the scheduler: remove spec.nodeName (use a nodeSelector instead)"
-        )
+    _check_placed_by_gpupool(spec, cluster)
 
     patch: JsonPatch = []
-    labels = dict(meta.get("labels") or {})
+    labels = labels_of(meta)
     labels[names.LABEL_TENANT] = tenant
     patch.append({"op": "add", "path": "/metadata/labels", "value": labels})
 
@@ -250,8 +264,48 @@ def mutate_pod(
     if spec.get("schedulerName") != (original.get("spec") or {}).get("schedulerName"):
         patch.append({"op": "add", "path": "/spec/schedulerName", "value": spec["schedulerName"]})
 
+    patch.append(_gated(spec))
+    return PodMutation(patch, tenant, gpu, translation.warnings, translation.warnings)
+
+
+def labels_of(meta: Mapping[str, Any]) -> dict[str, str]:
+    return dict(meta.get("labels") or {})
+
+
+def _check_placed_by_gpupool(spec: Mapping[str, Any], cluster: ClusterFacts) -> None:
+    _check_scheduler(spec, cluster.schedulers)
+    if spec.get("nodeName"):
+        raise InvalidRequest(
+            f"the pod asks for GPUs but sets spec.nodeName ({spec['nodeName']}); GPU pods must "
+            f"go through the scheduler: remove spec.nodeName (use a nodeSelector instead)"
+        )
+
+
+def _gated(spec: Mapping[str, Any]) -> dict[str, Any]:
     gates = list(spec.get("schedulingGates") or [])
     if not any(g.get("name") == names.QUOTA_GATE for g in gates):
         gates.append({"name": names.QUOTA_GATE})
-    patch.append({"op": "add", "path": "/spec/schedulingGates", "value": gates})
-    return PodMutation(patch, tenant, gpu, translation.warnings, translation.warnings)
+    return {"op": "add", "path": "/spec/schedulingGates", "value": gates}
+
+
+def _claim_pod(
+    spec: Mapping[str, Any],
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    tenant: str,
+    queued_at: str,
+    claim: ClaimAsk,
+    cluster: ClusterFacts,
+) -> PodMutation:
+    """A claim pod is gpupool's as a GPU pod is: tenant label, queued-at, the quota gate; its
+    claim's ask is written on it for the controllers (no extended resource is added)."""
+    _check_placed_by_gpupool(spec, cluster)
+    labels[names.LABEL_TENANT] = tenant
+    annotations[names.ANN_QUEUED_AT] = queued_at
+    annotations[names.ANN_CLAIM] = to_annotation(claim)
+    patch: JsonPatch = [
+        {"op": "add", "path": "/metadata/labels", "value": labels},
+        {"op": "add", "path": "/metadata/annotations", "value": annotations},
+        _gated(spec),
+    ]
+    return PodMutation(patch, tenant, None, claim=claim)

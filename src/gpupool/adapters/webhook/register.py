@@ -92,6 +92,8 @@ def pod_condition(adopt_nvidia_gpu: bool = True) -> dict[str, str]:
                 f"object.metadata.annotations.exists(k, {_OURS_OR_HAMI_ANNOTATION}))",
                 f"(has(object.spec.schedulingGates) && "
                 f"object.spec.schedulingGates.exists(g, g.name == '{names.QUOTA_GATE}'))",
+                # a claim may be on gpu.gpupool.io: the webhook reads it to know (claims.py)
+                "(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0)",
             )
         ),
     }

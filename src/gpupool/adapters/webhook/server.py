@@ -18,6 +18,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import httpx2
@@ -26,6 +27,7 @@ from aiohttp import web
 from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.webhook.certs import ServingCert
+from gpupool.adapters.webhook.claims import PodClaim, claim_refs
 from gpupool.adapters.webhook.events import TranslationEvents, notice_of
 from gpupool.adapters.webhook.gang import GangMember, read_member
 from gpupool.adapters.webhook.lookups import why
@@ -69,6 +71,10 @@ class Lookups(Protocol):
 
     async def lease_ttl(self, tenant: str) -> float | None:
         """The tenant's GpuQuota `leaseTTLSeconds` (None: no quota, or none set)."""
+        ...
+
+    async def claim_spec(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """A ResourceClaimTemplate's `spec.spec` or a ResourceClaim's `spec` (None: not found)."""
         ...
 
 
@@ -139,6 +145,17 @@ async def _lease_ttl(lookups: Lookups, pod: Mapping[str, Any] | None, tenant: st
         return None
 
 
+async def _claims(
+    lookups: Lookups, pod: Mapping[str, Any] | None, namespace: str
+) -> tuple[PodClaim, ...]:
+    """The pod's claims with their specs (a pod without claims reads nothing)."""
+    out = []
+    for ref in claim_refs(pod or {}):
+        spec = await lookups.claim_spec(namespace, ref.kind, ref.name)
+        out.append(replace(ref, spec=spec))
+    return tuple(out)
+
+
 async def _cards(lookups: Lookups) -> tuple[Card, ...]:
     try:
         return await lookups.cards()
@@ -189,7 +206,21 @@ def build_app(
                     message=f"gpupool cannot list the members of gang {gang!r} in namespace "
                     f"{namespace!r} to check this pod against them ({why(err)}); retry",
                 )
+        try:
+            claims = await _claims(lookups, request.object, namespace)
+        except Exception as err:
+            log.warning("cannot read the claims of a pod in %s: %s", namespace, err)
+            denied("ClaimUnreadable")
+            return answer(
+                request.uid,
+                allowed=False,
+                code=503,
+                message=f"gpupool cannot read the pod's ResourceClaims or ResourceClaimTemplates "
+                f"in namespace {namespace!r} to see whether they ask for its GPUs ({why(err)}); "
+                f"retry",
+            )
         cluster = ClusterFacts(
+            claims=claims,
             cards=await _cards(lookups),
             schedulers=schedulers,
             gang_members=members,

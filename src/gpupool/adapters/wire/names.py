@@ -71,6 +71,8 @@ ANN_DRAIN_NOTICE = "gpupool.io/drain-notice"
 # the controller, when defragmentation moves the pod: JSON {at, evictAt, claimant (the GpuPool),
 # for (the pod the room is held for, or ""), room (the node)} as the reclaim notice
 ANN_DEFRAG_NOTICE = "gpupool.io/defrag-notice"
+# the webhook, at create: JSON, what the pod's claim on gpu.gpupool.io asks (wire.claim_request)
+ANN_CLAIM = "gpupool.io/claim"
 SYSTEM_ANNOTATIONS = (
     ANN_ALLOCATION,
     ANN_LEASE,
@@ -82,6 +84,7 @@ SYSTEM_ANNOTATIONS = (
     ANN_EXPIRY_NOTICE,
     ANN_DRAIN_NOTICE,
     ANN_DEFRAG_NOTICE,
+    ANN_CLAIM,
 )
 
 # GpuNode annotation the controller writes: the cards a defragmentation round is clearing, which

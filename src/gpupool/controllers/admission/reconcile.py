@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_quota
 from gpupool.adapters.wire import names
@@ -166,6 +166,13 @@ class AdmissionRound:
     budgets: Mapping[str, BudgetStatus] = field(default_factory=dict)  # tenants with a budget
 
 
+class BeforeAdmit(Protocol):
+    """What must be done before an admitted pod's gate lifts (`controllers.dra`: a claim pod's
+    claim allocated and leased); False keeps the pod gated this round."""
+
+    async def ready(self, pod: Json, admit: AdmitPod, now: float) -> bool: ...
+
+
 class AdmissionReconciler:
     def __init__(
         self,
@@ -174,10 +181,12 @@ class AdmissionReconciler:
         *,
         mode: FifoMode = FifoMode.BEST_EFFORT,
         contain: Containment | None = None,
+        claims: BeforeAdmit | None = None,
     ) -> None:
         self.api = api
         self.clock = clock
         self.mode = mode
+        self.claims = claims
         self.contain = contain if contain is not None else Containment(LOOP, api)
 
     async def reconcile(self) -> AdmissionRound:
@@ -245,6 +254,8 @@ class AdmissionReconciler:
         )
 
     async def _admit(self, pod: Json, admit: AdmitPod, now: float, stamp: str) -> None:
+        if self.claims is not None and not await self.claims.ready(pod, admit, now):
+            return
         if await self.api.patch_pod(
             admit.pod.namespace, admit.pod.name, admit_patch(pod, admit, now), json_patch=True
         ):

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from gpupool.domain.errors import GpupoolError, InvalidRequest
+from gpupool.adapters.wire.claims import (
+    ClaimRefused,
+    MalformedCapacity,
+    MemoryAboveEveryCard,
+    UnknownDeviceClass,
+)
+from gpupool.domain.errors import GpupoolError
 
-
-class ClaimRefused(InvalidRequest):
-    """A claim gpupool will not prepare or admit; the message names the claim and the fix."""
-
-
-class MalformedCapacity(ClaimRefused):
-    """A capacity request (or a consumed capacity) is not a quantity gpupool reads, or names a
-    capacity the driver does not publish."""
-
-
-class MemoryAboveEveryCard(ClaimRefused):
-    """A claim asks more memory than any card gives to slices."""
-
-
-class UnknownDeviceClass(ClaimRefused):
-    """A claim names a DeviceClass that does not exist."""
+# The refusals of a claim's spec live with `check_claim_spec` (adapters.wire.claims), which the
+# webhook and the controller run too; they are named here as the node side always named them.
+__all__ = [
+    "CheckpointCorrupt",
+    "ClaimNotServable",
+    "MalformedCapacity",
+    "MemoryAboveEveryCard",
+    "UnknownDeviceClass",
+]
 
 
 class ClaimNotServable(ClaimRefused):

@@ -23,6 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpupool.adapters.wire.claims import (
+    CAPACITY_COMPUTE,
+    CAPACITY_MEMORY,
+    CAPACITY_SHARES,
+    COMPUTE_FULL,
+)
 from gpupool.adapters.wire.names import DRA_DRIVER
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.errors import InvalidNode
@@ -34,12 +40,6 @@ RESOURCE_API_VERSION = "resource.k8s.io/v1"
 # The memory step: a whole MiB, the unit gpupool's own sizes come in (the catalogue's card sizes,
 # the reserve, which domain.reserve rounds up to a whole MiB, HAMi's `nvidia.com/gpumem`).
 MEMORY_STEP = MiB
-COMPUTE_FULL = 100  # percent of the card's SMs
-
-CAPACITY_MEMORY = "memory"
-CAPACITY_COMPUTE = "compute"
-CAPACITY_SHARES = "shares"
-CAPACITIES = (CAPACITY_MEMORY, CAPACITY_COMPUTE, CAPACITY_SHARES)
 
 ATTR_MODEL = "model"
 ATTR_UUID = "uuid"

@@ -1,0 +1,237 @@
+"""The claim allocator: gpupool allocates a claim pod's ResourceClaim itself, when the admission
+queue admits the pod and before its quota gate lifts (`AdmissionReconciler`'s `claims`).
+
+For a pod the webhook marked as a claim pod (`gpupool.io/claim`), admitting it means, in order:
+1. find its claim (a template's claim is made by kube-controller-manager for gated pods too:
+   `podNeedsClaims` in `pkg/controller/resourceclaim`; the pod's `status.resourceClaimStatuses`
+   names it), read it, and check it still asks what the pod was admitted for;
+2. place it with the placement core over the round's snapshot (`plan.plan_claim`);
+3. create the GpuLease (quota, metering, expiry, reclaim and the views read it; the extender's
+   cache counts it, so no extended-resource pod is put on the same bytes);
+4. write the claim's `status.allocation` (status subresource, uid precondition);
+5. write `gpupool.io/allocation` and `gpupool.io/lease` on the pod as the extender's bind does;
+and only then does the admission queue remove the gate, so kube-scheduler sees the claim
+allocated and honours it. Each step is repeatable: a round that stops half-way finds the lease
+(or the allocation) it made and carries on from it.
+
+A pod that cannot be allocated now stays gated: its `gpupool.io/queue` says why, with an Event
+when that changes (NoRoom while it waits for room, ClaimRefused when the claim must be fixed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
+from gpupool.adapters.kubernetes.pod import allocation_annotation
+from gpupool.adapters.wire import names
+from gpupool.adapters.wire.claim_request import ClaimAsk, claim_ask, from_annotation
+from gpupool.controllers.admission.plan import AdmitPod
+from gpupool.controllers.dra.plan import (
+    ClaimAllocation,
+    ClaimTarget,
+    allocation_status,
+    allowed_nodes,
+    plan_claim,
+)
+from gpupool.domain.allocations import Allocation
+from gpupool.domain.errors import GpupoolError
+from gpupool.placement import Planner
+from gpupool.placement.default_workload import default_workload
+from gpupool.ports import ClaimApi, Json
+from gpupool.rfc3339 import format_time
+from gpupool.state.admitted import Admitted
+from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.nodes import NodeObject
+from gpupool.state.pods import PodView
+
+log = logging.getLogger("gpupool.controller.claims")
+T = TypeVar("T")
+
+
+class ClaimWaits(GpupoolError):
+    """The claim cannot be allocated yet (not made, no room); the message says what it awaits."""
+
+
+class ClaimAllocator:
+    def __init__(self, api: ClaimApi, planner: Planner | None = None) -> None:
+        self.api = api
+        # the extender's default policy and task shapes: placed as the same extended-resource pod
+        self.planner = planner or Planner("gpupool", default_workload())
+        self._round: float | None = None
+        self._cache = ClusterCache()
+        self._nodes: list[NodeObject] = []
+        self._publishing: frozenset[str] = frozenset()
+        self._leases: dict[str, LeaseRecord] = {}  # pod uid -> its live lease
+
+    async def ready(self, pod: Json, admit: AdmitPod, now: float) -> bool:
+        """Whether the admission queue may lift the pod's gate now: True for a pod without a
+        claim on gpupool's class, or once its claim is allocated and leased; False (the pod
+        shown why) while it cannot be."""
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(names.ANN_CLAIM)
+        if text is None:
+            return True
+        view = admit.pod
+        try:
+            ask = from_annotation(str(text), f"pod {view.key}")
+            await self._allocate(pod, view, ask, admit, now)
+        except GpupoolError as err:
+            await self._waits(pod, view, err, now)
+            return False
+        return True
+
+    async def _allocate(
+        self, pod: Json, view: PodView, ask: ClaimAsk, admit: AdmitPod, now: float
+    ) -> None:
+        name = claim_name(pod, ask.pod_claim)
+        if name is None:
+            raise ClaimWaits(
+                f"its claim {ask.pod_claim!r} is not made yet (kube-controller-manager makes a "
+                f"template's claim for the pod)"
+            )
+        claim = await self.api.resource_claim(view.namespace, name)
+        if claim is None:
+            raise ClaimWaits(f"its ResourceClaim {view.namespace}/{name} is not made yet")
+        meta = claim.get("metadata") or {}
+        who = f"ResourceClaim {view.namespace}/{name}"
+        live = claim_ask(ask.pod_claim, claim.get("spec") or {}, (), who)
+        if live != ask:
+            raise GpupoolError(
+                f"{who} no longer asks what the pod was admitted for; delete the pod and create "
+                f"it again"
+            )
+        await self._read_round(now)
+        target = ClaimTarget(
+            view.namespace,
+            name,
+            str(meta.get("uid") or ""),
+            ask.request,
+            names.DRA_DRIVER,
+            _configs(claim),
+        )
+        held = self._leases.get(view.uid)
+        if (claim.get("status") or {}).get("allocation"):
+            if held is None:
+                raise GpupoolError(
+                    f"{who} is allocated already, but not by gpupool for this pod (a claim "
+                    f"shared with another pod?); gpupool leases a claim to one pod: give each "
+                    f"pod its own claim with a resourceClaimTemplate"
+                )
+        else:
+            if held is None:  # else a round stopped before the claim's status: write the same
+                held = self._place(view, admit, target).lease
+                if not await self.api.create_lease(lease_to_json(held)):
+                    raise ClaimWaits("its GpuLease exists already; the next round reads it")
+                self._cache.set_lease(held)
+                self._leases[view.uid] = held
+            status = allocation_status(target, held.node, held.slices)
+            if not await self.api.patch_claim_status(view.namespace, name, target.uid, status):
+                await self.api.delete_lease(held.namespace, held.name)
+                self._leases.pop(view.uid, None)
+                raise ClaimWaits(f"{who} went away or was made again; the next round retries")
+            log.info("allocated %s to %s on %s", who, view.key, held.node)
+        await self.api.patch_pod(
+            view.namespace, view.name, {"metadata": {"annotations": _marks(held)}},
+            json_patch=False,
+        )  # fmt: skip
+
+    def _place(self, view: PodView, admit: AdmitPod, target: ClaimTarget) -> ClaimAllocation:
+        """The planner's placement over the round's snapshot, charged as the pod was admitted."""
+        mark = Admitted(view.submitted_at, admit.borrowed, admit.preemptible,
+                        admit.resource, admit.amount)  # fmt: skip
+        pod = replace(view, admitted=mark)
+        allowed = allowed_nodes(pod, self._nodes, self._publishing)
+        try:
+            return plan_claim(self.planner, self._cache.snapshot(), pod, target, allowed)
+        except GpupoolError as err:
+            raise ClaimWaits(str(err)) from None
+
+    async def _read_round(self, now: float) -> None:
+        """The round's snapshot, read once per admission round (`now` is its stamp); the
+        round's own allocations are added to it as they are made."""
+        if self._round == now:
+            return
+        # what cannot be decoded is left out here: the other loops set it aside and say so
+        nodes = _decoded(read_node, await self.api.nodes())
+        gpunodes = _decoded(read_gpu_node, await self.api.gpu_nodes())
+        leases = _decoded(lease_from_json, await self.api.leases())
+        live = [x for x in leases if x.holds_capacity]
+        cache = ClusterCache()
+        cache.rebuild(nodes, gpunodes, live)
+        self._cache, self._nodes = cache, nodes
+        self._leases = {x.pod.uid: x for x in live}
+        self._publishing = publishing_nodes(await self.api.resource_slices())
+        self._round = now
+
+    async def _waits(self, pod: Json, view: PodView, err: GpupoolError, now: float) -> None:
+        refused = not isinstance(err, ClaimWaits)
+        note = (
+            f"admitted by tenant {view.tenant}'s quota, but its claim "
+            f"{'is refused' if refused else 'waits'}: {err}"
+        )
+        if view.queue_note == note:
+            return
+        log.info("claim of %s not allocated: %s", view.key, err)
+        patch = {"metadata": {"annotations": {names.ANN_QUEUE: note}}}
+        if await self.api.patch_pod(view.namespace, view.name, patch, json_patch=False):
+            await self.api.event(
+                pod,
+                "ClaimRefused" if refused else "NoRoom",
+                note,
+                warning=refused,
+                now_rfc3339=format_time(now),
+            )
+
+
+def _decoded(read: Callable[[Json], T], objects: list[Json]) -> list[T]:
+    out = []
+    for obj in objects:
+        try:
+            out.append(read(obj))
+        except (GpupoolError, KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def claim_name(pod: Mapping[str, Any], entry: str) -> str | None:
+    """The name of the ResourceClaim the pod's claim entry stands for: `resourceClaimName`, or
+    the claim kube-controller-manager made from the template (`status.resourceClaimStatuses`);
+    None while it is not made."""
+    for claim in (pod.get("spec") or {}).get("resourceClaims") or ():
+        if claim.get("name") == entry and claim.get("resourceClaimName"):
+            return str(claim["resourceClaimName"])
+    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
+        if status.get("name") == entry and status.get("resourceClaimName"):
+            return str(status["resourceClaimName"])
+    return None
+
+
+def publishing_nodes(slices: list[Json]) -> frozenset[str]:
+    """The nodes whose ResourceSlice of gpupool's driver lists devices (its pool is the node)."""
+    out = set()
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") == names.DRA_DRIVER and spec.get("nodeName") and spec.get("devices"):
+            out.add(str(spec["nodeName"]))
+    return frozenset(out)
+
+
+def _configs(claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    devices = (claim.get("spec") or {}).get("devices") or {}
+    return tuple(
+        c
+        for c in devices.get("config") or ()
+        if (c.get("opaque") or {}).get("driver") == names.DRA_DRIVER
+    )
+
+
+def _marks(lease: LeaseRecord) -> dict[str, str]:
+    """The pod's annotations as the extender's bind writes them (`bind_write.pod_marks`)."""
+    allocation = Allocation(lease.pod.name, lease.node, 0, 0, lease.slices)
+    return {names.ANN_ALLOCATION: allocation_annotation(allocation), names.ANN_LEASE: lease.key}
