@@ -68,12 +68,12 @@ def install_audit(policy_dir: Path) -> Path:
     return log
 
 
-def lists_by_client(audit_log: Path, offset: int) -> Counter[tuple[str, str]]:
-    """LIST requests by (client, resource) in the audit log from byte `offset` on."""
+def lists_by_client(audit_log: Path, start: int, end: int) -> Counter[tuple[str, str]]:
+    """LIST requests by (client, resource) in the audit log's bytes `start` to `end`."""
     by_user: Counter[tuple[str, str]] = Counter()
-    with audit_log.open() as f:
-        f.seek(offset)
-        for line in f:
+    with audit_log.open("rb") as f:
+        f.seek(start)
+        for line in f.read(end - start).splitlines():
             try:
                 event = json.loads(line)
             except ValueError:
@@ -89,35 +89,49 @@ def lists_by_client(audit_log: Path, offset: int) -> Counter[tuple[str, str]]:
 
 class RequestWindow:
     """LIST/WATCH requests from `start` to `finish`, per minute (by resource; by client too when
-    there is an audit log)."""
+    there is an audit log), leaving out what comes between a `suspend` and its `resume`."""
 
     def __init__(self, api: KubeApi, audit_log: Path | None) -> None:
         self.api = api
         self.audit_log = audit_log
-        self.before = request_counts(str(api.get("/metrics")))
-        self.offset = (
-            audit_log.stat().st_size if audit_log is not None and audit_log.exists() else 0
-        )
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.clients: Counter[tuple[str, str]] = Counter()
+        self.active_s = 0.0
+        self._resume()
+
+    def _offset(self) -> int:
+        log = self.audit_log
+        return log.stat().st_size if log is not None and log.exists() else 0
+
+    def _resume(self) -> None:
+        self.before = request_counts(str(self.api.get("/metrics")))
+        self.offset = self._offset()
         self.started = time.monotonic()
 
+    def suspend(self) -> None:
+        self.active_s += time.monotonic() - self.started
+        self.counts.update(request_counts(str(self.api.get("/metrics"))) - self.before)
+        if self.audit_log is not None and self.audit_log.exists():
+            self.clients.update(lists_by_client(self.audit_log, self.offset, self._offset()))
+
+    def resume(self) -> None:
+        self._resume()
+
     def finish(self) -> dict[str, Any]:
-        after = request_counts(str(self.api.get("/metrics")))
-        window_s = time.monotonic() - self.started
-        per_min = 60.0 / window_s
+        self.suspend()
+        per_min = 60.0 / self.active_s
         by_resource: dict[str, dict[str, float]] = {}
-        for (verb, resource), value in sorted((after - self.before).items()):
+        for (verb, resource), value in sorted(self.counts.items()):
             if verb in ("LIST", "WATCH") and value > 0:
                 by_resource.setdefault(verb, {})[resource] = round(value * per_min, 1)
         out: dict[str, Any] = {
-            "window_s": round(window_s, 1),
+            "window_s": round(self.active_s, 1),
             "per_minute_by_resource": by_resource,
             "list_per_minute_total": round(sum(by_resource.get("LIST", {}).values()), 1),
         }
-        if self.audit_log is not None and self.audit_log.exists():
+        if self.audit_log is not None:
             table: dict[str, dict[str, float]] = {}
-            for (user, resource), value in sorted(
-                lists_by_client(self.audit_log, self.offset).items()
-            ):
+            for (user, resource), value in sorted(self.clients.items()):
                 table.setdefault(user, {})[resource] = round(value * per_min, 1)
             out["list_per_minute_by_client"] = table
             out["list_per_minute_by_client_total"] = {

@@ -216,17 +216,30 @@ async def fill(
     requests: Sequence[Request],
     in_flight: int,
     stall_s: float,
-) -> PodTracker:
-    """Each request's pod in order, at most `in_flight` unsettled; until all settle or stall."""
+    pause: tuple[int, Callable[[], dict[str, Any]]] | None = None,
+) -> tuple[PodTracker, dict[str, Any] | None]:
+    """Each request's pod in order, at most `in_flight` unsettled; until all settle or stall.
+    `pause` (N, measure): once N GPU pods are bound, let every pod settle and run `measure`
+    (in a thread, the watch goes on), then go on; its result is returned beside the tracker."""
     client = async_client(kubeconfig, field_manager="gpupool-live-replay", timeout_s=30)
     tracker = PodTracker()
     watcher = asyncio.ensure_future(tracker.watch(client, TENANT, list_version(api, TENANT)))
     last_report = time.monotonic()
+    gpu = {r.name for r in requests if r.wants_gpu}
+    paused: dict[str, Any] | None = None
     try:
         for n, request in enumerate(requests, start=1):
             if not await wait_settled(tracker, in_flight - 1, stall_s):
                 say(f"stalled at pod {n}: none settled in {stall_s:g}s")
                 break
+            bound_gpu = sum(1 for name in tracker.bound if name in gpu)
+            if pause is not None and paused is None and bound_gpu >= pause[0]:
+                await wait_settled(tracker, 0, stall_s)
+                bound = sum(1 for name in tracker.bound if name in gpu)
+                say(f"paused at {bound} GPU pods bound")
+                began = time.perf_counter()
+                paused = {"gpu_pods_bound": bound, **await asyncio.to_thread(pause[1])}
+                paused["pause_s"] = round(time.perf_counter() - began, 1)
             await create_pod(client, tracker, pod_manifest(request))
             if time.monotonic() - last_report > 30:
                 last_report = time.monotonic()
@@ -239,7 +252,7 @@ async def fill(
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         await client.close()
-    return tracker
+    return tracker, paused
 
 
 def fill_figures(
@@ -247,11 +260,13 @@ def fill_figures(
     requests: Sequence[Request],
     nodes: Sequence[Node],
     simulated: dict[str, str],
+    paused_s: float,
 ) -> dict[str, Any]:
+    """`paused_s`: the mid-fill pause, left out of the fill's duration."""
     by_name = {r.name: r for r in requests}
     placed = [by_name[n] for n in tracker.bound if n in by_name]
     start = min(tracker.created.values()) if tracker.created else 0.0
-    span = (max(tracker.running.values()) - start) if tracker.running else 0.0
+    span = (max(tracker.running.values()) - start - paused_s) if tracker.running else 0.0
     latencies = [t - tracker.created[n] for n, t in tracker.running.items() if n in tracker.created]
     live_nodes = {n: node for n, (_, node) in tracker.bound.items()}
     both = [n for n in live_nodes if n in simulated]
@@ -385,9 +400,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             say(f"fill: {len(requests)} pods, at most {args.in_flight} unsettled")
             requests_window = RequestWindow(api, audit_log)
             usage = UsageWindow(pids)
-            tracker = asyncio.run(fill(kubeconfig, api, requests, args.in_flight, args.stall))
+            pause = None
+            if args.pause_at:
+
+                def measure() -> dict[str, Any]:  # the fill's windows leave the pause out
+                    requests_window.suspend()
+                    usage.suspend()
+                    time.sleep(args.settle)
+                    try:
+                        return idle_window(api, audit_log, pids, args.idle_window)
+                    finally:
+                        requests_window.resume()
+                        usage.resume()
+
+                pause = (args.pause_at, measure)
+            tracker, paused = asyncio.run(
+                fill(kubeconfig, api, requests, args.in_flight, args.stall, pause)
+            )
+            if paused is not None:
+                result["paused"] = paused
             result["fill"] = {
-                **fill_figures(tracker, requests, nodes, dict(sim.placed)),
+                **fill_figures(
+                    tracker,
+                    requests,
+                    nodes,
+                    dict(sim.placed),
+                    paused["pause_s"] if paused is not None else 0.0,
+                ),
                 "requests": with_component_lists(requests_window.finish()),
                 "usage": usage.finish(),
             }
@@ -425,6 +464,12 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     parser.add_argument("--idle-window", type=float, default=60.0, metavar="SECONDS")
     parser.add_argument("--settle", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--probes", type=int, default=10, help="one-pod probes of each kind")
+    parser.add_argument(
+        "--pause-at",
+        type=int,
+        default=1000,
+        help="once N GPU pods are bound, measure the idle cluster mid-fill (0: no pause)",
+    )
     parser.add_argument("--stall", type=float, default=120.0, help="seconds without progress")
     parser.add_argument("--timeout", type=float, default=None, help="the cluster's ready_timeout_s")
     parser.add_argument("--label", default="", help="a note kept in the JSON (e.g. before/after)")

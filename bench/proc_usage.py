@@ -43,9 +43,10 @@ class UsageWindow:
 
     def __init__(self, pids: dict[str, int], sample_s: float = 2.0) -> None:
         self.pids = dict(pids)
-        self.cpu_start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.cpu: dict[str, float | None] = dict.fromkeys(self.pids, 0.0)
+        self.active_s = 0.0
         self.peak: dict[str, float] = {}
-        self.started = time.monotonic()
+        self.resume()
         self._stop = threading.Event()
         self._sample()
         self._thread = threading.Thread(target=self._run, args=(sample_s,), daemon=True)
@@ -61,18 +62,31 @@ class UsageWindow:
         while not self._stop.wait(sample_s):
             self._sample()
 
+    def resume(self) -> None:
+        """Count from now on (after `suspend`: what came between is left out)."""
+        self.cpu_start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.started = time.monotonic()
+
+    def suspend(self) -> None:
+        self.active_s += time.monotonic() - self.started
+        for name, pid in self.pids.items():
+            begin, end, so_far = self.cpu_start[name], cpu_seconds(pid), self.cpu[name]
+            if begin is None or end is None or so_far is None:
+                self.cpu[name] = None  # gone at some point: its figure would be partial
+            else:
+                self.cpu[name] = so_far + end - begin
+
     def finish(self) -> dict[str, Any]:
         self._stop.set()
         self._thread.join()
         self._sample()
-        minutes = (time.monotonic() - self.started) / 60
-        out: dict[str, Any] = {"window_s": round(minutes * 60, 1), "components": {}}
+        self.suspend()
+        minutes = self.active_s / 60
+        out: dict[str, Any] = {"window_s": round(self.active_s, 1), "components": {}}
         for name, pid in self.pids.items():
-            begin, end = self.cpu_start[name], cpu_seconds(pid)
+            used = self.cpu[name]
             out["components"][name] = {
-                "cpu_s_per_min": None
-                if begin is None or end is None
-                else round((end - begin) / minutes, 3),
+                "cpu_s_per_min": None if used is None else round(used / minutes, 3),
                 "rss_mib": None if (rss := rss_mib(pid)) is None else round(rss, 1),
                 "rss_mib_peak": round(self.peak[name], 1) if name in self.peak else None,
             }
