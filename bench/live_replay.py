@@ -382,7 +382,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster = DevCluster(Path(tmp) / "cluster")
         say(f"up with {len(nodes)} nodes")
         started = time.perf_counter()
-        state = cluster.up(spec, die_with_parent=True)
+        try:
+            state = cluster.up(spec, die_with_parent=True)
+        except Exception as err:  # reported in the JSON, as the CLI would say it
+            result["error"] = f"{type(err).__name__}: {str(err).splitlines()[0]}"
+            result["up_failed_after_s"] = round(time.perf_counter() - started, 1)
+            result["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+            return result
         result["up_s"] = round(time.perf_counter() - started, 1)
         say(f"up in {result['up_s']}s")
         try:
@@ -484,6 +490,8 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+    if "error" in result:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
