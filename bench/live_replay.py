@@ -48,6 +48,7 @@ from api_requests import RequestWindow, install_audit
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 from live_replay_core import (
+    InOrderFill,
     fill_in_order,
     latency_ms,
     pod_manifest,
@@ -217,18 +218,24 @@ async def fill(
     in_flight: int,
     stall_s: float,
     pause: tuple[int, Callable[[], dict[str, Any]]] | None = None,
+    budget_s: float = 0.0,
 ) -> tuple[PodTracker, dict[str, Any] | None]:
     """Each request's pod in order, at most `in_flight` unsettled; until all settle or stall.
     `pause` (N, measure): once N GPU pods are bound, let every pod settle and run `measure`
-    (in a thread, the watch goes on), then go on; its result is returned beside the tracker."""
+    (in a thread, the watch goes on), then go on; its result is returned beside the tracker.
+    `budget_s` (0: none): no pod is created after that many seconds of filling (pause aside)."""
     client = async_client(kubeconfig, field_manager="gpupool-live-replay", timeout_s=30)
     tracker = PodTracker()
     watcher = asyncio.ensure_future(tracker.watch(client, TENANT, list_version(api, TENANT)))
     last_report = time.monotonic()
     gpu = {r.name for r in requests if r.wants_gpu}
     paused: dict[str, Any] | None = None
+    deadline = time.monotonic() + budget_s if budget_s else None
     try:
         for n, request in enumerate(requests, start=1):
+            if deadline is not None and time.monotonic() > deadline:
+                say(f"fill budget of {budget_s:g}s spent: {n - 1} of {len(requests)} created")
+                break
             if not await wait_settled(tracker, in_flight - 1, stall_s):
                 say(f"stalled at pod {n}: none settled in {stall_s:g}s")
                 break
@@ -240,6 +247,8 @@ async def fill(
                 began = time.perf_counter()
                 paused = {"gpu_pods_bound": bound, **await asyncio.to_thread(pause[1])}
                 paused["pause_s"] = round(time.perf_counter() - began, 1)
+                if deadline is not None:
+                    deadline += paused["pause_s"]
             await create_pod(client, tracker, pod_manifest(request))
             if time.monotonic() - last_report > 30:
                 last_report = time.monotonic()
@@ -335,6 +344,16 @@ def cluster_nodes(args: argparse.Namespace) -> tuple[list[Node], list[Node]]:
     return trace, live
 
 
+def simulated_figures(sim: InOrderFill) -> dict[str, Any]:
+    return {
+        "pods": len(sim.placed) + len(sim.failed),
+        "placed": len(sim.placed),
+        "failed": len(sim.failed),
+        "unallocated_gpu_pct": round(sim.unallocated_gpu_pct, 3),
+        "unallocated_on_cards_pct": round(sim.unallocated_on_cards_pct, 3),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     trace_nodes, nodes = cluster_nodes(args)
     tasks = [p.request for p in load_pods(args.pods_file)]
@@ -364,10 +383,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "python": platform.python_version(),
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
         "simulated": {
-            "placed": len(sim.placed),
-            "failed": len(sim.failed),
-            "unallocated_gpu_pct": round(sim.unallocated_gpu_pct, 3),
-            "unallocated_on_cards_pct": round(sim.unallocated_on_cards_pct, 3),
+            **simulated_figures(sim),
             "trace_shares_unallocated_gpu_pct": round(native.unallocated_gpu_pct, 3),
             "trace_shares_placed": len(native.placed),
         },
@@ -421,10 +437,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
                 pause = (args.pause_at, measure)
             tracker, paused = asyncio.run(
-                fill(kubeconfig, api, requests, args.in_flight, args.stall, pause)
+                fill(kubeconfig, api, requests, args.in_flight, args.stall, pause, args.fill_budget)
             )
+            fill_requests = with_component_lists(requests_window.finish())
+            fill_usage = usage.finish()
             if paused is not None:
                 result["paused"] = paused
+            if len(tracker.created) < len(requests):  # the simulator on what was submitted
+                say(f"simulating the {len(tracker.created)} pods submitted")
+                sim = fill_in_order(
+                    nodes, requests[: len(tracker.created)], args.policy, default_workload()
+                )
+                result["simulated_submitted"] = simulated_figures(sim)
             result["fill"] = {
                 **fill_figures(
                     tracker,
@@ -433,8 +457,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     dict(sim.placed),
                     paused["pause_s"] if paused is not None else 0.0,
                 ),
-                "requests": with_component_lists(requests_window.finish()),
-                "usage": usage.finish(),
+                "requests": fill_requests,
+                "usage": fill_usage,
             }
             result["fill"]["unallocated_gpu_pct_minus_simulated"] = round(
                 result["fill"]["unallocated_gpu_pct"] - sim.unallocated_gpu_pct, 3
@@ -442,6 +466,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             say(f"settling {args.settle:g}s")
             time.sleep(args.settle)
             result["steady"] = idle_window(api, audit_log, pids, args.idle_window)
+        except Exception as err:  # keep what was measured: the JSON says where it stopped
+            result["error"] = f"{type(err).__name__}: {err}"
+            say(f"stopped: {result['error']}")
         finally:
             say("down")
             cluster.down()
@@ -475,6 +502,14 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         type=int,
         default=1000,
         help="once N GPU pods are bound, measure the idle cluster mid-fill (0: no pause)",
+    )
+    parser.add_argument(
+        "--fill-budget",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="create no pod after this long (0: the whole list); the simulator then runs on "
+        "the pods submitted",
     )
     parser.add_argument("--stall", type=float, default=120.0, help="seconds without progress")
     parser.add_argument("--timeout", type=float, default=None, help="the cluster's ready_timeout_s")
