@@ -30,17 +30,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpupool.devcluster import ClusterSpec, DevCluster, control_plane, readiness
+from api_requests import RequestWindow, install_audit
+
+from gpupool.devcluster import ClusterSpec, DevCluster, readiness
 from gpupool.devcluster import cluster as cluster_module
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries, version_tag
@@ -50,33 +50,6 @@ from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.spec import GpupoolSpec
 from gpupool.simulator.openb import load_nodes
 from gpupool.simulator.scenario import load_scenario
-
-AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-- level: Metadata
-  verbs: [list, watch]
-- level: None
-"""
-
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def request_counts(metrics: str) -> Counter[tuple[str, str]]:
-    """apiserver_request_total summed by (verb, resource[/subresource]); labels parsed by name."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for line in metrics.splitlines():
-        match = _SAMPLE.match(line)
-        if match is None or match["name"] != "apiserver_request_total":
-            continue
-        labels = dict(_LABEL.findall(match["labels"]))
-        resource = labels.get("resource", "")
-        if labels.get("subresource"):
-            resource += "/" + labels["subresource"]
-        counts[(labels.get("verb", ""), resource)] += int(float(match["value"]))
-    return counts
 
 
 def cluster_nodes(args: argparse.Namespace) -> list[FakeNodeSpec]:
@@ -174,68 +147,14 @@ class Profile:
         return out
 
 
-def install_audit(policy_dir: Path) -> Path:
-    """kube-apiserver with an audit log of list/watch requests; returns the log's path."""
-    policy = policy_dir / "audit-policy.yaml"
-    policy.write_text(AUDIT_POLICY)
-    log = policy_dir / "audit.log"
-    inner = control_plane.apiserver_argv
-
-    def argv(*args: Any, **kwargs: Any) -> list[str]:
-        return [
-            *inner(*args, **kwargs),
-            f"--audit-policy-file={policy}",
-            f"--audit-log-path={log}",
-            "--audit-log-format=json",
-            "--audit-log-maxsize=0",
-        ]
-
-    control_plane.apiserver_argv = argv
-    return log
-
-
 def count_lists(
     api: KubeApi, audit_log: Path | None, window_s: float, say: Callable[[str], None]
 ) -> dict[str, Any]:
     """LIST/WATCH requests over `window_s` seconds, per minute."""
-    before = request_counts(str(api.get("/metrics")))
-    offset = audit_log.stat().st_size if audit_log is not None and audit_log.exists() else 0
+    window = RequestWindow(api, audit_log)
     say(f"counting requests for {window_s:g}s")
     time.sleep(window_s)
-    after = request_counts(str(api.get("/metrics")))
-    per_min = 60.0 / window_s
-    by_resource: dict[str, dict[str, float]] = {}
-    for (verb, resource), value in sorted((after - before).items()):
-        if verb in ("LIST", "WATCH") and value > 0:
-            by_resource.setdefault(verb, {})[resource] = round(value * per_min, 1)
-    out: dict[str, Any] = {
-        "window_s": window_s,
-        "per_minute_by_resource": by_resource,
-        "list_per_minute_total": round(sum(by_resource.get("LIST", {}).values()), 1),
-    }
-    if audit_log is not None:
-        by_user: Counter[tuple[str, str]] = Counter()
-        with audit_log.open() as f:
-            f.seek(offset)
-            for line in f:
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if event.get("verb") != "list":
-                    continue
-                user = str((event.get("user") or {}).get("username", "?"))
-                user = user.removeprefix("system:serviceaccount:gpupool-system:")
-                ref = event.get("objectRef") or {}
-                by_user[(user, str(ref.get("resource", "?")))] += 1
-        table: dict[str, dict[str, float]] = {}
-        for (user, resource), value in sorted(by_user.items()):
-            table.setdefault(user, {})[resource] = round(value * per_min, 1)
-        out["list_per_minute_by_client"] = table
-        out["list_per_minute_by_client_total"] = {
-            user: round(sum(v.values()), 1) for user, v in table.items()
-        }
-    return out
+    return window.finish()
 
 
 def main() -> None:
