@@ -1,6 +1,6 @@
 """The DRA path's placement quality (issue 26, item 4): unallocated GPU % at 100% load; prints JSON.
 
-    python bench/dra_path.py [--trace DIR] [--lists default] [--seeds 42-46] [--jobs 2]
+    python bench/dra_path.py [--trace DIR] [--lists default] [--seeds 42-44] [--jobs 2]
                              [--standin-gib 16] [--standin-extender] [--json OUT.json]
 
 Per openb pod list and seed, the fill experiment (`simulator/fill.py`, as bench/paper_table.py
@@ -16,8 +16,9 @@ runs it) along four paths:
 - `first_fit_by_device`: kube-scheduler alone on the DRA path: its cpu/memory node scoring and
   its allocator's first device that fits (`placement/policies/first_fit.py`), the same claims.
 Means, standard deviations and per-seed figures, and the paired differences `dra_gpupool` minus
-`extender` (and minus `extender_standin`) per seed. A gpupool run takes about 50 s on one core of
-the shared machine, first-fit about 25 s.
+`extender` (and minus `extender_standin`) per seed. bench/results/dra_path.json is
+`--standin-extender --jobs 3` (seeds 42-44: ten take too long on the shared machine). A gpupool
+run takes about 50 s on one free core, first-fit about 25 s.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     parser.add_argument("--lists", default="default")
-    parser.add_argument("--seeds", default="42-46")
+    parser.add_argument("--seeds", default="42-44")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--standin-gib", type=int, default=16)
     parser.add_argument("--standin-extender", action="store_true")
@@ -88,11 +89,14 @@ def main() -> int:
     seeds = parse_seeds(args.seeds)
     lists = args.lists.split(",")
     work = [
-        (args.trace, name, p, s, args.standin_gib) for name in lists for p in PATHS for s in seeds
+        (args.trace, name, p, s, args.standin_gib) for name in lists for s in seeds for p in paths
     ]
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        got = dict(zip(work, pool.map(one, work), strict=True))
+        got = {}
+        for job, figures in zip(work, pool.map(one, work), strict=True):
+            got[job] = figures
+            print(job[1:], figures, file=sys.stderr, flush=True)  # what a cut-short run had
     table: dict[str, object] = {}
     for name in lists:
         row: dict[str, object] = {}
