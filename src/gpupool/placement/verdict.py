@@ -20,6 +20,7 @@ REASON_LABEL = {
     "GPU_COMPUTE": "insufficient GPU compute on every card",
     "WHOLE_CARDS": "too few whole free GPUs",
     "SHARES": "every card with room at its share count (pods per card)",
+    "DEFRAG": "cards with room closed to new slices (defragmentation)",
 }
 
 

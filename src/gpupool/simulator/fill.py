@@ -24,10 +24,18 @@ from gpupool.placement.fragmentation import FragmentationModel
 from gpupool.placement.planner import Planner
 from gpupool.placement.policies import Policy
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
+from gpupool.placement.verdict import Unschedulable
 from gpupool.placement.workload import TargetWorkload
 from gpupool.simulator.load import nominal_gpu_milli
 
 Progress = Callable[[int], None]
+# How a task is placed: the planner's choice by default; the DRA path rounds it to the devices'
+# capacity steps (`dra_claims.allocate_claim`)
+Allocate = Callable[[Planner, ClusterSnapshot, Request], Decision | Unschedulable]
+
+
+def _plan(planner: Planner, snap: ClusterSnapshot, req: Request) -> Decision | Unschedulable:
+    return planner.plan(snap, req)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +134,11 @@ def run_fill(
     policy: str | Policy,
     config: FillConfig = FillConfig(),
     progress: Progress | None = None,
+    allocate: Allocate = _plan,
 ) -> FillRun:
     """One seed of the fill experiment with a policy by name, or a policy built by the caller
-    for this workload (`TargetWorkload.from_requests(requests, cutoff=popularity_cutoff)`)."""
+    for this workload (`TargetWorkload.from_requests(requests, cutoff=popularity_cutoff)`);
+    `allocate` turns the planner's choice into what is reserved (the extender path: as is)."""
     snap, tasks, task_load, rng = prepare(nodes, requests, config)
     workload = TargetWorkload.from_requests(requests, cutoff=config.popularity_cutoff)
     planner = Planner(policy, workload, seed=config.seed, rank=rng.permutation(len(snap)))
@@ -145,7 +155,7 @@ def run_fill(
     allocated = 0  # the nominal load of placed tasks, so allocation never exceeds arrival
     last_curve_pct = -1.0
     for n, (req, req_load) in enumerate(zip(tasks, task_load, strict=True), start=1):
-        result = planner.plan(snap, req)
+        result = allocate(planner, snap, req)
         if isinstance(result, Decision):
             snap.assume(result)
             allocated += req_load
