@@ -45,7 +45,7 @@ async def write_binding(
         log.warning("bind %s to %s failed after the reservation: %s", pod.ref, node, err)
         if not await bound_anyway(api, pod, node):
             raise
-        if reservation.created and not pod.node_name:  # an earlier Binding won: annotate
+        if reservation.new and not pod.node_name:  # an earlier Binding won: annotate
             with contextlib.suppress(Exception):
                 await api.annotate_pod(pod.namespace, pod.name, annotations)
         return  # the Binding landed; only its reply was lost
