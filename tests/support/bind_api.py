@@ -31,7 +31,7 @@ class BindApi:
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:
         return []
 
-    async def held_on_node(self, node: str) -> list[LeaseRecord]:
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
         return []
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:

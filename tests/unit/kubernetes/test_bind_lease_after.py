@@ -148,14 +148,14 @@ def test_a_new_leader_reads_bound_pods_and_plans_around_a_lease_not_made_yet() -
     asyncio.run(main())
     assert api.leases == {} and api.pods["p"]["spec"]["nodeName"] == NODE
     new = _ctx(api)  # its cache from the lease list only (no pod watch)
-    assert new.ledgers.pods_due(NODE)
+    assert new.ledgers.pods_due()
     refused = asyncio.run(reserve(new, _pod(api, "q"), NODE))
     assert isinstance(refused, Refusal), refused  # 40 + 40 > 72Gi: p's allocation counted
-    assert "held_on_node" in api.calls and "t/uid-p" in new.cache.orphans
+    assert "held_by_bound_pods" in api.calls and "t/uid-p" in new.cache.orphans
     assert _offset(asyncio.run(reserve(new, _pod(api, "r"), NODE))) == 40 * GiB
     calls = len(api.calls)
     new.ledgers.forget()  # elected again: the next list reads the pods again
-    assert new.ledgers.pods_due(NODE)
+    assert new.ledgers.pods_due()
     asyncio.run(reserve(new, _pod(api, "q"), NODE))
-    assert api.calls[calls:].count("held_on_node") == 1
+    assert api.calls[calls:].count("held_by_bound_pods") == 1
     assert not new.ledgers[NODE].stale(10.0, NOW)

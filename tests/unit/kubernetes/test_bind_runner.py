@@ -121,8 +121,8 @@ def test_every_failure_after_the_reservation_unreserves_exactly_once(
     [
         ("get_pod", ConnectionError("refused"), Why.API_ERROR),
         ("leases_on_node", NotFound(404, "no such resource"), Why.API_ERROR),
-        ("held_on_node", NotLeader("no longer leader"), Why.NOT_LEADER),
-        ("held_on_node", ConnectionError("reset"), Why.API_ERROR),
+        ("held_by_bound_pods", NotLeader("no longer leader"), Why.NOT_LEADER),
+        ("held_by_bound_pods", ConnectionError("reset"), Why.API_ERROR),
     ],
 )
 def test_a_failure_before_the_reservation_stood_deletes_nothing(
@@ -172,8 +172,8 @@ def test_a_refusal_after_the_reservation_is_undone_through_the_same_place() -> N
 
 # ---- no more API calls than the bind needs; filter's plan reused --------------------------------
 def test_a_bind_after_filter_makes_only_its_lists_binding_and_then_the_lease() -> None:
-    """The first bind on a node lists its leases and reads its bound pods; the bind answers
-    after the Binding; the lease is created after it. A second bind on the node lists nothing."""
+    """The first bind lists the node's leases and reads the bound pods; the bind answers after
+    the Binding; the lease is created after it. A second bind on the node lists nothing."""
     api = MemoryApi([_pod_json("p", 12), _pod_json("q", 12)], [])
     ext = Extender(_ctx(api).cache, api, policy="binpack")
     assert ext.binder is not None
@@ -186,7 +186,7 @@ def test_a_bind_after_filter_makes_only_its_lists_binding_and_then_the_lease() -
         await ext.binder.ctx.leases.drain()  # type: ignore[union-attr]
         return answered
 
-    assert asyncio.run(main()) == ["leases_on_node", "held_on_node", "bind_pod"]
+    assert asyncio.run(main()) == ["leases_on_node", "held_by_bound_pods", "bind_pod"]
     assert api.calls[3:] == ["create_lease"] and "t/uid-p" in api.leases
     assert asyncio.run(ext.bind(_args("q"))).error == ""
     assert api.calls[4:6] == ["get_pod", "bind_pod"]

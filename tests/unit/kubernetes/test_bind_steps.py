@@ -84,10 +84,10 @@ class MemoryApi:
         self._call("leases_on_node")
         return [x for x in self.leases.values() if x.node == node]
 
-    async def held_on_node(self, node: str) -> list[LeaseRecord]:
-        """What bound pods' annotations hold there, as `state.pod_hold.held_by` reads them."""
-        self._call("held_on_node")
-        views = [read_pod(p) for p in self.pods.values() if p["spec"].get("nodeName") == node]
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        """What bound pods' annotations hold, as `state.pod_hold.held_by` reads them."""
+        self._call("held_by_bound_pods")
+        views = [read_pod(p) for p in self.pods.values() if p["spec"].get("nodeName")]
         return [h for h in map(held_by, views) if h is not None]
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
@@ -258,8 +258,8 @@ def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
     assert set(api.leases) == {"t/uid-other"} and "create_lease" not in api.calls
     assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
     assert api.pods["p"]["spec"].get("nodeName") is None
-    assert ctx.ledgers[NODE].stale(10.0, NOW) and ctx.ledgers.pods_due(NODE)  # a failed write
-    # may have landed: the node's leases and bound pods are read before its next plan
+    assert ctx.ledgers[NODE].stale(10.0, NOW) and ctx.ledgers.pods_due()  # a failed write
+    # may have landed: the node's leases and the bound pods are read before its next plan
 
 
 def test_a_binding_whose_reply_was_lost_keeps_the_lease() -> None:

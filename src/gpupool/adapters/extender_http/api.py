@@ -16,9 +16,9 @@ class ExtenderApi(Protocol):
 
     async def leases_on_node(self, node: str) -> list[LeaseRecord]: ...
 
-    async def held_on_node(self, node: str) -> list[LeaseRecord]:
-        """What the pods bound to `node` hold by their allocations (`state.pod_hold.held_by`),
-        as the leases bind makes for them (named after their uid)."""
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        """What the bound GPU pods hold by their allocations (`state.pod_hold.held_by`), as the
+        leases bind makes for them (named after their uid)."""
         ...
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None: ...

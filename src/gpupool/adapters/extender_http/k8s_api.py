@@ -61,13 +61,14 @@ class LightkubeExtenderApi:
         except ApiError as err:
             raise _typed_error(err) from None
 
-    async def held_on_node(self, node: str) -> list[LeaseRecord]:
-        # A list without resourceVersion is a consistent (quorum) read, as the leases' list.
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        # A list without resourceVersion is a consistent (quorum) read, as the leases' list;
+        # the pods the informer's sync lists (GPU pods carry their tenant's label).
         items = self.client.list(
             Pod,
             namespace="*",
             labels={LABEL_TENANT: operators.exists()},
-            fields={"spec.nodeName": node},
+            fields={"spec.nodeName": operators.not_equal("")},
         )
         try:
             pods = [read_pod(to_dict(x)) async for x in items]

@@ -5,7 +5,7 @@ after the Binding, off the bind's critical path (lease_writer.py, which says why
 Reserve, under the node's lock:
 1. list the node's leases from the API server (a consistent read) when the node's ledger is
    stale, and fold them into the cache, so a stale cache can never hide a lease; the first list
-   after start, an election or an unsure write also reads the node's bound pods, and holds the
+   after start, an election or an unsure write also reads the bound pods, and holds the
    allocations that have no lease yet (`ledger.pods_due`); what the cache holds on the node
    beyond that list (orphans, a lease the controller restored since) counts too;
 2. a lease the pod already holds there is the reservation (a retried bind);
@@ -62,15 +62,16 @@ def fold(ctx: BindContext, node: str, fresh: Sequence[LeaseRecord]) -> None:
 
 async def relist(ctx: BindContext, node: str) -> None:
     """The node's ledger starts again from the API server's word (plus creates in flight); when
-    due, the node's bound pods are read too, and what they hold without a lease is held."""
+    due, the bound pods are read too (all nodes' at once), and what they hold without a lease is
+    held."""
     ledger = ctx.ledgers[node]
     inflight = ledger.listing()
-    pods_due = ctx.ledgers.pods_due(node)
+    pods_due = ctx.ledgers.pods_due()
     ledger.refresh(await ctx.api.leases_on_node(node), inflight, ctx.monotonic())
     if pods_due:  # read after the leases: a lease made since is in the cache (the watch)
-        for held in await ctx.api.held_on_node(node):
+        for held in await ctx.api.held_by_bound_pods():
             ctx.cache.hold_unleased(held)  # a standing lease of its name wins
-        ctx.ledgers.pods_read(node)
+        ctx.ledgers.pods_read()
     fold(ctx, node, ledger.leases())
 
 
