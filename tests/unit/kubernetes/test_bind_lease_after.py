@@ -159,3 +159,30 @@ def test_a_new_leader_reads_bound_pods_and_plans_around_a_lease_not_made_yet() -
     asyncio.run(reserve(new, _pod(api, "q"), NODE))
     assert api.calls[calls:].count("held_by_bound_pods") == 1
     assert not new.ledgers[NODE].stale(10.0, NOW)
+
+
+def test_creates_in_flight_are_bounded_and_the_rest_wait_their_turn() -> None:
+    api = MemoryApi([_pod_json("p", 12), _pod_json("q", 12)], [])
+    ctx = replace(_ctx(api), leases=LeaseWriter(max_creates=1, sleep=_no_pause))
+    gate = asyncio.Event()
+    create = api.create_lease
+    started: list[str] = []
+
+    async def held_create(lease: LeaseRecord) -> LeaseRecord:
+        started.append(lease.key)
+        await gate.wait()
+        return await create(lease)
+
+    api.create_lease = held_create  # type: ignore[method-assign]
+
+    async def main() -> None:
+        for name in ("p", "q"):
+            assert (await bind_pod(ctx, GangHolds(), _pod(api, name), NODE)).error == ""
+        for _ in range(5):
+            await asyncio.sleep(0)  # let both writers run as far as they can
+        assert started == ["t/uid-p"] and ctx.leases.in_flight == 2
+        gate.set()
+        await ctx.leases.drain()
+
+    asyncio.run(main())
+    assert set(api.leases) == {"t/uid-p", "t/uid-q"}

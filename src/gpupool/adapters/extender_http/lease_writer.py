@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = 6
 FIRST_PAUSE_S = 0.2  # doubled after each failed attempt: 0.2 + 0.4 + ... ~ 6 s in all
+MAX_CREATES = 16  # creates in flight at once: the rest wait their turn (in memory, held), so a
+# burst of binds does not become a burst of writes competing with the Bindings themselves
 
 
 class LeaseWriter:
@@ -47,11 +50,15 @@ class LeaseWriter:
         attempts: int = ATTEMPTS,
         first_pause_s: float = FIRST_PAUSE_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        max_creates: int = MAX_CREATES,
     ) -> None:
         self.attempts = attempts
         self.first_pause_s = first_pause_s
         self.sleep = sleep
+        self.max_creates = max_creates
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots: asyncio.Semaphore | None = None  # of the loop that submits
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def in_flight(self) -> int:
@@ -59,7 +66,10 @@ class LeaseWriter:
 
     def submit(self, ctx: BindContext, lease: LeaseRecord) -> None:
         """Create `lease` (held by `reserve.hold`; its pod's Binding stands) in the background."""
-        task = asyncio.ensure_future(self._write(ctx, lease))
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._loop is not loop:
+            self._slots, self._loop = asyncio.Semaphore(self.max_creates), loop
+        task = asyncio.ensure_future(self._write(ctx, lease, self._slots, time.perf_counter()))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -68,8 +78,14 @@ class LeaseWriter:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _write(self, ctx: BindContext, lease: LeaseRecord) -> None:
-        t = asyncio.get_running_loop().time()
+    async def _write(
+        self, ctx: BindContext, lease: LeaseRecord, slots: asyncio.Semaphore, since: float
+    ) -> None:
+        async with slots:
+            await self._attempts(ctx, lease, since)
+
+    async def _attempts(self, ctx: BindContext, lease: LeaseRecord, since: float) -> None:
+        """Create `lease`; the `create_lease` step's time is from the Binding (`since`) on."""
         pause = self.first_pause_s
         for attempt in range(1, self.attempts + 1):
             try:
@@ -89,7 +105,7 @@ class LeaseWriter:
                 commit(ctx.cache, ctx.ledgers, made)
             else:
                 give_up(ctx, lease, "another lease stands under its name")
-            ctx.timer.done("create_lease", t)
+            ctx.timer.done("create_lease", since)
             return
 
 
