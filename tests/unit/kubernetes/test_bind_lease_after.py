@@ -9,15 +9,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from test_bind_steps import NODE, NOW, MemoryApi, _ctx, _pod, _pod_json
+from test_bind_steps import NODE, NOW, MemoryApi, _ctx, _lease, _pod, _pod_json
 
 from gpupool.adapters.extender_http.bind import bind_pod
 from gpupool.adapters.extender_http.bind_context import BindContext
 from gpupool.adapters.extender_http.gang_hold import GangHolds
 from gpupool.adapters.extender_http.lease_writer import LeaseWriter
-from gpupool.adapters.extender_http.refusal import Refusal
+from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.extender_http.reserve import Reservation, reserve
 from gpupool.domain.units import GiB
+from gpupool.quota.lease import LeasePhase
 from gpupool.state.lease import LeaseRecord
 
 
@@ -186,3 +187,14 @@ def test_creates_in_flight_are_bounded_and_the_rest_wait_their_turn() -> None:
 
     asyncio.run(main())
     assert set(api.leases) == {"t/uid-p", "t/uid-q"}
+
+
+def test_an_ended_lease_of_the_pods_name_refuses_the_bind_as_its_create_would() -> None:
+    """The pod's name is taken by a lease that ended and is not collected yet: its create after
+    the Binding could not succeed, so the pod is not bound (as before, when the create came
+    first)."""
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12, phase=LeasePhase.RELEASED)])
+    ctx = _quick(api)
+    refused = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
+    assert isinstance(refused, Refusal) and refused.why is Why.RETRIES, refused
+    assert "bind_pod" not in api.calls and api.pods["p"]["spec"].get("nodeName") is None

@@ -11,8 +11,9 @@ Reserve, under the node's lock:
 2. a lease the pod already holds there is the reservation (a retried bind);
 3. plan the pod on the node against those leases (`lease_plan.plan_lease`) and hold the lease in
    memory (`hold`): later binds on this node plan around it without waiting for the API server.
-A lease of the pod's name that the cache knows on another node is settled first, outside the
-lock (`resolve_conflict`), and the round starts again, at most BIND_ROUNDS times.
+Another lease of the pod's name that the cache knows (on another node, or ended) is settled
+first, outside the lock (`resolve_conflict`), and the round starts again, at most BIND_ROUNDS
+times.
 
 Reserve knows nothing of gangs: a gang member's held room is given back by the gang step
 (gang_bind.give_back) before the runner calls reserve. `unreserve` is called by the runner only.
@@ -114,12 +115,12 @@ async def reserve(
                 if not listed:
                     continue  # maybe only a release the ledger has not seen: re-list, re-plan
                 return planned
-            elsewhere = ctx.cache.leases.get(planned.key)
-            if elsewhere is None or not elsewhere.holds_capacity:
+            if planned.key not in ctx.cache.leases:
                 held = hold(ctx.cache, ctx.ledgers, planned)
                 ctx.timer.done("plan", t)
                 return Reservation(planned, held=held)
-        # The cache knows a lease of the pod's name on another node: settle it first.
+        # The cache knows another lease of the pod's name (elsewhere, or ended and not yet
+        # collected): its create would fail. Settle it first; an ended one refuses the bind.
         problem = await resolve_conflict(ctx, pod, node)
         if problem is not None:
             return problem
@@ -151,12 +152,11 @@ async def drop_lease(ctx: BindContext, lease: LeaseRecord) -> None:
 
 
 async def resolve_conflict(ctx: BindContext, pod: ScheduledPod, node: str) -> Refusal | None:
-    """The cache knows a lease of the pod's name on another node: why bind stops, or None to
-    re-plan."""
+    """The cache knows another lease of the pod's name: why bind stops, or None to re-plan."""
     existing = await ctx.api.get_lease(pod.namespace, pod.uid)
     if existing is None or existing.node == node or not existing.holds_capacity:
         stale = ctx.cache.leases.get(f"{pod.namespace}/{pod.uid}")
-        if stale is not None and stale.node != node and stale.key not in ctx.cache.orphans:
+        if existing is None and stale is not None and stale.key not in ctx.cache.orphans:
             ctx.cache.delete_lease(stale.key)  # the API server has no such lease: forget it
         return None
     if existing.phase is not LeasePhase.RESERVED:
