@@ -258,8 +258,19 @@ def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
     assert set(api.leases) == {"t/uid-other"} and "create_lease" not in api.calls
     assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
     assert api.pods["p"]["spec"].get("nodeName") is None
-    assert ctx.ledgers[NODE].stale(10.0, NOW) and ctx.ledgers.pods_due()  # a failed write
-    # may have landed: the node's leases and the bound pods are read before its next plan
+    assert not ctx.ledgers[NODE].stale(10.0, NOW)  # the read said: not bound
+
+
+def test_a_binding_whose_outcome_no_read_can_tell_has_the_node_and_pods_read_again() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
+    ctx = _ctx(api)
+    api.fail["bind_pod"] = ConnectionError("reset")
+    api.fail["get_pod"] = ConnectionError("still down")
+    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
+    assert result.reason == "WriteFailed" and "failed: reset" in result.error
+    assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})  # let go of, in memory
+    assert ctx.ledgers[NODE].stale(10.0, NOW) and ctx.ledgers.pods_due()  # it may have
+    # landed: the node's leases and the bound pods are read before its next plan there
 
 
 def test_a_binding_whose_reply_was_lost_keeps_the_lease() -> None:
