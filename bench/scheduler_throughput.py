@@ -10,8 +10,10 @@ for pods that ask for its managed resources, so on the same scheduler and nodes:
 - plain: pods asking for `cpu: 10m` only — kube-scheduler alone;
 - extender: pods asking for `cpu: 10m`, `gpupool.io/gpu-memory: 1Gi`, `gpupool.io/vgpu: 1` (what
   the webhook makes of a user's pod) — filter and prioritize over HTTP, then the extender's bind
-  (a consistent re-list of the node's leases, the GpuLease create, the pod annotation, the
-  Binding).
+  (a consistent re-list of the node's leases when stale, the Binding with the pod's annotations;
+  the GpuLease is created after the Binding, off the bind's critical path). Each extender phase
+  also reports `leases_s`, when the phase's last GpuLease stood (from the first gate removal),
+  and `pods_per_s_to_leases`, the rate counted to that moment instead of the last Binding.
 
 (The *serial* kind, bind as it first was, is gone with the extender's `--serial-bind`: a
 benchmark-only mode does not live in src/; its figures stay in bench/results.) Each extender
@@ -52,6 +54,7 @@ from lightkube.resources.core_v1 import Event, Namespace, Pod
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.resources import GpuLease
 from gpupool.devcluster import ClusterSpec, DevCluster, processes
 from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
@@ -148,6 +151,11 @@ async def one_phase(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout_s)
         cpu_end = cpu_of(pids)
+        # The extender creates each pod's GpuLease just after its Binding: when did the last
+        # one stand? (the rate counts Bindings; this says how far the leases trailed them)
+        leases_s = None
+        if kind != "plain" and len(bound) >= count:
+            leases_s = await leases_standing(client, ns, count, start, timeout_s)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
@@ -171,6 +179,11 @@ async def one_phase(
         }
     elapsed = max(bound.values()) - start
     return {
+        **(
+            {"leases_s": leases_s, "pods_per_s_to_leases": round(count / leases_s, 1)}
+            if leases_s
+            else {}
+        ),
         "kind": kind,
         "namespace": ns,
         "pods": count,
@@ -187,6 +200,20 @@ async def one_phase(
         "other_events": reasons,
         "event_samples": samples,
     }
+
+
+async def leases_standing(
+    client: AsyncClient, ns: str, count: int, start: float, timeout_s: float
+) -> float | None:
+    """Seconds from `start` until `count` GpuLeases stand in `ns` (None: not within timeout_s);
+    polled every 50 ms, so late by up to that."""
+    deadline = start + timeout_s
+    while time.perf_counter() < deadline:
+        leases = [x async for x in client.list(GpuLease, namespace=ns)]
+        if len(leases) >= count:
+            return round(time.perf_counter() - start, 3)
+        await asyncio.sleep(0.05)
+    return None
 
 
 def start_extender(

@@ -88,6 +88,8 @@ def plugin_config(base: Path, per_card: int, watch_interval_s: float = 2.0) -> P
             mps_pipe_host=str(base / "mps"),
         ),
         watch_interval_s=watch_interval_s,
+        lease_wait_s=0.3,  # a missing lease is waited for this long (a test's "no lease")
+        lease_poll_s=0.02,
     )
 
 
@@ -257,6 +259,27 @@ def test_allocate_mps_and_two_cards(short_dir: Path) -> None:
         assert mounts["/tmp/nvidia-mps"] == (str(short_dir / "mps"), False)
         limits = Path(mounts["/etc/gpupool/limits"][0]).read_text()
         assert limits == f"{b} {70 * GiB} 50\n{a} {70 * GiB} 50\n"
+
+    run_rig(short_dir, body)
+
+
+def test_allocate_waits_for_a_lease_that_trails_the_binding(short_dir: Path) -> None:
+    """The extender creates the GpuLease just after the Binding: a lease that arrives while
+    Allocate waits (within lease_wait_s) is the one served, not a refusal."""
+
+    async def body(rig: Rig) -> None:
+        _, b = rig.uuids
+
+        async def lease_arrives() -> None:
+            await asyncio.sleep(0.1)
+            rig.source.add(lease(rig, "late", 1))
+
+        arriving = asyncio.ensure_future(lease_arrives())
+        response = await allocate(rig, f"{b}::0")
+        await arriving
+        (container,) = response.container_responses
+        assert dict(container.envs)["GPUPOOL_LEASE"] == "team-a/late"
+        assert rig.source.recorded == [("team-a/late", (f"{b}::0",))]
 
     run_rig(short_dir, body)
 

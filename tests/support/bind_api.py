@@ -31,6 +31,9 @@ class BindApi:
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:
         return []
 
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        return []
+
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         return None
 

@@ -228,6 +228,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await runner.cleanup()  # binds in flight finish before the lease is given up
+        await extender.drain_leases()  # and the GpuLeases those binds left to create
         if elector is not None:
             await elector.release()
         await poster.close()

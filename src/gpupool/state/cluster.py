@@ -288,6 +288,17 @@ class ClusterCache:
         self.delete_lease(key)
         return False
 
+    def hold_unleased(self, lease: LeaseRecord) -> None:
+        """A bound pod's allocation with no GpuLease behind it yet (`state.pod_hold.held_by`,
+        or a lease whose create the extender gave up on): held as an orphan, as `rebuild`
+        holds it, until the lease arrives (`set_lease`) or the pod is gone. A lease that
+        stands under that key wins."""
+        if lease.key in self.leases and lease.key not in self.orphans:
+            return
+        self.set_lease(lease)
+        self.orphans[lease.key] = lease
+        self.bound.add(lease.key)
+
     def mark_bound(self, key: str) -> None:
         """The pod of lease `key` is bound (this extender's Binding landed)."""
         self.bound.add(key)

@@ -15,6 +15,7 @@ import aiohttp
 from aiohttp import web
 from lightkube import AsyncClient
 from support.lease_api import NAME, NS, Clock, FakeLeaseApi
+from support.waiting import wait_until_async
 from test_leader import BindApi, one_card_cache  # the bind API, a one-card cache
 
 from gpupool.adapters.extender_http.server import FORWARDED_HEADER, Metrics, make_app
@@ -103,7 +104,10 @@ def test_a_standby_forwards_bind_to_the_leader_the_lease_names() -> None:
             status, reply = await _post(f"{b_url}/gpupool/bind", BODY)  # a urlPrefix path
 
             assert status == 200 and reply == {"Error": ""}, reply
-            assert leader_api.writes == ["create t/uid-p", "bind t/p n"]
+            assert leader_api.writes[0] == "bind t/p n"  # the bind answers after the Binding
+            await wait_until_async(
+                lambda: leader_api.writes == ["bind t/p n", "create t/uid-p"], 10, "the lease"
+            )
             assert standby_api.writes == []
             assert _forwards(standby_metrics, "ok") == 1
             assert _forwards(standby_metrics, "error") == 0

@@ -1,6 +1,7 @@
 """Bind's runner (bind.py): each named step on its own, the one conversion of a raised error into
 a typed refusal (bind_failure.py), and the one undo: whatever fails after the reservation stood,
-its lease is deleted exactly once; whatever fails before it, or after the Binding, deletes none.
+its in-memory hold is let go of exactly once and no GpuLease is written (the lease comes only
+after the Binding); whatever fails before it, or after the Binding, undoes nothing.
 Against test_bind_steps' in-memory API server."""
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def test_check_refuses_a_pod_without_gpu_an_unknown_node_and_an_excluded_one() -
     ("step", "err", "why", "message"),
     [
         (Step.WRITE, ConnectionError("reset"), Why.WRITE_FAILED, "bind t/p to n failed: reset"),
-        (Step.WRITE, NotLeader("Binding refused"), Why.WRITE_FAILED, "failed: Binding refused"),
+        (Step.WRITE, NotLeader("Binding refused"), Why.NOT_LEADER, "Binding refused"),
         (Step.RESERVE, NotLeader("GpuLease refused"), Why.NOT_LEADER, "GpuLease refused"),
         (Step.DECODE, NotFound(404, "gone"), Why.API_ERROR, "at its decode step: API server"),
         (Step.RESERVE, Conflict(409, "x"), Why.API_ERROR, "at its reserve step"),
@@ -99,7 +100,7 @@ def _run(api: MemoryApi, name: str = "p", **kw: Any) -> tuple[str, str]:
     ("err", "why"),
     [
         (ConnectionError("reset"), Why.WRITE_FAILED),
-        (NotLeader("Binding refused: no longer leader"), Why.WRITE_FAILED),
+        (NotLeader("Binding refused: no longer leader"), Why.NOT_LEADER),
         (Conflict(409, "already assigned"), Why.WRITE_FAILED),
         (RuntimeError("a bug in the write"), Why.WRITE_FAILED),
     ],
@@ -111,7 +112,7 @@ def test_every_failure_after_the_reservation_unreserves_exactly_once(
     api.fail["bind_pod"] = err
     reason, _ = _run(api)
     assert reason == why
-    assert api.calls.count("create_lease") == 1 and api.calls.count("delete_lease") == 1
+    assert "create_lease" not in api.calls and "delete_lease" not in api.calls
     assert set(api.leases) == {"t/uid-other"}
 
 
@@ -120,8 +121,8 @@ def test_every_failure_after_the_reservation_unreserves_exactly_once(
     [
         ("get_pod", ConnectionError("refused"), Why.API_ERROR),
         ("leases_on_node", NotFound(404, "no such resource"), Why.API_ERROR),
-        ("create_lease", NotLeader("GpuLease t/uid-p refused"), Why.NOT_LEADER),
-        ("create_lease", ConnectionError("reset"), Why.API_ERROR),
+        ("held_by_bound_pods", NotLeader("no longer leader"), Why.NOT_LEADER),
+        ("held_by_bound_pods", ConnectionError("reset"), Why.API_ERROR),
     ],
 )
 def test_a_failure_before_the_reservation_stood_deletes_nothing(
@@ -135,11 +136,14 @@ def test_a_failure_before_the_reservation_stood_deletes_nothing(
 
 
 def test_an_unreserve_that_fails_still_answers_the_first_failure_and_forgets_the_lease() -> None:
+    """A retried bind's reservation is the lease that stood: its undo deletes it."""
     api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
-    api.fail["bind_pod"] = ConnectionError("reset")
+    ctx = _ctx(api)
+    stood = _lease("p", 12)
+    state = BindState("t/p", NODE, Step.WRITE, reservation=Reservation(stood, held=None))
     api.fail["delete_lease"] = ConnectionError("still down")
-    reason, error = _run(api)
-    assert (reason, error) == ("WriteFailed", "bind t/p to n failed: reset")
+    refused = Refusal(Why.WRITE_FAILED, "bind t/p to n failed: reset")
+    assert asyncio.run(finish(ctx, state, refused)) is refused
     assert api.calls.count("delete_lease") == 1
 
 
@@ -150,7 +154,8 @@ def test_a_failure_after_the_binding_stood_undoes_nothing() -> None:
     assert isinstance(reserved, Reservation)
     state = BindState("t/p", NODE, Step.HOLD_GANG, reservation=reserved, bound=True)
     assert asyncio.run(finish(ctx, state, RuntimeError("holding the gang's room"))) is None
-    assert "delete_lease" not in api.calls and "t/uid-p" in api.leases
+    assert "delete_lease" not in api.calls and "t/uid-p" in ctx.cache.leases
+    assert "t/uid-p" in {x.key for x in ctx.ledgers[NODE].leases()}
 
 
 def test_a_refusal_after_the_reservation_is_undone_through_the_same_place() -> None:
@@ -161,18 +166,30 @@ def test_a_refusal_after_the_reservation_is_undone_through_the_same_place() -> N
     state = BindState("t/p", NODE, Step.WRITE, reservation=reserved)
     refused = Refusal(Why.WRITE_FAILED, "no")
     assert asyncio.run(finish(ctx, state, refused)) is refused
-    assert api.calls.count("delete_lease") == 1
+    assert "delete_lease" not in api.calls  # only held in memory: let go of there
     assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
 
 
 # ---- no more API calls than the bind needs; filter's plan reused --------------------------------
-def test_a_bind_after_filter_makes_only_its_list_create_and_binding() -> None:
-    api = MemoryApi([_pod_json("p", 12)], [])
+def test_a_bind_after_filter_makes_only_its_lists_binding_and_then_the_lease() -> None:
+    """The first bind lists the node's leases and reads the bound pods; the bind answers after
+    the Binding; the lease is created after it. A second bind on the node lists nothing."""
+    api = MemoryApi([_pod_json("p", 12), _pod_json("q", 12)], [])
     ext = Extender(_ctx(api).cache, api, policy="binpack")
+    assert ext.binder is not None
     ext.filter(ExtenderArgs.from_json({"Pod": api.pods["p"], "NodeNames": [NODE]}))
     assert ext.plans.current(_pod(api, "p")) is not None  # the cache is as filter saw it
-    assert asyncio.run(ext.bind(_args("p"))).error == ""
-    assert api.calls == ["leases_on_node", "create_lease", "bind_pod"]
+
+    async def main() -> list[str]:
+        assert (await ext.bind(_args("p"))).error == ""
+        answered = list(api.calls)
+        await ext.binder.ctx.leases.drain()  # type: ignore[union-attr]
+        return answered
+
+    assert asyncio.run(main()) == ["leases_on_node", "held_by_bound_pods", "bind_pod"]
+    assert api.calls[3:] == ["create_lease"] and "t/uid-p" in api.leases
+    assert asyncio.run(ext.bind(_args("q"))).error == ""
+    assert api.calls[4:6] == ["get_pod", "bind_pod"]
 
 
 def test_filters_plan_is_reused_only_while_the_cache_is_unchanged() -> None:

@@ -26,11 +26,13 @@ from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderBindingArgs
 from gpupool.adapters.kubernetes.errors import Conflict, NotFound
 from gpupool.adapters.kubernetes.node import read_node
+from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.quota.lease import LeasePhase
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord, PodRef
+from gpupool.state.pod_hold import held_by
 
 NODE = "n"
 NOW = 100.0  # the ledgers' monotonic clock: still
@@ -81,6 +83,12 @@ class MemoryApi:
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:
         self._call("leases_on_node")
         return [x for x in self.leases.values() if x.node == node]
+
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        """What bound pods' annotations hold, as `state.pod_hold.held_by` reads them."""
+        self._call("held_by_bound_pods")
+        views = [read_pod(p) for p in self.pods.values() if p["spec"].get("nodeName")]
+        return [h for h in map(held_by, views) if h is not None]
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         self._call("get_lease")
@@ -163,33 +171,34 @@ def test_release_restores_the_cache_copy_the_held_lease_shadowed() -> None:
 
 
 # ---- reserve ------------------------------------------------------------------------------------
-def test_reserve_creates_the_lease_and_counts_it_everywhere() -> None:
+def test_reserve_holds_the_lease_in_memory_and_writes_nothing() -> None:
+    """The GpuLease is created after the Binding (lease_writer): reserve only plans and holds."""
     api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
     ctx = _ctx(api)
     got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
-    assert isinstance(got, Reservation) and got.created
-    assert got.lease.resource_version == "1"  # the API server's copy
+    assert isinstance(got, Reservation) and got.new
     assert got.lease.slices[0].offset_bytes == 20 * GiB  # beside the lease just listed
     assert _state(ctx) == ({"t/uid-other", "t/uid-p"}, {"t/uid-other", "t/uid-p"})
-    assert set(api.leases) == {"t/uid-other", "t/uid-p"}
+    assert set(api.leases) == {"t/uid-other"}
+    assert "create_lease" not in api.calls
 
 
-def test_a_create_that_fails_leaves_the_cache_as_it_was_and_the_ledger_untrusted() -> None:
+def test_a_list_that_fails_leaves_nothing_held() -> None:
     api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
     ctx = _ctx(api)
-    api.fail["create_lease"] = ConnectionError("API server unreachable")
+    api.fail["leases_on_node"] = ConnectionError("API server unreachable")
     cache_before = dict(ctx.cache.leases)
     with pytest.raises(ConnectionError):
         asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
     assert ctx.cache.leases == cache_before
-    assert ctx.ledgers[NODE].stale(10.0, NOW)  # the create may have landed: re-list first next time
+    assert ctx.ledgers[NODE].stale(10.0, NOW)
 
 
 def test_a_retried_bind_finds_its_lease_and_creates_nothing() -> None:
     api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12)])
     ctx = _ctx(api)
     got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
-    assert got == Reservation(_lease("p", 12), created=False)
+    assert got == Reservation(_lease("p", 12), held=None)
     assert "create_lease" not in api.calls
 
 
@@ -198,7 +207,8 @@ def test_a_stale_reservation_elsewhere_of_an_unbound_pod_is_released_and_the_pod
     ctx = _ctx(api, nodes=(NODE, "m"))
     got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
     assert isinstance(got, Reservation) and got.lease.node == NODE
-    assert [x.node for x in api.leases.values()] == [NODE]
+    assert api.leases == {}  # the stale one deleted; the pod's own comes after its Binding
+    assert ctx.cache.leases["t/uid-p"].node == NODE
 
 
 def test_an_active_lease_elsewhere_is_a_typed_refusal() -> None:
@@ -218,14 +228,24 @@ def test_a_full_node_is_refused_with_the_reason_and_nothing_held() -> None:
 
 
 # ---- unreserve and the whole bind ---------------------------------------------------------------
-def test_unreserve_deletes_exactly_the_reserved_lease() -> None:
+def test_unreserve_lets_go_of_exactly_the_held_lease_and_writes_nothing() -> None:
     api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
     ctx = _ctx(api)
     got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))
     assert isinstance(got, Reservation)
     asyncio.run(unreserve(ctx, got))
-    assert set(api.leases) == {"t/uid-other"}
+    assert set(api.leases) == {"t/uid-other"} and "delete_lease" not in api.calls
     assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
+    assert not ctx.ledgers[NODE].stale(10.0, NOW)  # sure: nothing was written
+
+
+def test_unreserve_of_a_lease_that_stood_deletes_it() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("p", 12)])
+    ctx = _ctx(api)
+    got = asyncio.run(reserve(ctx, _pod(api, "p"), NODE))  # a retried bind: it stood
+    assert isinstance(got, Reservation) and not got.new
+    asyncio.run(unreserve(ctx, got))
+    assert api.leases == {} and _state(ctx) == (set(), set())
 
 
 def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
@@ -234,10 +254,23 @@ def test_a_failed_binding_unreserves_exactly_what_was_reserved() -> None:
     api.fail["bind_pod"] = ConnectionError("reset")
     result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
     assert "failed: reset" in result.error and result.reason == "WriteFailed"
-    assert api.calls[-2:] == ["get_pod", "delete_lease"]  # bound anyway? no: unreserve
-    assert set(api.leases) == {"t/uid-other"}
+    assert api.calls[-2:] == ["bind_pod", "get_pod"]  # bound anyway? no: unreserve, in memory
+    assert set(api.leases) == {"t/uid-other"} and "create_lease" not in api.calls
     assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})
     assert api.pods["p"]["spec"].get("nodeName") is None
+    assert not ctx.ledgers[NODE].stale(10.0, NOW)  # the read said: not bound
+
+
+def test_a_binding_whose_outcome_no_read_can_tell_has_the_node_and_pods_read_again() -> None:
+    api = MemoryApi([_pod_json("p", 12)], [_lease("other", 20)])
+    ctx = _ctx(api)
+    api.fail["bind_pod"] = ConnectionError("reset")
+    api.fail["get_pod"] = ConnectionError("still down")
+    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
+    assert result.reason == "WriteFailed" and "failed: reset" in result.error
+    assert _state(ctx) == ({"t/uid-other"}, {"t/uid-other"})  # let go of, in memory
+    assert ctx.ledgers[NODE].stale(10.0, NOW) and ctx.ledgers.pods_due()  # it may have
+    # landed: the node's leases and the bound pods are read before its next plan there
 
 
 def test_a_binding_whose_reply_was_lost_keeps_the_lease() -> None:
@@ -249,7 +282,7 @@ def test_a_binding_whose_reply_was_lost_keeps_the_lease() -> None:
         raise TimeoutError("no reply")
 
     api.bind_pod = lands_then_fails  # type: ignore[method-assign]
-    result = asyncio.run(bind_pod(ctx, GangHolds(), _pod(api, "p"), NODE))
+    result = asyncio.run(_bind_and_drain(ctx, _pod(api, "p")))
     assert result.error == ""
     assert set(api.leases) == {"t/uid-p"} and "t/uid-p" in ctx.cache.leases
     assert "delete_lease" not in api.calls
@@ -327,14 +360,14 @@ def test_a_bind_that_finds_no_slot_is_refused_and_writes_nothing() -> None:
     api = MemoryApi([_pod_json("p", 12), _pod_json("q", 12)], [])
     ext = Extender(_cache((NODE,), []), api, policy="binpack", max_binds=1, bind_wait_s=0.05)
     entered, release_first = asyncio.Event(), asyncio.Event()
-    create = api.create_lease
+    bind = api.bind_pod
 
-    async def slow_create(lease: LeaseRecord) -> LeaseRecord:
+    async def slow_bind(*args: Any, **kw: Any) -> None:
         entered.set()
         await release_first.wait()
-        return await create(lease)
+        await bind(*args, **kw)
 
-    api.create_lease = slow_create  # type: ignore[method-assign]
+    api.bind_pod = slow_bind  # type: ignore[method-assign]
 
     def args(name: str) -> ExtenderBindingArgs:
         return ExtenderBindingArgs(name, "t", f"uid-{name}", NODE)
@@ -344,12 +377,21 @@ def test_a_bind_that_finds_no_slot_is_refused_and_writes_nothing() -> None:
         await asyncio.wait_for(entered.wait(), timeout=10)  # hang guard
         second = await ext.bind(args("q"))  # the one slot is taken
         release_first.set()
-        return (await first).error, second.error
+        answer = (await first).error, second.error
+        await ext.binder.ctx.leases.drain()  # type: ignore[union-attr]
+        return answer
 
     first, second = asyncio.run(main())
     assert first == ""
     assert "busy: 1 binds in flight" in second and "t/q not bound" in second
     assert set(api.leases) == {"t/uid-p"}
+
+
+async def _bind_and_drain(ctx: BindContext, pod: ScheduledPod) -> Any:
+    """Bind, then wait for the GpuLease the bind left to the background writer."""
+    result = await bind_pod(ctx, GangHolds(), pod, NODE)
+    await ctx.leases.drain()
+    return result
 
 
 # ---- the bind's own checks: admission record, the pod's node constraints, orphans --------------

@@ -76,7 +76,13 @@ def setup(
 
 def bind(api: GangApi, ctx: BindContext, gangs: GangHolds, name: str, node: str) -> str:
     pod = ScheduledPod.from_json(api.pods[name])
-    return asyncio.run(bind_pod(ctx, gangs, pod, node)).error
+
+    async def bound() -> str:
+        result = await bind_pod(ctx, gangs, pod, node)
+        await ctx.leases.drain()  # the GpuLease follows the Binding
+        return result.error
+
+    return asyncio.run(bound())
 
 
 def offered(api: GangApi, ctx: BindContext, gangs: GangHolds, name: str) -> tuple[str, ...] | None:
@@ -115,8 +121,9 @@ def test_a_member_reserving_gets_a_real_lease_never_its_held_room() -> None:
     pod = ScheduledPod.from_json(api.pods["w-1"])
     assert give_back(ctx, gangs, pod)  # the gang step, before reserve (which knows no gangs)
     reserved = asyncio.run(reserve(ctx, pod, node))
-    assert not isinstance(reserved, Refusal) and reserved.created
-    assert "t/uid-w-1" in api.leases and len(gangs) == 0
+    assert not isinstance(reserved, Refusal) and reserved.new
+    held = ctx.cache.leases["t/uid-w-1"]  # the member's own lease (created after its Binding)
+    assert held.room_hold is None and len(gangs) == 0
 
 
 def test_a_gang_that_does_not_all_fit_now_is_refused_and_nothing_is_held() -> None:

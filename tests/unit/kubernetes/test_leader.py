@@ -17,7 +17,7 @@ from support.waiting import wait_until_async
 
 from gpupool.adapters.extender_http.leader import LeaderOnlyWrites
 from gpupool.adapters.extender_http.service import Extender
-from gpupool.adapters.extender_http.wire import ExtenderBindingArgs
+from gpupool.adapters.extender_http.wire import ExtenderBindingArgs, ExtenderBindingResult
 from gpupool.adapters.kubernetes.leader import (
     LEADER_URL_ANNOTATION,
     LeaderElector,
@@ -25,7 +25,6 @@ from gpupool.adapters.kubernetes.leader import (
     Step,
     decide,
 )
-from gpupool.state.lease import LeaseRecord
 
 LEASE_S, DEADLINE_S, RETRY_S = 15, 10.0, 2.0
 
@@ -424,9 +423,9 @@ def _bind_args(name: str) -> ExtenderBindingArgs:
 
 def test_a_leader_binds_through_the_guard() -> None:
     ext, api = _bind_setup([True])
-    result = asyncio.run(ext.bind(_bind_args("p")))
+    result = asyncio.run(_bind_and_drain(ext, "p"))
     assert result.error == ""
-    assert api.writes == ["create t/uid-p", "bind t/p n"]
+    assert api.writes == ["bind t/p n", "create t/uid-p"]  # the lease after the Binding
 
 
 def test_a_bind_whose_replica_loses_the_lease_midway_writes_nothing() -> None:
@@ -436,23 +435,33 @@ def test_a_bind_whose_replica_loses_the_lease_midway_writes_nothing() -> None:
     result = asyncio.run(ext.bind(_bind_args("p")))  # a typed refusal, counted by its reason
     assert result.reason == "NotLeader"
     assert result.error == (
-        "GpuLease t/uid-p refused: this gpupool extender replica is no longer leader"
+        "Binding of t/p to n refused: this gpupool extender replica is no longer leader"
     )
     assert api.writes == []
     assert not ext.cache.leases  # the in-memory reservation is undone
 
 
-def test_a_binding_refused_after_the_reservation_undoes_it() -> None:
+async def _bind_and_drain(ext: Extender, name: str) -> ExtenderBindingResult:
+    result = await ext.bind(_bind_args(name))
+    assert ext.binder is not None
+    await ext.binder.ctx.leases.drain()
+    return result
+
+
+def test_a_lead_lost_after_the_binding_leaves_the_pods_allocation_held() -> None:
+    """The old leader's GpuLease create after the Binding is refused: the pod is bound all the
+    same (its allocation on it), its slices stay held here, and the controller's restore (or the
+    new leader, reading the node's bound pods) takes it from there."""
     leader = [True]
     ext, api = _bind_setup(leader)
-    inner_create = api.create_lease
+    inner_bind = api.bind_pod
 
-    async def create_then_lose(lease: LeaseRecord) -> LeaseRecord:
-        created = await inner_create(lease)
+    async def bind_then_lose(*args: Any, **kw: Any) -> None:
+        await inner_bind(*args, **kw)
         leader[0] = False
-        return created
 
-    api.create_lease = create_then_lose  # type: ignore[method-assign]
-    result = asyncio.run(ext.bind(_bind_args("p")))
-    assert result.error, result
-    assert api.writes == ["create t/uid-p", "delete t/uid-p"]  # no Binding; the slice is freed
+    api.bind_pod = bind_then_lose  # type: ignore[method-assign]
+    result = asyncio.run(_bind_and_drain(ext, "p"))
+    assert result.error == "", result
+    assert api.writes == ["bind t/p n"]  # no GpuLease from a replica that no longer leads
+    assert "t/uid-p" in ext.cache.orphans and "t/uid-p" in ext.cache.bound

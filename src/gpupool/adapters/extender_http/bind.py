@@ -10,14 +10,19 @@ the steps in order, each ending the bind with a `Refusal` or handing its result 
     check     bind_check.check         readable, wants a GPU, admitted; node known, not excluded
     gang      gang_bind.check_gang     a gang member: do all its unplaced members fit?
               gang_bind.give_back      its own held room given back
-    reserve   reserve.reserve          the pod's GpuLease on the node (Reserve)
+    reserve   reserve.reserve          the pod's lease on the node, held in memory (Reserve)
     write     bind_write.write_binding the Binding with the pod's annotations (Bind)
+    lease     LeaseWriter.submit       the GpuLease, created in the background (PostBind)
     hold_gang gang_bind.hold_gang      the room of the gang's other members (PostBind)
 
 A step that raises (NotLeader, an API server error, a bug) is answered by `bind_failure`
 (`refusal_for`: the one conversion). Whatever ended the bind, a reservation without a Binding on
-it is undone by `unreserve`, called from `finish` only, once. A failure after the Binding stood
-(holding the gang's room) is logged: the pod is bound, its lease stays.
+it is undone by `unreserve`, called from `finish` only, once: held only in memory, it is let go
+of (when not even a read could tell whether the Binding landed, `OutcomeUnknown`, the node and
+the bound pods are read again before the next plan there). A failure after the Binding stood
+(holding the gang's room) is logged: the pod is bound, its lease stays. The bind answers once
+the Binding stands: the GpuLease is created after it, off the critical path (lease_writer.py
+says why what the lease protects still holds).
 The lease carries `borrowed` and `preemptible` from the pod's `gpupool.io/admitted` record, so
 reclaim can find borrowed leases.
 """
@@ -32,7 +37,7 @@ from gpupool.adapters.extender_http.bind_check import check, decode
 from gpupool.adapters.extender_http.bind_context import BindContext
 from gpupool.adapters.extender_http.bind_failure import refusal_for
 from gpupool.adapters.extender_http.bind_state import BindState, Step
-from gpupool.adapters.extender_http.bind_write import write_binding
+from gpupool.adapters.extender_http.bind_write import OutcomeUnknown, write_binding
 from gpupool.adapters.extender_http.gang_bind import check_gang, give_back, hold_gang
 from gpupool.adapters.extender_http.gang_hold import GangHolds
 from gpupool.adapters.extender_http.locks import KeyedLocks
@@ -82,6 +87,9 @@ async def steps(
     await write_binding(ctx.api, pod, node, reserved, ctx.timer)
     state.bound = True
     ctx.cache.mark_bound(reserved.lease.key)
+    if reserved.new:  # the pod now records its allocation: its GpuLease can follow
+        state.step = Step.LEASE
+        ctx.leases.submit(ctx, reserved.lease)
     if gang is not None:
         state.step = Step.HOLD_GANG
         held = await hold_gang(ctx, gangs, gang)
@@ -95,6 +103,7 @@ async def finish(
     """The one place a bind ends: a raised error becomes its typed refusal (`refusal_for`), a
     failure before the Binding stood undoes the reservation (`unreserve`, here only, once), a
     failure after it is logged. What the bind answers: None when the pod is bound."""
+    sure = not isinstance(ended, OutcomeUnknown)  # else the Binding may have landed
     if isinstance(ended, Exception):
         if state.bound:  # PostBind: the pod is bound, its lease stays
             log.warning("bind %s to %s: after the Binding, %s failed: %s",
@@ -105,7 +114,7 @@ async def finish(
     if ended is not None and undo is not None:
         t = time.perf_counter()
         try:
-            await unreserve(ctx, undo)
+            await unreserve(ctx, undo, sure=sure)
         except Exception as err:  # forgotten here all the same; the controller's GC deletes it
             log.warning("unreserve of %s failed: %s", undo.lease.key, err)
         ctx.timer.done("unreserve", t)

@@ -1,8 +1,9 @@
 """The one place an exception raised by a bind step becomes a typed refusal (kube-scheduler's
 Status from a plugin's error): what bind answers, what /metrics counts, by step and by kind.
 
-- any failure of the write step: `WriteFailed`, "bind <pod> to <node> failed: <error>";
-- elsewhere, this replica lost the lead (`NotLeader`): `NotLeader`, with its message;
+- this replica lost the lead (`NotLeader`, the write step's Binding included): `NotLeader`,
+  with its message;
+- any other failure of the write step: `WriteFailed`, "bind <pod> to <node> failed: <error>";
 - the API server answered an error or could not be reached: `ApiError`, naming the step;
 - anything else is a bug: `Internal`, logged with its traceback, and the message says only that.
 """
@@ -26,10 +27,10 @@ INTERNAL = (
 
 def refusal_for(step: Step, err: Exception, pod_ref: str, node: str) -> Refusal:
     """The typed refusal for `err`, raised by `step` of binding `pod_ref` to `node`."""
-    if step is Step.WRITE:
-        return Refusal(Why.WRITE_FAILED, f"bind {pod_ref} to {node} failed: {err}")
     if isinstance(err, NotLeader):
         return Refusal(Why.NOT_LEADER, str(err))
+    if step is Step.WRITE:
+        return Refusal(Why.WRITE_FAILED, f"bind {pod_ref} to {node} failed: {err}")
     if isinstance(err, ApiServerError | OSError | TimeoutError):
         return Refusal(
             Why.API_ERROR,

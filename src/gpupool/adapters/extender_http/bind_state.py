@@ -19,8 +19,9 @@ class Step(StrEnum):
     DECODE = "decode"  # the pod: filter's copy, else a fresh read; the uid kube-scheduler binds
     CHECK = "check"  # the pod and the node, before anything is held
     GANG = "gang"  # a gang member: do all its members fit? its own held room given back
-    RESERVE = "reserve"  # the pod's GpuLease on the node
+    RESERVE = "reserve"  # the pod's lease on the node, held in memory
     WRITE = "write"  # the Binding (or, for a pod bound already, its annotations)
+    LEASE = "lease"  # after the Binding: the GpuLease, created in the background
     HOLD_GANG = "hold_gang"  # after the Binding: the room of the gang's other members
 
 

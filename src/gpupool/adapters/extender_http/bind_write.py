@@ -2,7 +2,8 @@
 (`gpupool.io/allocation`, `gpupool.io/lease`) the API server copies onto the pod with its
 nodeName in one write; a pod already bound there (a retried bind whose Binding landed) is only
 annotated. A failed write whose Binding landed all the same (its reply was lost) is a success:
-the lease must stay. Any other failure propagates; the runner undoes the reservation."""
+the lease must stay. Any other failure propagates, as `OutcomeUnknown` when not even a read
+could tell whether the Binding landed; the runner undoes the reservation."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from gpupool.domain.allocations import Allocation
 from gpupool.state.lease import LeaseRecord
 
 log = logging.getLogger(__name__)
+
+
+class OutcomeUnknown(Exception):
+    """The Binding failed and a fresh read of the pod failed too: it may have landed."""
 
 
 def pod_annotations(lease: LeaseRecord) -> dict[str, str]:
@@ -43,20 +48,24 @@ async def write_binding(
             await api.bind_pod(pod.namespace, pod.name, pod.uid, node, annotations)
     except Exception as err:
         log.warning("bind %s to %s failed after the reservation: %s", pod.ref, node, err)
-        if not await bound_anyway(api, pod, node):
+        landed = await bound_anyway(api, pod, node)
+        if landed is None:
+            raise OutcomeUnknown(str(err)) from err
+        if not landed:
             raise
-        if reservation.created and not pod.node_name:  # an earlier Binding won: annotate
+        if reservation.new and not pod.node_name:  # an earlier Binding won: annotate
             with contextlib.suppress(Exception):
                 await api.annotate_pod(pod.namespace, pod.name, annotations)
         return  # the Binding landed; only its reply was lost
     timer.done("binding", t)
 
 
-async def bound_anyway(api: ExtenderApi, pod: ScheduledPod, node: str) -> bool:
-    """After a failed write: is the pod bound to `node` all the same? Then the lease must stay."""
+async def bound_anyway(api: ExtenderApi, pod: ScheduledPod, node: str) -> bool | None:
+    """After a failed write: is the pod bound to `node` all the same? Then the lease must stay.
+    None: the read failed too (the runner undoes the reservation and has the node and the bound
+    pods read again before the next plan there, so a Binding that did land is counted)."""
     try:
         fresh = await api.get_pod(pod.namespace, pod.name)
     except Exception:
-        return False  # unknown: the caller undoes the reservation; the controller's GC and
-        # the agent's re-check cover a pod that did land (no pod runs on GPU without a lease)
+        return None
     return fresh.uid == pod.uid and fresh.node_name == node

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
-from lightkube import AsyncClient, codecs
+from lightkube import AsyncClient, codecs, operators
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
@@ -19,10 +19,12 @@ from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.kubernetes.errors import ApiServerError, NotFound, api_error
 from gpupool.adapters.kubernetes.fast_post import Poster
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
+from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.resources import GpuLease, to_dict
-from gpupool.adapters.wire.names import API_VERSION, GROUP, LABEL_GANG
+from gpupool.adapters.wire.names import API_VERSION, GROUP, LABEL_GANG, LABEL_TENANT
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.pod_hold import held_by
 
 T = TypeVar("T")
 
@@ -58,6 +60,21 @@ class LightkubeExtenderApi:
             return [lease_from_json(to_dict(x)) async for x in items]
         except ApiError as err:
             raise _typed_error(err) from None
+
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        # A list without resourceVersion is a consistent (quorum) read, as the leases' list;
+        # the pods the informer's sync lists (GPU pods carry their tenant's label).
+        items = self.client.list(
+            Pod,
+            namespace="*",
+            labels={LABEL_TENANT: operators.exists()},
+            fields={"spec.nodeName": operators.not_equal("")},
+        )
+        try:
+            pods = [read_pod(to_dict(x)) async for x in items]
+        except ApiError as err:
+            raise _typed_error(err) from None
+        return [h for h in map(held_by, pods) if h is not None]
 
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         try:

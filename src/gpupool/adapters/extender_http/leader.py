@@ -32,6 +32,9 @@ class LeaderOnlyWrites:
     async def leases_on_node(self, node: str) -> list[LeaseRecord]:
         return await self.api.leases_on_node(node)
 
+    async def held_by_bound_pods(self) -> list[LeaseRecord]:
+        return await self.api.held_by_bound_pods()
+
     async def get_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         return await self.api.get_lease(namespace, name)
 

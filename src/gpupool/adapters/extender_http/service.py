@@ -132,6 +132,11 @@ class Extender:
         if self.binder is not None:
             self.binder.ctx.ledgers.forget()
 
+    async def drain_leases(self) -> None:
+        """Wait for the GpuLeases being created after their Bindings (shutdown)."""
+        if self.binder is not None:
+            await self.binder.ctx.leases.drain()
+
     def refused_that_fit(self) -> list[ScheduledPod]:
         return self.refused.that_fit(self.plans, self.clock())
 

@@ -114,6 +114,19 @@ def _describe(leases: Sequence[PodLease]) -> str:
     return "; ".join(f"{x.lease} (pod {x.pod}) on {', '.join(x.card_uuids)}" for x in leases)
 
 
+def lease_missing(device_ids: Sequence[str], leases: Sequence[PodLease]) -> bool:
+    """No lease here is bound to exactly these devices, nor waits for their cards: the pod's
+    lease may not stand yet (the extender creates it just after the pod's Binding)."""
+    try:
+        cards = {card_of(i) for i in device_ids}
+    except InvalidRequest:
+        return False  # refused as it is
+    wanted = set(device_ids)
+    return not any(
+        set(x.device_ids) == wanted if x.device_ids else set(x.card_uuids) == cards for x in leases
+    )
+
+
 def find_lease(
     node: str, device_ids: Sequence[str], leases: Sequence[PodLease]
 ) -> PodLease | Refusal:
@@ -152,7 +165,7 @@ def find_lease(
             "FAILED_PRECONDITION",
             f"no gpupool lease on node {node} holds card(s) {', '.join(cards)} for devices "
             f"{', '.join(device_ids)}; {known}. A pod gets gpupool.io/vgpu only through "
-            f"gpupool's scheduler extender, which writes its lease before binding",
+            f"gpupool's scheduler extender, which writes its lease as it binds the pod",
         )
     first = waiting[0]
     if any(not _same_shape(first, other) for other in waiting[1:]):

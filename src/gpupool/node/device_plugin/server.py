@@ -28,6 +28,7 @@ from gpupool.node.device_plugin.decide import (
     PluginPaths,
     Refusal,
     decide_allocation,
+    lease_missing,
 )
 from gpupool.node.device_plugin.devices import preferred_devices, virtual_devices
 from gpupool.node.device_plugin.proto import api_pb2, api_pb2_grpc
@@ -56,6 +57,10 @@ class PluginConfig:
     paths: PluginPaths = field(default_factory=PluginPaths)
     register_timeout_s: float = 10.0
     watch_interval_s: float = 2.0  # how often to check that the kubelet has not removed our socket
+    # The extender creates a pod's GpuLease just after its Binding: a kubelet quick to admit the
+    # pod may ask for its devices a moment before the lease stands. Wait this long for it.
+    lease_wait_s: float = 10.0
+    lease_poll_s: float = 0.2
 
     @property
     def socket_path(self) -> Path:
@@ -173,10 +178,10 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
         self, request: api_pb2.PreferredAllocationRequest, context: Any
     ) -> api_pb2.PreferredAllocationResponse:
         async def work() -> api_pb2.PreferredAllocationResponse:
-            try:
-                leases = await self._source.leases_on(self._config.node)
+            try:  # the pod's lease may trail its Binding by a moment: wait for one to steer to
+                leases = await self._leases_when(lambda ls: any(not x.device_ids for x in ls))
             except LeaseSourceUnavailable:
-                leases = ()  # only a hint: answer without steering
+                leases = []  # only a hint: answer without steering
             awaiting = [x for x in leases if not x.device_ids]
             return api_pb2.PreferredAllocationResponse(
                 container_responses=[
@@ -209,10 +214,23 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
             raise AssertionError("not reached: abort raises")
         return result
 
+    async def _leases_when(self, ready: Callable[[list[PodLease]], bool]) -> list[PodLease]:
+        """The node's leases, read again every `lease_poll_s` for up to `lease_wait_s` while
+        `ready` says the lease asked for is not among them yet (see PluginConfig.lease_wait_s)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.lease_wait_s
+        while True:
+            leases = list(await self._source.leases_on(self._config.node))
+            if ready(leases) or loop.time() >= deadline:
+                return leases
+            await asyncio.sleep(self._config.lease_poll_s)
+
     async def _allocate(self, containers: list[list[str]]) -> api_pb2.AllocateResponse | Refusal:
         config = self._config
         gpus = self._inventory.devices()
-        leases: list[PodLease] = list(await self._source.leases_on(config.node))
+        leases = await self._leases_when(
+            lambda ls: not any(lease_missing(ids, ls) for ids in containers)
+        )
         responses = []
         for device_ids in containers:
             verdict = decide_allocation(
