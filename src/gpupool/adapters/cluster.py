@@ -92,9 +92,9 @@ class KubeClusterApi:
             raise NotLeader(f"{what} refused: this {COMPONENT} replica is not leader")
 
     # -- reading -------------------------------------------------------------------------------
-    async def tenant_pods(self) -> list[Json]:
+    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
         """Every pod the webhook stamped with a tenant, in all namespaces."""
-        cached = await self._cached("pods")
+        cached = None if fresh else await self._cached("pods")
         if cached is not None:
             return cached
         pods = self.client.list(Pod, namespace="*", labels={names.LABEL_TENANT: operators.exists()})
@@ -110,8 +110,8 @@ class KubeClusterApi:
             return cached
         return [_dict(q) async for q in self.client.list(GpuQuota)]
 
-    async def leases(self) -> list[Json]:
-        cached = await self._cached("gpuleases")
+    async def leases(self, *, fresh: bool = False) -> list[Json]:
+        cached = None if fresh else await self._cached("gpuleases")
         if cached is not None:
             return cached
         return [_dict(le) async for le in self.client.list(GpuLease, namespace="*")]

@@ -126,6 +126,8 @@ class PodView:
     reclaim_notice: ReclaimNotice | None = None
     # kube-scheduler found no node for it: condition PodScheduled=False, reason Unschedulable
     unschedulable: bool = False
+    # when it was bound (condition PodScheduled=True's lastTransitionTime); None: not known
+    bound_at: float | None = None
     # which nodes it may run on by its spec (nodeSelector, required node affinity, tolerations)
     constraints: NodeConstraints = field(default_factory=NodeConstraints)
     # the lease's terms: its own TTL (gpupool.io/lease-ttl; None: none, or unreadable), the

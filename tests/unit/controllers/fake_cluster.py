@@ -110,7 +110,7 @@ class FakeCluster:
         return [(key, payload) for m, key, payload in self.writes if m == method]
 
     # -- reads ---------------------------------------------------------------------------------
-    async def tenant_pods(self) -> list[Json]:
+    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
         return [
             copy.deepcopy(p)
             for p in self.pods.values()
@@ -120,7 +120,7 @@ class FakeCluster:
     async def quotas(self) -> list[Json]:
         return [copy.deepcopy(q) for q in self.quota_objects.values()]
 
-    async def leases(self) -> list[Json]:
+    async def leases(self, *, fresh: bool = False) -> list[Json]:
         return [copy.deepcopy(le) for le in self.lease_objects.values()]
 
     async def nodes(self) -> list[Json]:

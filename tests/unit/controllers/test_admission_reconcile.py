@@ -69,7 +69,7 @@ def test_a_failed_admit_sets_the_pod_aside_and_the_next_round_admits() -> None:
 class _Recreated(FakeCluster):
     """a1 is deleted and made again (a new uid) just after the reconciler listed it."""
 
-    async def tenant_pods(self) -> list[Json]:
+    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
         pods = await super().tenant_pods()
         self.pods["ns/a1"]["metadata"]["uid"] = "uid-recreated"
         return pods

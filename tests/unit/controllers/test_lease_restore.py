@@ -15,7 +15,8 @@ from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.controllers.leases.reconcile import LeaseReconciler
-from gpupool.controllers.leases.restore import RestorePlan, plan_restores
+from gpupool.controllers.leases.restore import RESTORE_GRACE_S, RestorePlan, plan_restores
+from gpupool.rfc3339 import format_time
 
 NOW = 1_767_225_600.0
 
@@ -201,3 +202,24 @@ def test_each_integrity_event_moves_the_controllers_counter_once() -> None:
     assert _findings(metrics) == {
         "NotAdmitted": 1, "LeaseRestored": 1, "Fenced": 1, "ChargeMismatch": 0
     }  # fmt: skip
+
+
+def _bound(pod: dict[str, Any], at: float) -> dict[str, Any]:
+    status = pod.setdefault("status", {})
+    status["conditions"] = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(at)}
+    ]
+    return pod
+
+
+def test_a_pod_bound_moments_ago_waits_for_the_lease_the_extender_is_creating() -> None:
+    """The extender creates the lease just after the Binding: within the grace the pod is not
+    one that lost its lease; after it, or with no known bind time, it is restored."""
+    fresh = read_pod(_bound(running("fresh"), NOW - 5))
+    old = read_pod(_bound(running("old", 16, 16), NOW - RESTORE_GRACE_S - 1))
+    unknown = read_pod(running("unknown", 32, 16))
+    assert fresh.bound_at == NOW - 5
+    result = plan_restores([], [fresh, old, unknown], now=NOW)
+    assert sorted(r.pod.name for r in result.restore) == ["old", "unknown"]
+    later = plan_restores([], [fresh], now=NOW + RESTORE_GRACE_S)
+    assert [r.pod.name for r in later.restore] == ["fresh"]

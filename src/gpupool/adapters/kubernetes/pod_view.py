@@ -131,6 +131,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         allocation_problem=allocation_problem,
         reclaim_notice=parse_notice(annotations.get(names.ANN_RECLAIM_NOTICE)),
         unschedulable=_unschedulable(status),
+        bound_at=_bound_at(status),
         constraints=read_constraints(spec),
         lease_ttl_s=capped_pod_ttl(annotations),
         renewal=annotations.get(names.ANN_RENEW),
@@ -144,6 +145,14 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         ),
         defrag_notice=parse_notice(annotations.get(names.ANN_DEFRAG_NOTICE)),
     )
+
+
+def _bound_at(status: Mapping[str, Any]) -> float | None:
+    for condition in status.get("conditions") or ():
+        scheduled = isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+        if scheduled and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> bool:

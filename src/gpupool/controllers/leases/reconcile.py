@@ -288,7 +288,7 @@ class LeaseReconciler:
 
         plan = self.contain.plan(
             "restore", "Pod", pods, lambda p: p.key,
-            lambda some: plan_restores(leases, some, card_bytes), now, pod_obj,
+            lambda some: plan_restores(leases, some, card_bytes, now), now, pod_obj,
         )  # fmt: skip
         stamp = format_time(now)
         for pod in plan.unadmitted:
@@ -301,10 +301,13 @@ class LeaseReconciler:
             work = partial(self._restore, item, by_uid, stamp)
             await self.contain.handle("restore", "Pod", pod_obj(item.pod), work, now)
         if plan.fence:
-            # Fence only what a fresh read still shows: the lists may predate a bind's lease.
+            # Fence only what a fresh read (not the watch cache) still shows: the lists may
+            # predate a bind's lease. Rare: only when a fence is planned.
+            fresh_leases = await self.api.leases(fresh=True)
+            fresh_pods = await self.api.tenant_pods(fresh=True)
             again = plan_restores(
-                decode_leases(self.contain, await self.api.leases(), now),
-                [v for v, _ in decode_pods(self.contain, await self.api.tenant_pods(), now)],
+                decode_leases(self.contain, fresh_leases, now),
+                [v for v, _ in decode_pods(self.contain, fresh_pods, now)],
             )
             still = {f.pod.uid for f in again.fence}
             for fence in plan.fence:

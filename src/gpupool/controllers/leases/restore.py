@@ -96,13 +96,21 @@ def _holds_cards(pod: PodView) -> bool:
     return pod.node is not None and pod.request is not None and not pod.terminal
 
 
+# The extender creates a pod's GpuLease just after its Binding, in the background (retried for
+# about 6 s): a pod bound this recently without one is not yet a pod that lost its lease.
+RESTORE_GRACE_S = 30.0
+
+
 def plan_restores(
     leases: Sequence[LeaseRecord],
     pods: Iterable[PodView],
     card_bytes: Mapping[str, int] | None = None,
+    now: float | None = None,
 ) -> RestorePlan:
     """What to restore, fence and report this round (see the module docstring); `card_bytes`
-    (card uuid -> bytes it offers slices) charges a restored lease what it holds in milli-GPU."""
+    (card uuid -> bytes it offers slices) charges a restored lease what it holds in milli-GPU.
+    With `now`, a pod bound less than RESTORE_GRACE_S ago without a lease waits a round (its
+    lease is on its way from the extender); a pod with no known bind time does not wait."""
     has_lease = {lease.pod.uid for lease in leases}
     taken: dict[Card, list[Range]] = {}
     for lease in leases:
@@ -119,6 +127,8 @@ def plan_restores(
         if pod.admitted is None:
             unadmitted.append(pod)
         if pod.uid in has_lease:
+            continue
+        if now is not None and pod.bound_at is not None and now - pod.bound_at < RESTORE_GRACE_S:
             continue
         if pod.allocation_problem is not None:
             fence.append(Fence(pod, pod.allocation_problem))
