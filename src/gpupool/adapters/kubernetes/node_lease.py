@@ -9,7 +9,8 @@ informer, the controller, the web view). The GpuNode is written only when the re
 A renewal is one merge patch of `spec` (no read first, no resourceVersion, so no conflict to
 retry; bench/node_heartbeat_cost.py measures it against a replace); 404 creates the Lease.
 The Leases live in one namespace, NODE_LEASE_NAMESPACE, named after their node; the chart and the
-dev cluster create it, with the agent's and controller's rights there (deploy/rbac/node-lease.yaml).
+dev cluster create it (deploy/rbac/namespace.yaml), with the agent's and controller's rights there
+(deploy/rbac/node-lease.yaml).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class NodeLeaseNamespaceMissing(GpupoolError):
     def __init__(self, node: str) -> None:
         super().__init__(
             f"cannot create the Lease of node {node}: namespace {NODE_LEASE_NAMESPACE} does not "
-            "exist; install it with the chart (or kubectl apply -f deploy/rbac/node-lease.yaml)"
+            "exist; install the chart (nodeLease.createNamespace) or kubectl apply -f "
+            "deploy/rbac/namespace.yaml"
         )
 
 
