@@ -137,9 +137,6 @@ class FakeHeartbeats:
         self, name: str, spec: str, gpunode: Mapping[str, Any] | None, *, now: float
     ) -> str:
         async with self._limit:
-            await renew_node_lease(
-                self.client, name, holder=HOLDER, duration_s=self.lease_duration_s, now=now
-            )
             status = fake_status(name, spec, self.reserve_pct)
             if gpunode is None:
                 try:
@@ -158,6 +155,10 @@ class FakeHeartbeats:
                 await self.client.patch(
                     GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE
                 )
+            # after the GpuNode: a cluster without the Leases' namespace still gets GpuNodes
+            await renew_node_lease(
+                self.client, name, holder=HOLDER, duration_s=self.lease_duration_s, now=now
+            )
             return name
 
 
