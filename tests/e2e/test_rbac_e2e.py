@@ -216,8 +216,10 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-controller", "delete", "deployments", "apps", NS, None, False),
     ("gpupool-controller", "create", "deployments", "apps", NS, None, False),
     ("gpupool-controller", "patch", "replicasets/scale", "apps", NS, None, False),
-    # node health lists the nodes' heartbeat Leases; it never writes one, nor reads other Leases
+    # node health reads the nodes' heartbeat Leases (its watch cache lists and watches them); it
+    # never writes one, nor reads other Leases
     ("gpupool-controller", "list", "leases", COORDINATION, NODE_LEASES, None, True),
+    ("gpupool-controller", "watch", "leases", COORDINATION, NODE_LEASES, None, True),
     ("gpupool-controller", "patch", "leases", COORDINATION, NODE_LEASES, "n", False),
     ("gpupool-controller", "delete", "leases", COORDINATION, NODE_LEASES, "n", False),
     ("gpupool-controller", "list", "leases", COORDINATION, "kube-node-lease", None, False),

@@ -4,15 +4,17 @@ reconcilers decode them once with the adapters' readers and hand typed values to
 
 With `may_write` (the controller's leader election), every write asks it first and raises
 NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
-its next write, before it can act beside the new leader's. Reads always pass."""
+its next write, before it can act beside the new leader's. Reads always pass.
+
+With `cache` (the process's `WatchCache`), the reads of the kinds it keeps come from it: a round
+costs no LIST; a kind it does not keep is listed from the API server."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
 
 from lightkube import AsyncClient, codecs, operators
 from lightkube.core.exceptions import ApiError
@@ -26,6 +28,7 @@ from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
+from gpupool.adapters.kubernetes.watch_cache import WatchCache
 from gpupool.adapters.wire import names
 from gpupool.ports import Json
 
@@ -69,10 +72,18 @@ class KubeClusterApi:
         *,
         instance: str = "",
         may_write: Callable[[], bool] | None = None,
+        cache: WatchCache | None = None,
     ) -> None:
         self.client = client
         self.instance = instance or f"{COMPONENT}-{secrets.token_hex(3)}"
         self.may_write = may_write
+        self.cache = cache
+
+    async def _cached(self, kind: str) -> list[Json] | None:
+        """The watch cache's objects of `kind`, when this process keeps that kind."""
+        if self.cache is None or kind not in self.cache.stores:
+            return None
+        return cast(list[Json], await self.cache.values(kind))
 
     def _writing(self, what: str) -> None:
         if self.may_write is not None and not self.may_write():
@@ -81,6 +92,9 @@ class KubeClusterApi:
     # -- reading -------------------------------------------------------------------------------
     async def tenant_pods(self) -> list[Json]:
         """Every pod the webhook stamped with a tenant, in all namespaces."""
+        cached = await self._cached("pods")
+        if cached is not None:
+            return cached
         pods = self.client.list(Pod, namespace="*", labels={names.LABEL_TENANT: operators.exists()})
         return [_dict(p) async for p in pods]
 
@@ -89,21 +103,39 @@ class KubeClusterApi:
         return [_dict(p) async for p in pods]
 
     async def quotas(self) -> list[Json]:
+        cached = await self._cached("gpuquotas")
+        if cached is not None:
+            return cached
         return [_dict(q) async for q in self.client.list(GpuQuota)]
 
     async def leases(self) -> list[Json]:
+        cached = await self._cached("gpuleases")
+        if cached is not None:
+            return cached
         return [_dict(le) async for le in self.client.list(GpuLease, namespace="*")]
 
     async def nodes(self) -> list[Json]:
+        cached = await self._cached("nodes")
+        if cached is not None:
+            return cached
         return [_dict(n) async for n in self.client.list(Node)]
 
     async def gpu_nodes(self) -> list[Json]:
+        cached = await self._cached("gpunodes")
+        if cached is not None:
+            return cached
         return [_dict(n) async for n in self.client.list(GpuNode)]
 
     async def gpu_pools(self) -> list[Json]:
+        cached = await self._cached("gpupools")
+        if cached is not None:
+            return cached
         return [_dict(p) async for p in self.client.list(GpuPool)]
 
     async def disruption_budgets(self) -> list[Json]:
+        cached = await self._cached("pdbs")
+        if cached is not None:
+            return cached
         return [_dict(b) async for b in self.client.list(PodDisruptionBudget, namespace="*")]
 
     async def pod(self, namespace: str, name: str) -> Json | None:
@@ -115,35 +147,12 @@ class KubeClusterApi:
             raise
 
     async def node_leases(self) -> list[Json]:
-        """The GPU nodes' heartbeat Leases (not watched: a renewal every period must wake no
-        reconciler; node health reads them each round)."""
+        """The GPU nodes' heartbeat Leases (`node_lease`): from the watch cache when it keeps them
+        (a renewal wakes no loop: none waits on that kind), else listed."""
+        cached = await self._cached("node-leases")
+        if cached is not None:
+            return cached
         return [_dict(le) async for le in self.client.list(Lease, namespace=NODE_LEASE_NAMESPACE)]
-
-    async def watch_changes(self, changed: Callable[[], None]) -> None:
-        """Call `changed` whenever a tenant pod, a GpuQuota, a GpuLease or a GpuNode changes
-        (a nudge only: the reconcilers re-read everything). Runs until cancelled; reconnects."""
-
-        async def follow(kind: str, stream: Callable[[], AsyncIterable[Any]]) -> None:
-            while True:
-                try:
-                    async for _ in stream():
-                        changed()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as err:
-                    log.debug("watch on %s ended (%s); reconnecting", kind, err)
-                await asyncio.sleep(1.0)
-
-        tenant: dict[str, Any] = {names.LABEL_TENANT: operators.exists()}
-        streams: dict[str, Callable[[], AsyncIterable[Any]]] = {
-            "pods": lambda: self.client.watch(Pod, namespace="*", labels=tenant),
-            "gpuquotas": lambda: self.client.watch(GpuQuota),
-            "gpuleases": lambda: self.client.watch(GpuLease, namespace="*"),
-            "gpunodes": lambda: self.client.watch(GpuNode),
-        }
-        async with asyncio.TaskGroup() as group:
-            for kind, stream in streams.items():
-                group.create_task(follow(kind, stream))
 
     # -- writing -------------------------------------------------------------------------------
     async def patch_pod(
@@ -284,6 +293,10 @@ class KubeClusterApi:
     async def workloads(self) -> list[tuple[str, Json]]:
         out: list[tuple[str, Json]] = []
         for kind, resource in WORKLOAD_KINDS.items():
+            cached = await self._cached(f"{kind.lower()}s")
+            if cached is not None:
+                out += [(kind, o) for o in cached]
+                continue
             out += [(kind, _dict(o)) async for o in self.client.list(resource, namespace="*")]
         return out
 

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from gpupool.adapters.metrics.agent import AgentCollector, AgentReading
 from gpupool.adapters.metrics.http import parse_address, start_metrics_server
+from gpupool.adapters.wire.names import DRA_DRIVER
 from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
@@ -31,6 +32,17 @@ from gpupool.node.device_plugin.server import (
     PluginConfig,
 )
 from gpupool.node.device_plugin.sources import UnwiredAllocationSource
+from gpupool.node.dra.cdi import DEFAULT_CDI_DIR
+from gpupool.node.dra.checkpoint import CheckpointStore
+from gpupool.node.dra.plugin import (
+    DEFAULT_PLUGINS_DIR,
+    DEFAULT_REGISTRY_DIR,
+    DraPluginConfig,
+    DraPluginServer,
+)
+from gpupool.node.dra.prepare import ClaimPreparer, PrepareSettings
+from gpupool.node.dra.runner import DraNode
+from gpupool.node.dra.slices import SliceSettings
 from gpupool.node.limiter_usage import UsageFileError, read_usage, usage_file
 from gpupool.node.nvml import FakeInventory, NvmlInventory
 from gpupool.ports import (
@@ -45,6 +57,7 @@ from gpupool.ports import (
 log = logging.getLogger("gpupool.agent")
 _DEFAULT_PATHS = PluginPaths()
 DEFAULT_METRICS_ADDRESS = ":9410"
+DEFAULT_DRA_STATE_DIR = Path("/var/lib/gpupool/dra")
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -146,6 +159,38 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="serve Prometheus /metrics here (cards and this node's leases; docs/metrics.md); "
         f"'off' serves none (default: {DEFAULT_METRICS_ADDRESS})",
     )
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="also run the DRA driver gpu.gpupool.io (a first draft, docs/dra.md): publish this "
+        "node's ResourceSlice and serve the kubelet's DRA plugin; needs an API server",
+    )
+    parser.add_argument(
+        "--dra-state-dir",
+        type=Path,
+        default=DEFAULT_DRA_STATE_DIR,
+        help=f"with --dra: the folder of prepared claims' checkpoints (default: "
+        f"{DEFAULT_DRA_STATE_DIR})",
+    )
+    parser.add_argument(
+        "--kubelet-plugins-dir",
+        type=Path,
+        default=DEFAULT_PLUGINS_DIR,
+        help=f"with --dra: the kubelet's plugin folder; the DRA socket goes in its "
+        f"{DRA_DRIVER}/ (default: {DEFAULT_PLUGINS_DIR})",
+    )
+    parser.add_argument(
+        "--kubelet-registry-dir",
+        type=Path,
+        default=DEFAULT_REGISTRY_DIR,
+        help=f"with --dra: the kubelet's plugin registration folder (default: "
+        f"{DEFAULT_REGISTRY_DIR})",
+    )
+    parser.add_argument(
+        "--cdi-dir",
+        default=DEFAULT_CDI_DIR,
+        help=f"with --dra: where the claims' CDI specs are written (default: {DEFAULT_CDI_DIR})",
+    )
     parser.add_argument("--log-level", default="INFO", help="logging level (default: INFO)")
     parser.set_defaults(func=run)
 
@@ -218,6 +263,11 @@ def _check(args: argparse.Namespace) -> str | None:
             parse_address(args.metrics_address)
         except ValueError as err:
             return f"--metrics-address: {err}"
+    if getattr(args, "dra", False) and not _has_api_server(args):
+        return (
+            "--dra needs an API server to read claims and publish the ResourceSlice: give "
+            "--kubeconfig or run in the cluster"
+        )
     return None
 
 
@@ -262,6 +312,33 @@ def metrics_refresher(
     return refresh
 
 
+def dra_node(args: argparse.Namespace, inventory: Inventory) -> DraNode:
+    """The DRA driver's node side (--dra), with the device plugin's host paths."""
+    from gpupool.adapters.kubeclient import async_client
+    from gpupool.node.dra.kube import KubernetesClaimSource, ResourceSlicePublisher
+
+    client = async_client(args.kubeconfig, field_manager="gpupool-agent")
+    settings = PrepareSettings(
+        node=args.node_name,
+        reserve_pct=args.reserve_pct,
+        paths=plugin_config(args).paths,
+        cdi_dir=args.cdi_dir,
+    )
+    preparer = ClaimPreparer(
+        settings, inventory, KubernetesClaimSource(client), CheckpointStore(args.dra_state_dir)
+    )
+    config = DraPluginConfig(
+        plugin_dir=args.kubelet_plugins_dir / DRA_DRIVER, registry_dir=args.kubelet_registry_dir
+    )
+    slices = SliceSettings(args.node_name, args.reserve_pct, args.vgpu_per_card)
+    return DraNode(
+        DraPluginServer(config, preparer),
+        ResourceSlicePublisher(client, slices),
+        inventory,
+        args.heartbeat,
+    )
+
+
 async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
     """Build the agent from parsed arguments and run it until `stop` is set."""
     inventory = build_inventory(args)
@@ -293,7 +370,11 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
             registry, *parse_address(args.metrics_address), refresh=refresh
         )
     try:
-        await agent.run(stop)
+        if getattr(args, "dra", False):
+            dra = dra_node(args, inventory)
+            await asyncio.gather(agent.run(stop), dra.run(stop))
+        else:
+            await agent.run(stop)
     finally:
         if runner is not None:
             await runner.cleanup()

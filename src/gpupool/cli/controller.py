@@ -16,6 +16,7 @@ import aiohttp
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.watch_cache import CONTROLLER_KINDS, WatchCache
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.metrics.http import parse_address, start_metrics_server
@@ -39,7 +40,7 @@ from gpupool.controllers.contain import Containment
 from gpupool.controllers.defrag.reconcile import DefragReconciler
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
-from gpupool.controllers.manager import Loop, run_loops
+from gpupool.controllers.manager import Changed, Loop, run_loops
 from gpupool.controllers.node_health.plan import LOST_S, SUSPECT_S
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
@@ -73,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "pods behind it may go (default: best-effort)",
     )
     parser.add_argument(
-        "--resync", type=float, default=5.0, metavar="SECONDS", help="full reconcile period"
+        "--resync",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="each loop runs at least this often (a watched change starts it sooner)",
     )
     parser.add_argument(
         "--lease-retention",
@@ -151,6 +156,19 @@ def _autoscale_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+# What owes each loop a round besides its period (heartbeats never do: `noise.only_heartbeat`).
+LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
+ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})
+WORKLOAD_KINDS = frozenset({"deployments", "statefulsets"})
+DEFRAG_KINDS = frozenset({"gpupools", "gpunodes", "pdbs"})
+
+
+async def follow(cache: WatchCache, changed: Changed, stop: asyncio.Event) -> None:
+    """Feed the cache and tell the loops what changed, until cancelled."""
+    cache.subscribe(lambda change: changed(change.kind, change.key))
+    await cache.run(stop)
+
+
 def run(args: argparse.Namespace) -> int:
     if not 0 < args.suspect_after < args.lost_after:
         print(
@@ -177,12 +195,15 @@ def run(args: argparse.Namespace) -> int:
         elector = elector_from_args(client, args, on_elected=elected.set)
         # Every write asks the elector first: a round that outlives the term writes nothing more.
         # Events name the replica that wrote them (reportingInstance: its --identity).
+        metrics = ControllerMetrics()  # also the reconcilers' Outcomes (notices, evictions)
+        # One copy of what the loops read, fed by list+watch: a round reads it, not the API server.
+        cache = WatchCache(client, CONTROLLER_KINDS, observer=metrics)
         api = KubeClusterApi(
             client,
             instance=args.identity if elector else "",
             may_write=elector.is_leader if elector else None,
+            cache=cache,
         )
-        metrics = ControllerMetrics()  # also the reconcilers' Outcomes (notices, evictions)
 
         def contain(loop: str) -> Containment:  # one per loop: its set-aside objects, metrics
             return Containment(loop, api, observer=metrics)
@@ -251,15 +272,15 @@ def run(args: argparse.Namespace) -> int:
         try:
             await run_loops(
                 [
-                    Loop("node-health", nodes.reconcile),
-                    Loop("leases", leases.reconcile),
-                    Loop("admission+reclaim", admission_then_reclaim),
-                    Loop("autoscale", autoscale.reconcile),
-                    Loop("defrag", defrag.reconcile),
+                    Loop("node-health", nodes.reconcile, frozenset({"gpunodes", "gpuleases"})),
+                    Loop("leases", leases.reconcile, LEASE_KINDS),
+                    Loop("admission+reclaim", admission_then_reclaim, ADMISSION_KINDS),
+                    Loop("autoscale", autoscale.reconcile, WORKLOAD_KINDS),
+                    Loop("defrag", defrag.reconcile, DEFRAG_KINDS),
                 ],
                 stop,
                 resync_s=args.resync,
-                watch=api.watch_changes,
+                watch=lambda changed: follow(cache, changed, stop),
                 leading=elector.is_leader if elector else None,
                 wake=elected,
                 observer=metrics,

@@ -19,11 +19,18 @@ from aiohttp import web
 
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.views_read import read_views
+from gpupool.adapters.kubernetes.watch_cache import (
+    GPULEASES,
+    GPUNODES,
+    GPUQUOTAS,
+    NODES,
+    TENANT_PODS,
+    WatchCache,
+)
 from gpupool.adapters.tls import server_context
 from gpupool.adapters.web.access import Access, KubeReviews
 from gpupool.adapters.web.server import make_app
 from gpupool.adapters.web.source import StateSource
-from gpupool.adapters.web.watch import watch_changes
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 
 log = logging.getLogger("gpupool.web")
@@ -47,8 +54,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--resync-seconds",
         type=float,
-        default=5.0,
-        help="read the cluster at least this often (watches trigger a read sooner)",
+        default=30.0,
+        help="render the view at least this often (a watched change renders it sooner)",
     )
     parser.add_argument(
         "--auth-cache-seconds",
@@ -69,9 +76,18 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.set_defaults(func=run)
 
 
+WEB_KINDS = (NODES, GPUNODES, GPULEASES, TENANT_PODS, GPUQUOTAS)  # what the views read
+
+
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     client = async_client(args.kubeconfig, field_manager="gpupool-web")
-    source = StateSource(lambda: read_views(client), time.time, resync_s=args.resync_seconds)
+    # One copy of the cluster fed by list+watch: a change re-renders the view from it, with no
+    # LIST; heartbeats change nothing shown until the periodic render.
+    cache = WatchCache(client, WEB_KINDS)
+    cache.subscribe(lambda _change: source.poke())
+    source = StateSource(
+        lambda: read_views(client, cache=cache), time.time, resync_s=args.resync_seconds
+    )
     access = Access(
         KubeReviews(client),
         time.monotonic,
@@ -92,7 +108,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         log.warning("--dev-insecure: requests without a token see the whole cluster")
     tasks = [
         asyncio.ensure_future(source.run(stop)),
-        asyncio.ensure_future(watch_changes(client, source.poke)),
+        asyncio.ensure_future(cache.run(stop)),
     ]
     try:
         await stop.wait()

@@ -1,17 +1,21 @@
-"""Runs the reconcilers: after any watched change (debounced) and at least every resync period.
+"""Runs the reconcilers, each when it is owed a round (`controllers.work_queue`): after a change
+to a kind it wakes on (the process's watch cache; heartbeats do not count), when it is woken
+from outside (the elector's on_elected), and at least every period of its own. A loop with
+nothing owed does not run: an idle cluster costs what the loops' periods ask for.
 
 Inside a round each loop contains its objects' failures (`controllers.contain`: an object that
 fails is set aside with an Event and retried with backoff, the others go on); a reconcile that
 still fails as a whole is logged, counted (`reconcile_failed(loop, "round")`) and retried on the
 next round; one reconciler failing never stops the others. Each round's time is reported per
-loop (`reconcile_took`, timed by the injected monotonic clock). Every round rebuilds its view
-from the API server.
+loop (`reconcile_took`), and how long it waited in the queue (`queue_waited`) and how many loops
+are owed a round (`queue_depth`), timed by the injected monotonic clock. The rounds read the
+watch cache, not the API server: a round costs no LIST.
 
 With leader election (`leading`), a replica reconciles only while it leads: a standby skips its
-rounds (no reads, no writes) and wakes when `wake` is set (the elector's on_elected), so a new
-leader starts at once from what the API server holds; nothing is kept in memory between rounds.
-Leadership is checked again before each reconciler of a round, and the writes themselves are
-refused once the term is over (ClusterApi's `may_write`): a lost lease ends the round.
+rounds (no writes) and wakes when `wake` is set, so a new leader starts at once with every loop
+owed a round. Leadership is checked again before each reconciler of a round, and the writes
+themselves are refused once the term is over (ClusterApi's `may_write`): a lost lease ends the
+round.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.controllers.work_queue import LoopQueue, LoopSpec
 
 log = logging.getLogger("gpupool.controller")
 
@@ -39,11 +44,20 @@ class RoundObserver(Protocol):
 
     def reconcile_failed(self, loop: str, kind: str) -> None: ...
 
+    def queue_waited(self, loop: str, seconds: float) -> None: ...
+
+    def queue_depth(self, loops: int) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Loop:
     name: str
     reconcile: Callable[[], Awaitable[object]]
+    wakes_on: frozenset[str] = frozenset()  # watched kinds whose changes owe it a round
+    period_s: float | None = None  # a round at least this often; None: run_loops' resync_s
+
+
+Changed = Callable[[str, str], None]  # (kind, key) of a watched object that changed
 
 
 async def run_loops(
@@ -52,31 +66,53 @@ async def run_loops(
     *,
     resync_s: float = 5.0,
     debounce_s: float = 0.2,
-    watch: Callable[[Callable[[], None]], Coroutine[Any, Any, None]] | None = None,
+    watch: Callable[[Changed], Coroutine[Any, Any, None]] | None = None,
     leading: Callable[[], bool] | None = None,
     wake: asyncio.Event | None = None,
     observer: RoundObserver | None = None,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
-    """`leading` None: always reconcile (one replica). `wake`, set from outside, starts a round
-    at once (as a watched change does). `observer` hears each round's time and each round
-    that failed as a whole, timed by `monotonic`."""
+    """`watch(changed)` runs for as long as the loops do and calls `changed(kind, key)` for each
+    watched change. `leading` None: always reconcile (one replica). `wake`, set from outside,
+    owes every loop a round at once. `observer` hears each round's time, its wait in the queue
+    and each round that failed as a whole, timed by `monotonic`."""
     wake = wake if wake is not None else asyncio.Event()
-    watcher = asyncio.create_task(watch(wake.set)) if watch is not None else None
+    poke = asyncio.Event()  # something is owed
+    queue = LoopQueue(
+        (LoopSpec(lp.name, lp.wakes_on, lp.period_s or resync_s) for lp in loops), monotonic()
+    )
+    by_name = {lp.name: lp for lp in loops}
+
+    def changed(kind: str, key: str) -> None:
+        if queue.mark(kind, key, monotonic()):
+            poke.set()
+
+    watcher = asyncio.create_task(watch(changed)) if watch is not None else None
     led = False
     try:
         while not stop.is_set():
-            wake.clear()
-            for loop in loops:
+            if wake.is_set():
+                wake.clear()
+                queue.mark_all(monotonic())
+            poke.clear()
+            if observer is not None:
+                observer.queue_depth(queue.depth())
+            standing_by = False
+            for name in queue.due(monotonic()):
+                loop = by_name[name]
                 if leading is not None and not leading():
                     if led:
                         log.info("not leader any more: reconciling stops until elected again")
                     led = False
+                    standing_by = True
                     break
                 if leading is not None and not led:
                     log.info("leader: reconciling")
                     led = True
                 started = monotonic()
+                waited, _keys = queue.start(name, started)
+                if observer is not None:
+                    observer.queue_waited(name, waited)
                 try:
                     await loop.reconcile()
                 except asyncio.CancelledError:
@@ -89,15 +125,15 @@ async def run_loops(
                         observer.reconcile_failed(loop.name, ROUND_KIND)
                 if observer is not None:
                     observer.reconcile_took(loop.name, monotonic() - started)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(resync_s):
-                    waiter = asyncio.create_task(wake.wait())
-                    stopper = asyncio.create_task(stop.wait())
-                    try:
-                        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        waiter.cancel()
-                        stopper.cancel()
+            if standing_by:
+                queue.mark_all(monotonic())  # a standby owes every loop a round once elected
+                pause = resync_s
+            else:
+                pause = queue.wait_s(monotonic())
+            if pause > 0:  # else a loop is owed a round already (a change during this one)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(pause):
+                        await _first(wake, poke, stop)
             if not stop.is_set():
                 await asyncio.sleep(debounce_s)
     finally:
@@ -105,3 +141,13 @@ async def run_loops(
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watcher
+
+
+async def _first(*events: asyncio.Event) -> None:
+    """Until any of `events` is set."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
 from gpupool.adapters.metrics.controller import (
     Admission,
     BudgetReading,

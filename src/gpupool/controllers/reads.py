@@ -8,9 +8,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from gpupool.adapters.kubernetes.decoded import lease_from_json, read_pod
 from gpupool.adapters.kubernetes.errors import InvalidObject
-from gpupool.adapters.kubernetes.lease import lease_from_json
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.controllers.contain import Containment
 from gpupool.ports import Json
 from gpupool.state.lease import LeaseRecord

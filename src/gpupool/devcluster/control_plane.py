@@ -72,6 +72,10 @@ def apiserver_argv(
         "--allow-privileged=true",
         "--enable-priority-and-fairness=false",
         "--profiling=false",
+        # ConfigMaps are watched from etcd, not the apiserver's watch cache: a test can then
+        # compact etcd and see a watch's version gone (410), as a long-lived cluster does.
+        # gpupool watches no ConfigMap.
+        "--watch-cache-sizes=configmaps#0",
     ]
 
 
@@ -184,7 +188,7 @@ def gpupool_argvs(
         argvs["gpupool-web"] = [
             *gpupool, "web", *identity("gpupool-web"),
             "--host", LOOPBACK, "--port", str(ports["gpupool-web"]), "--dev-insecure",
-            "--resync-seconds", f"{spec.controller_resync_s:g}", "--log-level", spec.log_level,
+            "--log-level", spec.log_level,
         ]  # fmt: skip
     argvs["gpupool-heartbeat"] = [
         *gpupool, "dev-cluster", "heartbeat", *identity("gpupool-heartbeat"),

@@ -24,6 +24,7 @@ from gpupool.domain.requests import Request
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter
 from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.spec import TenantQuota
 
 
 class WaitReason(Enum):
@@ -117,13 +118,64 @@ def _not_yet_idle(
 
 
 def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> Verdict:
-    book = ledger.book
-    quota = book.get(ask.tenant)
-    who = f"tenant {ask.tenant!r}"
+    """The verdict on one ask (the rules in the module's order), each rule a step over one
+    `AskState`."""
+    quota = ledger.book.get(ask.tenant)
     if quota is None:
-        return Reject(ask.tenant, f"{who} has no quota; known tenants: {book.names()}")
-    fmt = quota.resource.format
-    others = sum(m.lendable for m in book.cohort(quota.cohort) if m.name != quota.name)
+        return Reject(
+            ask.tenant, f"tenant {ask.tenant!r} has no quota; known tenants: {ledger.book.names()}"
+        )
+    state = AskState.of(ledger, ask, quota, now, meter)
+    rejected = never_fits(state)
+    if rejected is not None:
+        return rejected
+    budget = budget_gate(state)
+    if isinstance(budget, Wait):
+        return budget
+    wait = limits_gate(state) or borrow_gate(state) or cohort_gate(state)
+    if wait is not None:
+        return wait
+    return admit(state, preemptible=budget)
+
+
+@dataclass(frozen=True, slots=True)
+class AskState:
+    """One ask against its tenant's quota, with the tenant's usage as the ledger has it: what
+    every step of `decide` reads (nothing in it changes while deciding)."""
+
+    ledger: Ledger
+    ask: Ask
+    quota: TenantQuota
+    now: float
+    meter: Meter | None
+    used: int  # what the tenant holds now
+    after: int  # what it would hold once admitted
+    over_after: int  # of `after`, the part above its nominal quota
+    borrowed_amount: int  # of the ask, the part above its nominal quota
+
+    @classmethod
+    def of(
+        cls, ledger: Ledger, ask: Ask, quota: TenantQuota, now: float, meter: Meter | None
+    ) -> AskState:
+        used = ledger.used(ask.tenant)
+        after = used + ask.amount
+        over_after = max(0, after - quota.nominal)
+        borrowed = over_after - max(0, used - quota.nominal)
+        return cls(ledger, ask, quota, now, meter, used, after, over_after, borrowed)
+
+    @property
+    def who(self) -> str:
+        return f"tenant {self.ask.tenant!r}"
+
+    def fmt(self, amount: int) -> str:
+        return self.quota.resource.format(amount)
+
+
+def never_fits(state: AskState) -> Reject | None:
+    """Rule 1: a pod that could never be admitted (over nominal plus all it could ever borrow,
+    over the compute limit, or a pod limit of 0)."""
+    ask, quota, who, fmt = state.ask, state.quota, state.who, state.fmt
+    others = sum(m.lendable for m in state.ledger.book.cohort(quota.cohort) if m.name != quota.name)
     ceiling = quota.nominal
     if not ask.exclusive and quota.cohort is not None:
         reach = others if quota.borrow_limit is None else min(others, quota.borrow_limit)
@@ -147,24 +199,35 @@ def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> 
         )
     if quota.max_pods == 0:
         return Reject(ask.tenant, f"{who} has a pod limit of 0")
+    return None
 
-    preemptible = False
-    if quota.budget is not None and meter is not None:
-        spent = meter.window_usage(ask.tenant, now, ledger.leases(ask.tenant))
-        if spent >= quota.budget.limit:
-            if quota.budget.on_exhaustion.holds_new_work:
-                nxt = quota.budget.window_start(quota.budget.window_of(now) + 1)
-                return Wait(
-                    ask.tenant,
-                    WaitReason.BUDGET_EXHAUSTED,
-                    f"{who} has used {spent:.1f} of {quota.budget.limit:g} "
-                    f"{quota.resource.hour_unit} this window (on exhaustion: "
-                    f"{quota.budget.on_exhaustion.value}); the next "
-                    f"window starts in {max(0.0, nxt - now):.0f}s",
-                    retry_at=nxt,
-                )
-            preemptible = True
 
+def budget_gate(state: AskState) -> Wait | bool:
+    """Rule 2: a spent budget (needs the meter) holds new work until the next window (Wait), or
+    admits it only as preemptible (True); False: no budget is spent."""
+    ask, quota, meter, now = state.ask, state.quota, state.meter, state.now
+    if quota.budget is None or meter is None:
+        return False
+    spent = meter.window_usage(ask.tenant, now, state.ledger.leases(ask.tenant))
+    if spent < quota.budget.limit:
+        return False
+    if not quota.budget.on_exhaustion.holds_new_work:
+        return True
+    nxt = quota.budget.window_start(quota.budget.window_of(now) + 1)
+    return Wait(
+        ask.tenant,
+        WaitReason.BUDGET_EXHAUSTED,
+        f"{state.who} has used {spent:.1f} of {quota.budget.limit:g} "
+        f"{quota.resource.hour_unit} this window (on exhaustion: "
+        f"{quota.budget.on_exhaustion.value}); the next "
+        f"window starts in {max(0.0, nxt - now):.0f}s",
+        retry_at=nxt,
+    )
+
+
+def limits_gate(state: AskState) -> Wait | None:
+    """Rule 3: the pod and compute limits are hard; over them the pod waits."""
+    ask, quota, ledger, who = state.ask, state.quota, state.ledger, state.who
     if quota.max_pods is not None and ledger.pods(ask.tenant) + 1 > quota.max_pods:
         return Wait(
             ask.tenant,
@@ -182,70 +245,88 @@ def decide(ledger: Ledger, ask: Ask, now: float, meter: Meter | None = None) -> 
             f"{who} holds {compute}m of its {quota.compute_limit_milli}m compute limit; "
             f"this pod asks {ask.compute_milli}m",
         )
+    return None
 
-    used = ledger.used(ask.tenant)
-    after = used + ask.amount
-    over_after = max(0, after - quota.nominal)
-    borrowed_amount = over_after - max(0, used - quota.nominal)
-    if over_after > 0:
-        if ask.exclusive:
-            return Wait(
-                ask.tenant,
-                WaitReason.OVER_NOMINAL_EXCLUSIVE,
-                f"{who} holds {fmt(used)} of its {fmt(quota.nominal)} nominal quota; this "
-                f"exclusive pod asks {fmt(ask.amount)} and exclusive pods never borrow",
-            )
-        if quota.cohort is None:
-            return Wait(
-                ask.tenant,
-                WaitReason.NO_COHORT,
-                f"{who} holds {fmt(used)} of its {fmt(quota.nominal)} nominal quota and has no "
-                f"cohort to borrow from",
-            )
-        if not quota.may_borrow(over_after):
-            return Wait(
-                ask.tenant,
-                WaitReason.BORROW_LIMIT,
-                f"{who} would borrow {fmt(over_after)}, over its borrow limit of "
-                f"{fmt(quota.borrow_limit or 0)}",
-            )
-    if quota.cohort is not None:
-        short = (
-            ledger.pool_used(quota.cohort)
-            + ledger.pool_share(ask.tenant, after)
-            - (ledger.pool_share(ask.tenant) + book.pool_capacity(quota.cohort))
+
+def borrow_gate(state: AskState) -> Wait | None:
+    """Rule 5's limits on the borrower: over nominal, an exclusive pod never borrows, a tenant
+    without a cohort cannot, and no tenant past its borrow limit."""
+    if state.over_after <= 0:
+        return None
+    ask, quota, who, fmt, used = state.ask, state.quota, state.who, state.fmt, state.used
+    if ask.exclusive:
+        return Wait(
+            ask.tenant,
+            WaitReason.OVER_NOMINAL_EXCLUSIVE,
+            f"{who} holds {fmt(used)} of its {fmt(quota.nominal)} nominal quota; this "
+            f"exclusive pod asks {fmt(ask.amount)} and exclusive pods never borrow",
         )
-        if short > 0:
-            if over_after > 0:
-                return Wait(
-                    ask.tenant,
-                    WaitReason.COHORT_EXHAUSTED,
-                    f"cohort {quota.cohort!r} has {fmt(ledger.pool_free(quota.cohort))} unused "
-                    f"quota to lend; {who} needs {fmt(ask.amount)}",
-                )
+    if quota.cohort is None:
+        return Wait(
+            ask.tenant,
+            WaitReason.NO_COHORT,
+            f"{who} holds {fmt(used)} of its {fmt(quota.nominal)} nominal quota and has no "
+            f"cohort to borrow from",
+        )
+    if not quota.may_borrow(state.over_after):
+        return Wait(
+            ask.tenant,
+            WaitReason.BORROW_LIMIT,
+            f"{who} would borrow {fmt(state.over_after)}, over its borrow limit of "
+            f"{fmt(quota.borrow_limit or 0)}",
+        )
+    return None
+
+
+def cohort_gate(state: AskState) -> Wait | None:
+    """Rules 4 and 5 on the cohort's pool: no room left to lend (a borrower waits), room held by
+    borrowers (a tenant within nominal waits for reclaim), or room not idle long enough at its
+    lenders (`lend_after_idle_s`, needs the meter)."""
+    ask, quota, ledger, who, fmt = state.ask, state.quota, state.ledger, state.who, state.fmt
+    if quota.cohort is None:
+        return None
+    short = (
+        ledger.pool_used(quota.cohort)
+        + ledger.pool_share(ask.tenant, state.after)
+        - (ledger.pool_share(ask.tenant) + ledger.book.pool_capacity(quota.cohort))
+    )
+    if short > 0:
+        if state.over_after > 0:
             return Wait(
                 ask.tenant,
-                WaitReason.RECLAIM_NEEDED,
-                f"{who} is within its nominal quota but borrowers in cohort {quota.cohort!r} hold "
-                f"{fmt(short)} of it",
-                reclaim_needed=short,
+                WaitReason.COHORT_EXHAUSTED,
+                f"cohort {quota.cohort!r} has {fmt(ledger.pool_free(quota.cohort))} unused "
+                f"quota to lend; {who} needs {fmt(ask.amount)}",
             )
-        if over_after > 0 and meter is not None:
-            held, falls_at = _not_yet_idle(ledger, meter, quota.name, quota.cohort, now)
-            if short + held > 0:
-                wait_s = "" if falls_at is None else f"; it may be lent in {falls_at - now:.0f}s"
-                return Wait(
-                    ask.tenant,
-                    WaitReason.LENDER_NOT_IDLE,
-                    f"cohort {quota.cohort!r} has {fmt(ledger.pool_free(quota.cohort))} unused "
-                    f"quota, but {fmt(held)} of it was in use within its lenders' idle time "
-                    f"before lending{wait_s}; {who} needs {fmt(ask.amount)}",
-                    retry_at=falls_at,
-                )
-    if borrowed_amount > 0:
-        reason = f"borrows {fmt(borrowed_amount)} from cohort {quota.cohort!r}"
+        return Wait(
+            ask.tenant,
+            WaitReason.RECLAIM_NEEDED,
+            f"{who} is within its nominal quota but borrowers in cohort {quota.cohort!r} hold "
+            f"{fmt(short)} of it",
+            reclaim_needed=short,
+        )
+    if state.over_after > 0 and state.meter is not None:
+        held, falls_at = _not_yet_idle(ledger, state.meter, quota.name, quota.cohort, state.now)
+        if short + held > 0:
+            wait_s = "" if falls_at is None else f"; it may be lent in {falls_at - state.now:.0f}s"
+            return Wait(
+                ask.tenant,
+                WaitReason.LENDER_NOT_IDLE,
+                f"cohort {quota.cohort!r} has {fmt(ledger.pool_free(quota.cohort))} unused "
+                f"quota, but {fmt(held)} of it was in use within its lenders' idle time "
+                f"before lending{wait_s}; {who} needs {fmt(ask.amount)}",
+                retry_at=falls_at,
+            )
+    return None
+
+
+def admit(state: AskState, *, preemptible: bool) -> Admit:
+    """The ask passed every rule: admitted, borrowing what is above nominal."""
+    quota, fmt = state.quota, state.fmt
+    if state.borrowed_amount > 0:
+        reason = f"borrows {fmt(state.borrowed_amount)} from cohort {quota.cohort!r}"
     else:
-        reason = f"within nominal quota ({fmt(after)} of {fmt(quota.nominal)})"
+        reason = f"within nominal quota ({fmt(state.after)} of {fmt(quota.nominal)})"
     if preemptible:
         reason += "; budget spent, admitted as preemptible"
-    return Admit(ask.tenant, ask.amount, borrowed_amount, preemptible, reason)
+    return Admit(state.ask.tenant, state.ask.amount, state.borrowed_amount, preemptible, reason)

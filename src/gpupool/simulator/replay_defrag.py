@@ -31,6 +31,7 @@ from gpupool.placement.defrag import (
 from gpupool.placement.fragmentation import CommonSizes
 from gpupool.placement.snapshot import Decision
 from gpupool.simulator.defaults import DEFAULT_INTERVAL_S
+from gpupool.simulator.replay_leases import most_milli
 
 if TYPE_CHECKING:
     from gpupool.simulator.replay import Engine
@@ -139,4 +140,7 @@ def carry_out(engine: Engine, move: Move, freed: set[int]) -> None:
     engine.requested_milli += run.job.share_milli  # still asked for: it re-enters at once
     started = live.active_at if live.active_at is not None else live.reserved_at
     engine.stats.moved(run.job.share_milli * max(0.0, engine.now - started))
-    engine.start(run.job, move.target, live.amount, live.borrowed, live.preemptible)
+    # Re-admitted as admission would admit it (the most it may hold): a move to a smaller card
+    # may charge a byte slice more milli-GPU than its old card did.
+    admitted = max(live.amount, most_milli(engine.snap, run.job.request))
+    engine.start(run.job, move.target, admitted, live.borrowed, live.preemptible)

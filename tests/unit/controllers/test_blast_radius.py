@@ -207,6 +207,12 @@ def test_the_manager_times_each_round_and_counts_a_round_that_fails_as_a_whole()
         def reconcile_failed(self, loop: str, kind: str) -> None:
             heard.append(("failed " + loop, kind))
 
+        def queue_waited(self, loop: str, seconds: float) -> None:
+            pass
+
+        def queue_depth(self, loops: int) -> None:
+            pass
+
     async def main() -> None:
         stop = asyncio.Event()
 

@@ -16,7 +16,8 @@ from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_from_json, phase_name
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.leases.plan import plan_leases
-from gpupool.controllers.reclaim.plan import EvictPod, ReclaimRound
+from gpupool.controllers.notices.plan import EvictPod
+from gpupool.controllers.reclaim.plan import ReclaimRound
 from gpupool.controllers.reclaim.reconcile import apply_reclaim
 from gpupool.ports import ClusterApi, Json
 from gpupool.state.notice import ReclaimNotice

@@ -13,12 +13,13 @@ from typing import Any
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.admitted import Admitted, read_admitted
+from gpupool.adapters.wire.names import ANN_RECLAIM_NOTICE as RECLAIM_ANN
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.adapters.wire.reclaim_notice import notice_annotation, parse_notice
 from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.admission.plan import mark_borrowed, plan_admission
+from gpupool.controllers.notices.write import notice_patch, withdraw_patch
 from gpupool.controllers.reclaim.plan import ReclaimRound, plan_reclaim_round
-from gpupool.controllers.reclaim.reconcile import notice_patch, withdraw_patch
 from gpupool.controllers.reclaim.room import Placement
 from gpupool.domain.units import GiB
 from gpupool.quota.queue import FifoMode
@@ -245,12 +246,12 @@ def test_notice_annotation_round_trips_and_patches_test_the_uid() -> None:
     assert parse_notice(text) == notice
     assert parse_notice("{not json") is None
     assert parse_notice('{"at": "x"}') is None
-    patch = notice_patch({"metadata": {"annotations": {"x": "y"}}}, "uid-1", notice)
+    patch = notice_patch({"metadata": {"annotations": {"x": "y"}}}, "uid-1", notice, RECLAIM_ANN)
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-1"}
     assert patch[1]["path"] == "/metadata/annotations/gpupool.io~1reclaim-notice"
-    bare = notice_patch({"metadata": {}}, "uid-1", notice)
+    bare = notice_patch({"metadata": {}}, "uid-1", notice, RECLAIM_ANN)
     assert bare[1]["value"] == {"gpupool.io/reclaim-notice": text}
-    assert withdraw_patch("uid-1")[1] == {
+    assert withdraw_patch("uid-1", RECLAIM_ANN)[1] == {
         "op": "remove",
         "path": "/metadata/annotations/gpupool.io~1reclaim-notice",
     }

@@ -23,7 +23,7 @@ from gpupool.controllers.defrag.plan import (
     settle_defrag_notice,
     settle_marks,
 )
-from gpupool.controllers.reclaim.plan import EvictPod, WithdrawNotice
+from gpupool.controllers.notices.plan import EvictPod, WithdrawNotice
 from gpupool.state.nodes import DefragMark
 from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pool import PoolObject

@@ -12,11 +12,10 @@ from test_controller_room_reclaim_plan import quotas as room_quotas
 
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.controllers.admission.plan import AdmissionPlan, mark_borrowed, plan_admission
+from gpupool.controllers.notices.plan import EvictPod, WithdrawNotice
 from gpupool.controllers.reclaim.plan import (
     ROOM_HOLD_S,
-    EvictPod,
     RoundState,
-    WithdrawNotice,
     lease_cohort,
     plan_quota_notices,
     plan_room_notices,

@@ -1,6 +1,6 @@
 """The nodes' heartbeat Leases in deploy/: their namespace is made before anything in it, and the
 agent and the controller get exactly the verbs their code uses there (the agent: create once,
-then merge-patch renewals; the controller: one list per node-health round)."""
+then merge-patch renewals; the controller: list and watch, for its watch cache)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _lease_verbs(docs: list[dict[str, Any]], account: str) -> set[str]:
 def test_the_agent_creates_and_patches_node_leases_and_the_controller_lists_them() -> None:
     docs = rbac.load_rbac()
     assert _lease_verbs(docs, "gpupool-agent") == {"create", "patch"}
-    assert _lease_verbs(docs, "gpupool-controller") == {"list"}
+    assert _lease_verbs(docs, "gpupool-controller") == {"list", "watch"}  # its watch cache
     for account in ("gpupool-extender", "gpupool-webhook", "gpupool-web"):
         assert _lease_verbs(docs, account) == set()
 

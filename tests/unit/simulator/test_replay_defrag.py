@@ -96,3 +96,23 @@ def test_bad_defrag_values_are_typed_errors(text: str, error: type[Exception], w
 
 def test_rounds_fall_every_interval_inside_the_arrival_window() -> None:
     assert ReplayDefrag.parse("10,30").round_times(0.0, 100.0) == [30.0, 60.0, 90.0]
+
+
+def test_a_byte_slice_moved_to_a_smaller_card_is_charged_there_not_refused() -> None:
+    """The built-in day with defragmentation moves byte slices between card sizes (T4 to
+    RTX 3090, A100 to T4): a move is re-admitted for the most the slice may hold, as admission
+    would admit it, so its new lease's larger milli-GPU charge is no ChargeMismatch."""
+    from gpupool.simulator.builtin import builtin_scenario
+    from gpupool.simulator.builtin_timeline import builtin_tenancy, builtin_timeline
+
+    nodes = list(builtin_scenario().nodes)
+    cfg = ReplayConfig(
+        policy="gpupool",
+        time_scale=1.0,
+        cluster_fraction=1.0,
+        modes=("pooled",),
+        defrag=ReplayDefrag.parse("50"),
+    )
+    runs = run_experiment(nodes, builtin_timeline(), builtin_tenancy(nodes), cfg).to_json()
+    moved = runs["runs"]["pooled+defrag"]
+    assert moved["defrag_moves"] > 0

@@ -22,6 +22,9 @@ verified client certificate names one of them; anyone else gets 403 with a messa
 what is needed. kube-scheduler presents its certificate through its extender `tlsConfig`
 (certFile, keyFile). /healthz and /metrics stay open (probes carry no certificate). A standby
 forwards binds with `forward_ssl`, its own client certificate, whose CN must be in `callers` too.
+
+`make_app` only wires: the handlers are module-level functions over one `ServerState` (the
+extender, its metrics, this replica's place), kept in the app under `STATE`.
 """
 
 from __future__ import annotations
@@ -166,6 +169,26 @@ def _encode(data: Any) -> bytes:
     return data if isinstance(data, bytes) else msgspec.json.encode(data)
 
 
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """What the handlers read (the app's `STATE`): the extender, the metrics, and this replica's
+    place. `leader_url` is the leader's advertised URL as this replica knows it (None: unknown or
+    stale), `own_url` the URL this replica advertises (never forwarded to)."""
+
+    extender: Extender
+    metrics: Metrics
+    ready: Callable[[], bool]
+    is_leader: Callable[[], bool]
+    leader_url: Callable[[], str | None]
+    own_url: str | None
+    forward_timeout_s: float
+    callers: frozenset[str] | None  # None: every caller may call
+    forward_ssl: ssl.SSLContext | None
+
+
+STATE = web.AppKey("state", ServerState)
+
+
 def make_app(
     extender: Extender,
     *,
@@ -178,199 +201,18 @@ def make_app(
     callers: frozenset[str] | None = None,
     forward_ssl: ssl.SSLContext | None = None,
 ) -> web.Application:
-    """`leader_url` is the leader's advertised URL as this replica knows it (None: unknown or
-    stale), `own_url` the URL this replica advertises (never forwarded to)."""
+    """The extender's app: its routes to the module's handlers, over one `ServerState`."""
     m = metrics or Metrics()
-
-    def _json(data: Any, status: int = 200) -> web.Response:
-        return web.Response(body=_encode(data), status=status, content_type="application/json")
-
-    @web.middleware
-    async def authenticate(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        if callers is None or request.method != "POST":
-            return await handler(request)
-        transport = request.transport
-        name = peer_common_name(transport.get_extra_info("peercert") if transport else None)
-        if name in callers:
-            return await handler(request)
-        m.requests.labels(request.path.rsplit("/", 1)[-1][:16], "unauthenticated").inc()
-        came = f"a client certificate for {name!r}" if name else "no verified client certificate"
-        return _json(
-            {
-                "error": f"gpupool extender: filter, prioritize and bind answer only "
-                f"{', '.join(sorted(callers))}, with a client certificate the extender's "
-                f"--client-ca signed; this call came with {came}"
-            },
-            403,
-        )
-
+    state = ServerState(
+        extender, m, ready, is_leader, leader_url, own_url, forward_timeout_s, callers, forward_ssl
+    )
     app = web.Application(client_max_size=MAX_BODY, middlewares=[authenticate])
     app[METRICS] = m
-
-    async def forward_session(app: web.Application) -> AsyncIterator[None]:
-        # One session for every forward (its connections kept alive); no proxy from the env.
-        connector = aiohttp.TCPConnector(ssl=forward_ssl) if forward_ssl is not None else None
-        app[FORWARD_SESSION] = aiohttp.ClientSession(connector=connector)
-        yield
-        await app[FORWARD_SESSION].close()
-
+    app[STATE] = state
     app.cleanup_ctx.append(forward_session)
-
-    def decode(raw: bytes) -> Any:
-        try:
-            return msgspec.json.decode(raw)
-        except (ValueError, msgspec.DecodeError) as err:
-            raise MalformedExtenderRequest(f"the body is not JSON: {err}") from None
-
-    async def body_of(request: web.Request) -> Any:
-        return decode(await request.read())
-
-    def verb_handler(
-        verb: str, run: Callable[[Any], Awaitable[Any]], on_error: Callable[[str], Any]
-    ) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def handle(request: web.Request) -> web.Response:
-            started = time.perf_counter()
-            try:
-                reply = await run(await body_of(request))
-                outcome = "ok"
-                status = 200
-            except MalformedExtenderRequest as err:
-                reply, outcome, status = {"error": str(err)}, "bad_request", 400
-            except Exception:  # never a 500, never a Python message: kube-scheduler reads Error
-                log.exception("%s failed", verb)
-                reply, outcome, status = (
-                    on_error(
-                        f"gpupool extender: {verb} failed on an internal error (its log has the "
-                        f"details); kube-scheduler tries the pod again"
-                    ),
-                    "error",
-                    200,
-                )
-            m.requests.labels(verb, outcome).inc()
-            m.latency.labels(verb).observe(time.perf_counter() - started)
-            return _json(reply, status)
-
-        return handle
-
-    async def run_filter(body: Any) -> Any:
-        args = ExtenderArgs.from_json(body)
-        if not ready():
-            return ExtenderFilterResult(error="gpupool extender cache is not synced yet").to_json()
-        return extender.filter(args).to_json()
-
-    async def run_prioritize(body: Any) -> Any:
-        args = ExtenderArgs.from_json(body)
-        if not ready():
-            return [{"Host": n, "Score": 0} for n in args.node_names]
-        return extender.prioritize_encoded(args)
-
     extender.set_step_timer(lambda step, seconds: m.bind_steps.labels(step).observe(seconds))
     extender.set_refusal_tally(m.record_refusals)
     extender.set_score_sink(m.record_scores)
-
-    async def run_bind(body: Any, forwarded: bool = False) -> Any:
-        # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),
-        # not here: a bind is no witness of a lost-and-regained lease between two binds.
-        args = ExtenderBindingArgs.from_json(body)
-        if not is_leader():
-            result = ExtenderBindingResult.refused(
-                Why.NOT_LEADER,
-                "this gpupool extender replica is not the leader"
-                + (" (a bind forwarded to it is not forwarded again)" if forwarded else ""),
-            )
-        elif not ready():
-            result = ExtenderBindingResult.refused(
-                Why.NOT_SYNCED, "gpupool extender cache is not synced yet"
-            )
-        else:
-            result = await extender.bind(args)
-        m.record_bind(result)
-        return result.to_json()
-
-    filter_h = verb_handler("filter", run_filter, lambda e: ExtenderFilterResult(error=e).to_json())
-    prioritize_h = verb_handler("prioritize", run_prioritize, lambda e: [])
-    local_bind_h = verb_handler("bind", run_bind, lambda e: ExtenderBindingResult(e).to_json())
-    forwarded_bind_h = verb_handler(
-        "bind",
-        lambda body: run_bind(body, forwarded=True),
-        lambda e: ExtenderBindingResult(e).to_json(),
-    )
-
-    async def forward(url: str, path: str, raw: bytes) -> bytes | ForwardFailed:
-        """The leader's reply to this bind body, or why there is none."""
-        target = url.rstrip("/") + path
-        try:
-            async with app[FORWARD_SESSION].post(
-                target,
-                data=raw,
-                headers={FORWARDED_HEADER: "1", "Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=forward_timeout_s),
-                allow_redirects=False,
-            ) as resp:
-                reply = await resp.read()
-                if resp.status != 200:
-                    text = reply[:200].decode(errors="replace")
-                    return ForwardFailed(f"HTTP {resp.status}: {text}")
-        except TimeoutError:
-            return ForwardFailed(f"no reply within {forward_timeout_s:g} s")
-        except Exception as err:  # refused, reset, bad URL...: never a 500 to kube-scheduler
-            return ForwardFailed(f"{type(err).__name__}: {err}")
-        try:
-            ok = isinstance(msgspec.json.decode(reply), dict)
-        except (ValueError, msgspec.DecodeError):
-            ok = False
-        return (
-            reply if ok else ForwardFailed(f"the reply is not an extender result: {reply[:200]!r}")
-        )
-
-    async def bind_h(request: web.Request) -> web.Response:
-        if request.headers.get(FORWARDED_HEADER):
-            return await forwarded_bind_h(request)  # loop guard: bind here or refuse
-        url = None if is_leader() else leader_url()
-        if not url or url == own_url:
-            return await local_bind_h(request)
-        started = time.perf_counter()
-        raw = await request.read()
-        try:
-            ExtenderBindingArgs.from_json(decode(raw))  # a malformed body is ours to refuse
-        except MalformedExtenderRequest as err:
-            m.requests.labels("bind", "bad_request").inc()
-            return _json({"error": str(err)}, 400)
-        reply = await forward(url, request.path, raw)
-        if isinstance(reply, bytes):
-            m.bind_forwards.labels("ok").inc()
-            m.requests.labels("bind", "forwarded").inc()
-        else:
-            log.warning("bind forwarded to the leader at %s failed: %s", url, reply.reason)
-            m.bind_forwards.labels("error").inc()
-            m.requests.labels("bind", "error").inc()
-            error = (
-                f"the bind forwarded to the gpupool extender leader at {url} failed: {reply.reason}"
-            )
-            failed = ExtenderBindingResult.refused(Why.FORWARD_FAILED, error)
-            m.record_bind(failed)
-            reply = _encode(failed.to_json())
-        m.latency.labels("bind").observe(time.perf_counter() - started)
-        return _json(reply)
-
-    async def healthz(request: web.Request) -> web.Response:
-        if not ready():
-            return web.Response(text="cache not synced\n", status=503)
-        return web.Response(text="ok\n")
-
-    async def metrics_h(request: web.Request) -> web.Response:
-        m.nodes.set(len(extender.cache.snapshot()) if ready() else 0)
-        m.leases.set(len(extender.cache.leases))
-        m.leader.set(1 if is_leader() else 0)
-        return web.Response(
-            body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
-
-    async def not_found(request: web.Request) -> web.Response:
-        return _json({"error": f"unknown extender verb {request.path!r}"}, 404)
-
     for verb, handler in (("filter", filter_h), ("prioritize", prioritize_h), ("bind", bind_h)):
         app.router.add_post(f"/{verb}", handler)
         app.router.add_post(f"/{{prefix:.+}}/{verb}", handler)
@@ -378,3 +220,217 @@ def make_app(
     app.router.add_get("/metrics", metrics_h)
     app.router.add_route("*", "/{tail:.*}", not_found)
     return app
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=_encode(data), status=status, content_type="application/json")
+
+
+@web.middleware
+async def authenticate(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """With `callers`, filter, prioritize and bind answer only a verified client certificate
+    that names one of them (403 otherwise); GETs stay open."""
+    state = request.app[STATE]
+    callers = state.callers
+    if callers is None or request.method != "POST":
+        return await handler(request)
+    transport = request.transport
+    name = peer_common_name(transport.get_extra_info("peercert") if transport else None)
+    if name in callers:
+        return await handler(request)
+    state.metrics.requests.labels(request.path.rsplit("/", 1)[-1][:16], "unauthenticated").inc()
+    came = f"a client certificate for {name!r}" if name else "no verified client certificate"
+    return _json(
+        {
+            "error": f"gpupool extender: filter, prioritize and bind answer only "
+            f"{', '.join(sorted(callers))}, with a client certificate the extender's "
+            f"--client-ca signed; this call came with {came}"
+        },
+        403,
+    )
+
+
+async def forward_session(app: web.Application) -> AsyncIterator[None]:
+    """One session for every forward (its connections kept alive); no proxy from the env."""
+    forward_ssl = app[STATE].forward_ssl
+    connector = aiohttp.TCPConnector(ssl=forward_ssl) if forward_ssl is not None else None
+    app[FORWARD_SESSION] = aiohttp.ClientSession(connector=connector)
+    yield
+    await app[FORWARD_SESSION].close()
+
+
+def decode(raw: bytes) -> Any:
+    try:
+        return msgspec.json.decode(raw)
+    except (ValueError, msgspec.DecodeError) as err:
+        raise MalformedExtenderRequest(f"the body is not JSON: {err}") from None
+
+
+Run = Callable[[ServerState, Any], Awaitable[Any]]
+
+
+async def handle_verb(
+    request: web.Request, verb: str, run: Run, on_error: Callable[[str], Any]
+) -> web.Response:
+    """One extender call: `run` over the decoded body; a malformed body is answered 400, any
+    other failure 200 with the extender Error (`on_error`), never 500."""
+    state = request.app[STATE]
+    m = state.metrics
+    started = time.perf_counter()
+    try:
+        reply = await run(state, decode(await request.read()))
+        outcome = "ok"
+        status = 200
+    except MalformedExtenderRequest as err:
+        reply, outcome, status = {"error": str(err)}, "bad_request", 400
+    except Exception:  # never a 500, never a Python message: kube-scheduler reads Error
+        log.exception("%s failed", verb)
+        reply, outcome, status = (
+            on_error(
+                f"gpupool extender: {verb} failed on an internal error (its log has the "
+                f"details); kube-scheduler tries the pod again"
+            ),
+            "error",
+            200,
+        )
+    m.requests.labels(verb, outcome).inc()
+    m.latency.labels(verb).observe(time.perf_counter() - started)
+    return _json(reply, status)
+
+
+async def run_filter(state: ServerState, body: Any) -> Any:
+    args = ExtenderArgs.from_json(body)
+    if not state.ready():
+        return ExtenderFilterResult(error="gpupool extender cache is not synced yet").to_json()
+    return state.extender.filter(args).to_json()
+
+
+async def run_prioritize(state: ServerState, body: Any) -> Any:
+    args = ExtenderArgs.from_json(body)
+    if not state.ready():
+        return [{"Host": n, "Score": 0} for n in args.node_names]
+    return state.extender.prioritize_encoded(args)
+
+
+async def run_bind(state: ServerState, body: Any, forwarded: bool = False) -> Any:
+    # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),
+    # not here: a bind is no witness of a lost-and-regained lease between two binds.
+    args = ExtenderBindingArgs.from_json(body)
+    if not state.is_leader():
+        result = ExtenderBindingResult.refused(
+            Why.NOT_LEADER,
+            "this gpupool extender replica is not the leader"
+            + (" (a bind forwarded to it is not forwarded again)" if forwarded else ""),
+        )
+    elif not state.ready():
+        result = ExtenderBindingResult.refused(
+            Why.NOT_SYNCED, "gpupool extender cache is not synced yet"
+        )
+    else:
+        result = await state.extender.bind(args)
+    state.metrics.record_bind(result)
+    return result.to_json()
+
+
+async def run_forwarded_bind(state: ServerState, body: Any) -> Any:
+    return await run_bind(state, body, forwarded=True)
+
+
+def _bind_error(error: str) -> Any:
+    return ExtenderBindingResult(error).to_json()
+
+
+async def filter_h(request: web.Request) -> web.Response:
+    return await handle_verb(
+        request, "filter", run_filter, lambda e: ExtenderFilterResult(error=e).to_json()
+    )
+
+
+async def prioritize_h(request: web.Request) -> web.Response:
+    return await handle_verb(request, "prioritize", run_prioritize, lambda e: [])
+
+
+async def forward(
+    state: ServerState, session: aiohttp.ClientSession, url: str, path: str, raw: bytes
+) -> bytes | ForwardFailed:
+    """The leader's reply to this bind body, or why there is none."""
+    target = url.rstrip("/") + path
+    timeout_s = state.forward_timeout_s
+    try:
+        async with session.post(
+            target,
+            data=raw,
+            headers={FORWARDED_HEADER: "1", "Content-Type": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+            allow_redirects=False,
+        ) as resp:
+            reply = await resp.read()
+            if resp.status != 200:
+                text = reply[:200].decode(errors="replace")
+                return ForwardFailed(f"HTTP {resp.status}: {text}")
+    except TimeoutError:
+        return ForwardFailed(f"no reply within {timeout_s:g} s")
+    except Exception as err:  # refused, reset, bad URL...: never a 500 to kube-scheduler
+        return ForwardFailed(f"{type(err).__name__}: {err}")
+    try:
+        ok = isinstance(msgspec.json.decode(reply), dict)
+    except (ValueError, msgspec.DecodeError):
+        ok = False
+    return reply if ok else ForwardFailed(f"the reply is not an extender result: {reply[:200]!r}")
+
+
+async def bind_h(request: web.Request) -> web.Response:
+    """Bind here when leader (or when the leader is unknown or is this replica); a standby
+    forwards the body to the leader and answers with its reply, or an Error saying why not."""
+    if request.headers.get(FORWARDED_HEADER):
+        # loop guard: bind here or refuse
+        return await handle_verb(request, "bind", run_forwarded_bind, _bind_error)
+    state = request.app[STATE]
+    m = state.metrics
+    url = None if state.is_leader() else state.leader_url()
+    if not url or url == state.own_url:
+        return await handle_verb(request, "bind", run_bind, _bind_error)
+    started = time.perf_counter()
+    raw = await request.read()
+    try:
+        ExtenderBindingArgs.from_json(decode(raw))  # a malformed body is ours to refuse
+    except MalformedExtenderRequest as err:
+        m.requests.labels("bind", "bad_request").inc()
+        return _json({"error": str(err)}, 400)
+    reply = await forward(state, request.app[FORWARD_SESSION], url, request.path, raw)
+    if isinstance(reply, bytes):
+        m.bind_forwards.labels("ok").inc()
+        m.requests.labels("bind", "forwarded").inc()
+    else:
+        log.warning("bind forwarded to the leader at %s failed: %s", url, reply.reason)
+        m.bind_forwards.labels("error").inc()
+        m.requests.labels("bind", "error").inc()
+        error = f"the bind forwarded to the gpupool extender leader at {url} failed: {reply.reason}"
+        failed = ExtenderBindingResult.refused(Why.FORWARD_FAILED, error)
+        m.record_bind(failed)
+        reply = _encode(failed.to_json())
+    m.latency.labels("bind").observe(time.perf_counter() - started)
+    return _json(reply)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    if not request.app[STATE].ready():
+        return web.Response(text="cache not synced\n", status=503)
+    return web.Response(text="ok\n")
+
+
+async def metrics_h(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    m, ready = state.metrics, state.ready()
+    m.nodes.set(len(state.extender.cache.snapshot()) if ready else 0)
+    m.leases.set(len(state.extender.cache.leases))
+    m.leader.set(1 if state.is_leader() else 0)
+    return web.Response(
+        body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+    )
+
+
+async def not_found(request: web.Request) -> web.Response:
+    return _json({"error": f"unknown extender verb {request.path!r}"}, 404)

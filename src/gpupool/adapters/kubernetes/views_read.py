@@ -14,19 +14,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 from lightkube import AsyncClient, operators
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Node, Pod
 
-from gpupool.adapters.kubernetes.lease import lease_from_json
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.pod_view import read_pod
+from gpupool.adapters.kubernetes.decoded import (
+    lease_from_json,
+    read_gpu_node,
+    read_node,
+    read_pod,
+    read_quota,
+)
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, GpuQuota, to_dict
+from gpupool.adapters.kubernetes.watch_cache import WatchCache
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.quotas import read_quota
 from gpupool.domain.errors import GpupoolError
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.lease import LeaseRecord
@@ -109,15 +113,31 @@ def _decode(objects: Sequence[Json], read: Callable[[Json], Any], notes: list[st
     return out
 
 
+CACHED = {
+    Node: "nodes",
+    GpuNode: "gpunodes",
+    GpuLease: "gpuleases",
+    Pod: "pods",
+    GpuQuota: "gpuquotas",
+}
+
+
 async def read_views(
-    client: AsyncClient, namespaces: Sequence[str] = (), tenants: Sequence[str] = ()
+    client: AsyncClient,
+    namespaces: Sequence[str] = (),
+    tenants: Sequence[str] = (),
+    cache: WatchCache | None = None,
 ) -> ViewInputs:
     """Everything the views need that the caller may read (see the module's docstring).
     `namespaces`: read only these (a tenant's view); empty: cluster-wide when allowed.
     `tenants`: quotas to read by name when the caller may not list them all, beside those its
-    leases and pods name (a tenant whose pods all wait has no lease yet)."""
+    leases and pods name (a tenant whose pods all wait has no lease yet). `cache`: a watch
+    cache of the cluster-wide reads (the web view's); they then cost no LIST."""
 
     async def items(resource: Any, **kw: Any) -> list[Json]:
+        kind = CACHED.get(resource)
+        if cache is not None and kind in cache.stores and kw.get("namespace", "*") == "*":
+            return cast(list[Json], await cache.values(kind))
         return [to_dict(x) async for x in client.list(resource, **kw)]
 
     notes: list[str] = []

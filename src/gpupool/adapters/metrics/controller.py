@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpupool.adapters.kubernetes.watch_cache import CONTROLLER_KINDS
 from gpupool.adapters.metrics.fragmentation import MEASURE
 
 WAIT_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 4 * 3600.0)
@@ -183,7 +184,44 @@ class ControllerMetrics:
             ["loop"],
             registry=self.registry,
         )
+        self.queue_wait = Histogram(
+            "gpupool_controller_queue_wait_seconds",
+            "Time a loop was owed a round (a watched change, its period) before the round "
+            "started (controller-runtime's workqueue_queue_duration_seconds)",
+            ["loop"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth_now = Gauge(
+            "gpupool_controller_queue_depth",
+            "Loops owed a round now (controller-runtime's workqueue_depth)",
+            registry=self.registry,
+        )
+        self.cache_objects = Gauge(
+            "gpupool_controller_cache_objects",
+            "Objects in the controller's watch cache, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.watch_restarts = Counter(
+            "gpupool_controller_watch_restarts",
+            "Watches that failed and were resumed from their last resourceVersion, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.relists = Counter(
+            "gpupool_controller_relists",
+            "Full lists of a kind after the first: its watch's version was gone (410) or the "
+            "safety-net period passed",
+            ["kind"],
+            registry=self.registry,
+        )
+        for watched in CONTROLLER_KINDS:
+            self.cache_objects.labels(watched.kind).set(0)
+            self.watch_restarts.labels(watched.kind)
+            self.relists.labels(watched.kind)
         for loop in LOOPS:
+            self.queue_wait.labels(loop)
             self.reconcile_errors.labels(loop, ROUND_KIND)
             self.reconcile_retries.labels(loop)
             self.set_aside.labels(loop).set(0)
@@ -200,6 +238,22 @@ class ControllerMetrics:
 
     def reconcile_took(self, loop: str, seconds: float) -> None:
         self.reconcile_duration.labels(loop).observe(max(0.0, seconds))
+
+    def queue_waited(self, loop: str, seconds: float) -> None:
+        self.queue_wait.labels(loop).observe(max(0.0, seconds))
+
+    def queue_depth(self, loops: int) -> None:
+        self.queue_depth_now.set(loops)
+
+    # adapters.kubernetes.watch_cache.CacheObserver
+    def cache_size(self, kind: str, objects: int) -> None:
+        self.cache_objects.labels(kind).set(objects)
+
+    def watch_restarted(self, kind: str) -> None:
+        self.watch_restarts.labels(kind).inc()
+
+    def relisted(self, kind: str) -> None:
+        self.relists.labels(kind).inc()
 
     def record_integrity(self, reason: str) -> None:
         self.integrity.labels(reason).inc()

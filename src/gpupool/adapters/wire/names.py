@@ -120,3 +120,8 @@ AUTOSCALE_ANNOTATIONS = (
 )
 # ... and the one the controller writes there: JSON {last: {at, from, to}, reported}
 ANN_AUTOSCALE_STATUS = "gpupool.io/autoscale-status"
+
+# The DRA driver (docs/dra.md): the driver name on its ResourceSlices, its DeviceClass's name, the
+# name its kubelet plugin registers with and its CDI vendor; its CDI devices' kind (vendor/class)
+DRA_DRIVER = f"gpu.{GROUP}"
+DRA_CDI_KIND = f"{DRA_DRIVER}/claim"

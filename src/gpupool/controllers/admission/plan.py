@@ -26,12 +26,18 @@ waits, holding back nobody, until its live members (gated or admitted, not finis
 deleted) are exactly its size, then its gated members are decided together (`quota.gang`): all
 admitted in this round, or all wait with the gang's reason. Members that disagree on the size,
 or more live members than the size, are told so and never admitted.
+
+`plan_admission` runs the round as module-level steps over one `RoundState` (the ledger as it
+grows, the entries' pods, what was decided): `open_round`, `fill_queue`, `attempt` for each
+entry the queue offers (`attempt_gang` for a gang, after `gang_not_ready`), `queue_positions`
+and `tenant_statuses`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError, InvalidQuota
@@ -240,8 +246,61 @@ def plan_admission(
     """Decide this round. `default_tenant`: the tenant of pods without a tenant label (unlimited
     unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why;
     `card_sizes`: the cluster's cards (`card_sizes_of`), to count whole GPUs in bytes."""
-    problems = dict(quota_problems or {})
-    sizes = dict(card_sizes or {})
+    state = open_round(
+        pods, quotas, now, default_tenant, meter, quota_problems or {}, card_sizes or {}
+    )
+    queue = fill_queue(state, pods, mode)
+    queue.drain(partial(attempt, state))
+    per_tenant = queue_positions(queue, state)
+    return AdmissionPlan(
+        tuple(state.admit),
+        tuple(item for line in per_tenant.values() for item in line),
+        tenant_statuses(state.book, state.ledger, per_tenant),
+        state.ledger,
+        tuple(state.reclaim),
+        state.problems,
+    )
+
+
+@dataclass(slots=True)
+class RoundState:
+    """One admission round as it goes: the quotas and the ledger (usage, growing with this
+    round's admissions), the queue entries' pods, and what the round has decided so far."""
+
+    book: QuotaBook
+    ledger: Ledger
+    now: float
+    meter: Meter | None
+    sizes: Mapping[str, int]  # the cluster's cards (`card_sizes_of`)
+    unlimited: str | None  # the implicit default tenant, when it has no GpuQuota
+    problems: dict[str, str]  # tenant -> why its GpuQuota cannot be used
+    members: dict[str, list[PodView]] = field(default_factory=dict)  # entry id -> its pods
+    live_members: dict[str, list[PodView]] = field(default_factory=dict)  # gang key -> live pods
+    admit: list[AdmitPod] = field(default_factory=list)
+    stuck: dict[str, tuple[str, str]] = field(default_factory=dict)  # entry id -> code, detail
+    reclaim: list[ReclaimAsk] = field(default_factory=list)
+
+    def set_stuck(
+        self, entry_id: str, code: str, detail: str, *, holds_line: bool = True
+    ) -> Outcome:
+        """The entry cannot be admitted as it is: `code` and `detail` are what its pods show."""
+        self.stuck[entry_id] = (code, detail)
+        return Outcome(False, None, detail, holds_line=holds_line)
+
+
+def open_round(
+    pods: Sequence[PodView],
+    quotas: Iterable[TenantQuota],
+    now: float,
+    default_tenant: str,
+    meter: Meter | None,
+    quota_problems: Mapping[str, str],
+    card_sizes: Mapping[str, int],
+) -> RoundState:
+    """The round's quotas (quotas that clash admit nothing: every tenant shows why) and its
+    ledger charged with what the admitted pods hold."""
+    problems = dict(quota_problems)
+    sizes = dict(card_sizes)
     quotas = list(quotas)
     unlimited = None if any(q.name == default_tenant for q in quotas) else default_tenant
     try:
@@ -256,25 +315,27 @@ def plan_admission(
             quota = book.get(pod.tenant)
             if quota is not None:
                 ledger.add(_lease(pod, pod.request, quota, sizes))
+    return RoundState(book, ledger, now, meter, sizes, unlimited, problems)
 
-    queue = AdmissionQueue(mode, {q.name: q.priority for q in book})
-    members: dict[str, list[PodView]] = {}  # queue entry id -> its pods (a gang's, or one)
-    admit: list[AdmitPod] = []
-    stuck: dict[str, tuple[str, str]] = {}
+
+def fill_queue(state: RoundState, pods: Sequence[PodView], mode: FifoMode) -> AdmissionQueue:
+    """The gated pods as queue entries, in submit order (a gang is one entry, at its earliest
+    member's time and its highest priority); a pod that asks for no GPU is admitted at once."""
+    queue = AdmissionQueue(mode, {q.name: q.priority for q in state.book})
     gangs: dict[str, list[PodView]] = {}
     for pod in sorted(pods, key=lambda p: (p.submitted_at, p.key)):
         if not pod.gated or pod.terminal or pod.deleting:
             continue
         if pod.request is None and pod.problem is None:
-            admit.append(AdmitPod(pod, 0, False, "asks for no GPU"))
+            state.admit.append(AdmitPod(pod, 0, False, "asks for no GPU"))
             continue
         if pod.gang is not None:
             gangs.setdefault(GANG_ENTRY + pod.gang.key, []).append(pod)
             continue
-        members[pod.key] = [pod]
+        state.members[pod.key] = [pod]
         queue.push(QueueEntry(pod.key, pod.tenant, pod.priority, pod.submitted_at))
     for entry_id, gated in gangs.items():
-        members[entry_id] = gated
+        state.members[entry_id] = gated
         queue.push(
             QueueEntry(
                 entry_id,
@@ -283,175 +344,199 @@ def plan_admission(
                 min(p.submitted_at for p in gated),
             )
         )
-    live_members = _live_members(pods)
+    state.live_members = _live_members(pods)
+    return queue
 
-    reclaim: list[ReclaimAsk] = []
 
-    def ask_of(pod: PodView, quota: TenantQuota) -> Ask:
-        """What the pod asks of its quota (GpupoolError: it cannot be counted)."""
-        assert pod.request is not None
-        try:
-            size = _card_memory(pod, sizes, pod.request, quota.resource)
-            return Ask.of(pod.request, quota.resource, size)
-        except GpupoolError:
-            if pod.tenant != unlimited:
-                raise
-            # Not limited: no card size needed to admit it; it is charged its whole cards.
-            req = pod.request
-            held = _held_amount(req, quota.resource, pod, sizes)
-            return Ask(req.tenant, held, req.compute_milli * req.gpu_count, req.exclusive,
-                       req.priority)  # fmt: skip
+def ask_of(state: RoundState, pod: PodView, quota: TenantQuota) -> Ask:
+    """What the pod asks of its quota (GpupoolError: it cannot be counted)."""
+    assert pod.request is not None
+    try:
+        size = _card_memory(pod, state.sizes, pod.request, quota.resource)
+        return Ask.of(pod.request, quota.resource, size)
+    except GpupoolError:
+        if pod.tenant != state.unlimited:
+            raise
+        # Not limited: no card size needed to admit it; it is charged its whole cards.
+        req = pod.request
+        held = _held_amount(req, quota.resource, pod, state.sizes)
+        return Ask(req.tenant, held, req.compute_milli * req.gpu_count, req.exclusive,
+                   req.priority)  # fmt: skip
 
-    def admitted(pod: PodView, quota: TenantQuota, verdict: Admit, ask: Ask) -> Lease:
-        if pod.tenant == unlimited:
-            verdict = replace(
-                verdict, reason=f"tenant {unlimited!r} has no GpuQuota, so it is not limited"
-            )
-        admit.append(
-            AdmitPod(
-                pod,
-                verdict.borrowed_amount,
-                verdict.preemptible,
-                verdict.reason,
-                quota.resource.value,
-                ask.amount,
-            )
+
+def admitted_lease(state: RoundState, pod: PodView, quota: TenantQuota, verdict: Admit) -> Lease:
+    """The lease the pod holds once admitted now (borrowed and preemptible as decided)."""
+    assert pod.request is not None
+    return replace(
+        _lease(pod, pod.request, quota, state.sizes),
+        reserved_at=state.now,
+        borrowed=verdict.borrowed,
+        preemptible=verdict.preemptible,
+    )
+
+
+def record_admit(
+    state: RoundState, pod: PodView, quota: TenantQuota, verdict: Admit, ask: Ask
+) -> Lease:
+    """The pod is admitted this round (the reason says so when its tenant is not limited);
+    returns its lease, for the caller to add to the ledger."""
+    if pod.tenant == state.unlimited:
+        verdict = replace(
+            verdict, reason=f"tenant {state.unlimited!r} has no GpuQuota, so it is not limited"
         )
-        assert pod.request is not None
-        return replace(
-            _lease(pod, pod.request, quota, sizes),
-            reserved_at=now,
-            borrowed=verdict.borrowed,
-            preemptible=verdict.preemptible,
+    state.admit.append(
+        AdmitPod(
+            pod,
+            verdict.borrowed_amount,
+            verdict.preemptible,
+            verdict.reason,
+            quota.resource.value,
+            ask.amount,
         )
+    )
+    return admitted_lease(state, pod, quota, verdict)
 
-    def no_quota(entry_id: str, tenant: str) -> Outcome:
-        why = problems.get(tenant) or (
-            f"tenant {tenant!r} has no GpuQuota; ask an administrator to create "
-            f"GpuQuota {tenant!r}, or move the pod to a namespace of another tenant"
+
+def no_quota(state: RoundState, entry_id: str, tenant: str) -> Outcome:
+    why = state.problems.get(tenant) or (
+        f"tenant {tenant!r} has no GpuQuota; ask an administrator to create "
+        f"GpuQuota {tenant!r}, or move the pod to a namespace of another tenant"
+    )
+    return state.set_stuck(entry_id, "NO_QUOTA", why)
+
+
+def attempt(state: RoundState, entry: QueueEntry) -> Outcome:
+    """Decide one queue entry against the ledger as it stands (the queue's `drain` calls it)."""
+    if entry.id.startswith(GANG_ENTRY):
+        return attempt_gang(state, entry.id, state.members[entry.id])
+    pod = state.members[entry.id][0]
+    if pod.problem is not None or pod.request is None:
+        state.stuck[entry.id] = ("UNREADABLE", pod.problem or "unreadable request")
+        return Outcome(False, None, f"cannot be admitted: {pod.problem}")
+    quota = state.book.get(pod.tenant)
+    if quota is None:
+        return no_quota(state, entry.id, pod.tenant)
+    try:
+        ask = ask_of(state, pod, quota)
+    except GpupoolError as err:
+        return state.set_stuck(entry.id, "REJECTED", str(err))
+    verdict = decide(state.ledger, ask, state.now, state.meter)
+    if isinstance(verdict, Admit):
+        state.ledger.add(record_admit(state, pod, quota, verdict, ask))
+        return Outcome(True)
+    if isinstance(verdict, Reject):
+        return state.set_stuck(entry.id, "REJECTED", f"can never be admitted: {verdict.reason}")
+    assert isinstance(verdict, Wait)
+    if verdict.reason is WaitReason.RECLAIM_NEEDED:
+        state.reclaim.append(ReclaimAsk(pod.tenant, verdict.reclaim_needed, pod))
+    return Outcome(False, verdict.reason, verdict.detail)
+
+
+def gang_not_ready(state: RoundState, entry_id: str, gated: list[PodView]) -> Outcome | None:
+    """Why a gang cannot be decided yet (an unreadable member, members that disagree on its
+    size or tenant, too few or too many live members), or None when it can."""
+    first = gated[0]
+    assert first.gang is not None
+    key, size = first.gang.key, first.gang.size
+    live = state.live_members.get(key, [])
+    claimed = sorted({p.gang.size for p in live if p.gang is not None})
+    tenants = sorted({p.tenant for p in live})
+    problem = next((p for p in gated if p.problem is not None or p.request is None), None)
+    if problem is not None:
+        why = f"member {problem.name} cannot be admitted: {problem.problem}"
+        return state.set_stuck(entry_id, "UNREADABLE", f"gang {key!r}: {why}")
+    if len(claimed) > 1:
+        return state.set_stuck(
+            entry_id,
+            "GANG_CONFLICT",
+            f"gang {key!r}: its members disagree on the gang's size "
+            f"({', '.join(map(str, claimed))}), so none is admitted; delete the members "
+            f"whose size is wrong and create them again",
+            holds_line=False,
         )
-        stuck[entry_id] = ("NO_QUOTA", why)
-        return Outcome(False, None, why)
+    if len(tenants) > 1:
+        return state.set_stuck(
+            entry_id,
+            "GANG_CONFLICT",
+            f"gang {key!r}: its members belong to tenants {', '.join(tenants)} (the "
+            f"namespace's tenant changed in between); a gang is admitted against one "
+            f"tenant's quota: delete the members of the wrong tenant",
+            holds_line=False,
+        )
+    if len(live) < size:
+        return Outcome(
+            False,
+            WaitReason.GANG_INCOMPLETE,
+            f"gang {key!r}: {len(live)} of {size} members created; it is admitted once "
+            f"all {size} exist",
+            holds_line=False,
+        )
+    if len(live) > size:
+        return state.set_stuck(
+            entry_id,
+            "GANG_CONFLICT",
+            f"gang {key!r} has {len(live)} live members but its size is {size}, so none "
+            f"waiting is admitted; delete the extra members",
+            holds_line=False,
+        )
+    return None
 
-    def attempt(entry: QueueEntry) -> Outcome:
-        if entry.id.startswith(GANG_ENTRY):
-            return attempt_gang(entry.id, members[entry.id])
-        pod = members[entry.id][0]
-        if pod.problem is not None or pod.request is None:
-            stuck[entry.id] = ("UNREADABLE", pod.problem or "unreadable request")
-            return Outcome(False, None, f"cannot be admitted: {pod.problem}")
-        quota = book.get(pod.tenant)
-        if quota is None:
-            return no_quota(entry.id, pod.tenant)
-        try:
-            ask = ask_of(pod, quota)
-        except GpupoolError as err:
-            stuck[entry.id] = ("REJECTED", str(err))
-            return Outcome(False, None, str(err))
-        verdict = decide(ledger, ask, now, meter)
-        if isinstance(verdict, Admit):
-            ledger.add(admitted(pod, quota, verdict, ask))
-            return Outcome(True)
-        if isinstance(verdict, Reject):
-            stuck[entry.id] = ("REJECTED", f"can never be admitted: {verdict.reason}")
-            return Outcome(False, None, f"can never be admitted: {verdict.reason}")
-        assert isinstance(verdict, Wait)
-        if verdict.reason is WaitReason.RECLAIM_NEEDED:
-            reclaim.append(ReclaimAsk(pod.tenant, verdict.reclaim_needed, pod))
-        return Outcome(False, verdict.reason, verdict.detail)
 
-    def attempt_gang(entry_id: str, gated: list[PodView]) -> Outcome:
-        first = gated[0]
-        assert first.gang is not None
-        key, size = first.gang.key, first.gang.size
-        live = live_members.get(key, [])
-        claimed = sorted({p.gang.size for p in live if p.gang is not None})
-        tenants = sorted({p.tenant for p in live})
-        problem = next((p for p in gated if p.problem is not None or p.request is None), None)
-        if problem is not None:
-            why = f"member {problem.name} cannot be admitted: {problem.problem}"
-            stuck[entry_id] = ("UNREADABLE", f"gang {key!r}: {why}")
-            return Outcome(False, None, stuck[entry_id][1])
-        if len(claimed) > 1:
-            stuck[entry_id] = (
-                "GANG_CONFLICT",
-                f"gang {key!r}: its members disagree on the gang's size "
-                f"({', '.join(map(str, claimed))}), so none is admitted; delete the members "
-                f"whose size is wrong and create them again",
-            )
-            return Outcome(False, None, stuck[entry_id][1], holds_line=False)
-        if len(tenants) > 1:
-            stuck[entry_id] = (
-                "GANG_CONFLICT",
-                f"gang {key!r}: its members belong to tenants {', '.join(tenants)} (the "
-                f"namespace's tenant changed in between); a gang is admitted against one "
-                f"tenant's quota: delete the members of the wrong tenant",
-            )
-            return Outcome(False, None, stuck[entry_id][1], holds_line=False)
-        if len(live) < size:
-            return Outcome(
-                False,
-                WaitReason.GANG_INCOMPLETE,
-                f"gang {key!r}: {len(live)} of {size} members created; it is admitted once "
-                f"all {size} exist",
-                holds_line=False,
-            )
-        if len(live) > size:
-            stuck[entry_id] = (
-                "GANG_CONFLICT",
-                f"gang {key!r} has {len(live)} live members but its size is {size}, so none "
-                f"waiting is admitted; delete the extra members",
-            )
-            return Outcome(False, None, stuck[entry_id][1], holds_line=False)
-        quota = book.get(first.tenant)
-        if quota is None:
-            return no_quota(entry_id, first.tenant)
-        try:
-            asks = [ask_of(p, quota) for p in gated]
-        except GpupoolError as err:
-            stuck[entry_id] = ("REJECTED", f"gang {key!r}: {err}")
-            return Outcome(False, None, stuck[entry_id][1])
+def attempt_gang(state: RoundState, entry_id: str, gated: list[PodView]) -> Outcome:
+    """Decide a gang's waiting members together: all admitted now, or all wait."""
+    not_ready = gang_not_ready(state, entry_id, gated)
+    if not_ready is not None:
+        return not_ready
+    first = gated[0]
+    assert first.gang is not None
+    key = first.gang.key
+    quota = state.book.get(first.tenant)
+    if quota is None:
+        return no_quota(state, entry_id, first.tenant)
+    try:
+        asks = [ask_of(state, p, quota) for p in gated]
+    except GpupoolError as err:
+        return state.set_stuck(entry_id, "REJECTED", f"gang {key!r}: {err}")
 
-        def lease_of(i: int, verdict: Admit) -> Lease:
-            request = gated[i].request
-            assert request is not None and quota is not None
-            return replace(
-                _lease(gated[i], request, quota, sizes),
-                reserved_at=now,
-                borrowed=verdict.borrowed,
-                preemptible=verdict.preemptible,
-            )
+    def lease_of(i: int, verdict: Admit) -> Lease:
+        assert quota is not None
+        return admitted_lease(state, gated[i], quota, verdict)
 
-        verdict = decide_gang(ledger, key, asks, now, lease_of, meter)
-        if isinstance(verdict, GangAdmit):  # its leases are in the ledger already
-            for pod, ask, one in zip(gated, asks, verdict.admits, strict=True):
-                admitted(pod, quota, one, ask)
-            return Outcome(True)
-        if isinstance(verdict, Reject):
-            stuck[entry_id] = ("REJECTED", f"can never be admitted: {verdict.reason}")
-            return Outcome(False, None, stuck[entry_id][1])
-        if verdict.reason is WaitReason.RECLAIM_NEEDED and verdict.reclaim_needed:
-            reclaim.append(ReclaimAsk(first.tenant, verdict.reclaim_needed, first))
-        return Outcome(False, verdict.reason, verdict.detail)
+    verdict = decide_gang(state.ledger, key, asks, state.now, lease_of, state.meter)
+    if isinstance(verdict, GangAdmit):  # its leases are in the ledger already
+        for pod, ask, one in zip(gated, asks, verdict.admits, strict=True):
+            record_admit(state, pod, quota, one, ask)
+        return Outcome(True)
+    if isinstance(verdict, Reject):
+        return state.set_stuck(entry_id, "REJECTED", f"can never be admitted: {verdict.reason}")
+    if verdict.reason is WaitReason.RECLAIM_NEEDED and verdict.reclaim_needed:
+        state.reclaim.append(ReclaimAsk(first.tenant, verdict.reclaim_needed, first))
+    return Outcome(False, verdict.reason, verdict.detail)
 
-    queue.drain(attempt)
 
-    queued: list[QueuedPod] = []
+def queue_positions(queue: AdmissionQueue, state: RoundState) -> dict[str, list[QueuedPod]]:
+    """Every pod still in the queue, by the tenant whose line it is in: its place in that line
+    and why it waits (the reason the round recorded for a stuck entry, else the queue's)."""
     per_tenant: dict[str, list[QueuedPod]] = {}
     for tenant in queue.tenants():
         line = list(queue.entries(tenant))
         for entry in line:
             waiting = queue.status(entry.id)
-            code, detail = stuck.get(
+            code, detail = state.stuck.get(
                 entry.id,
                 (waiting.reason.name if waiting.reason else "QUEUED", waiting.detail),
             )
-            for pod in members[entry.id]:
+            for pod in state.members[entry.id]:
                 item = QueuedPod(pod, waiting.position, len(line), code, detail)
-                queued.append(item)
                 per_tenant.setdefault(tenant, []).append(item)
+    return per_tenant
 
-    tenants = tuple(
+
+def tenant_statuses(
+    book: QuotaBook, ledger: Ledger, per_tenant: Mapping[str, Sequence[QueuedPod]]
+) -> tuple[TenantStatus, ...]:
+    """Each tenant's usage after the round and its queue."""
+    return tuple(
         TenantStatus(
             tenant=q.name,
             resource=q.resource,
@@ -463,4 +548,3 @@ def plan_admission(
         )
         for q in book
     )
-    return AdmissionPlan(tuple(admit), tuple(queued), tenants, ledger, tuple(reclaim), problems)

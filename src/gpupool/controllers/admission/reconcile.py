@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_quota
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.adapters.wire.json_pointer import escape
-from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
     AdmitPod,

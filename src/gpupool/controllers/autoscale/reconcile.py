@@ -19,11 +19,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from functools import partial
 
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_quota
 from gpupool.adapters.kubernetes.workload import node_address, pod_labels, read_workload
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.autoscale import autoscaled, record_annotation
-from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.autoscale.plan import (
     WorkloadPlan,
     plan_workload,

@@ -6,9 +6,9 @@ Over one snapshot (the admission round's pods and its budget standings, `budget.
   holds a card (admitted, bound to a node, not finished, not being deleted) gets the notice
   `gpupool.io/drain-notice` (the reclaim notice's JSON: `{at, evictAt, claimant: the tenant,
   for: the pod}`) and an event; once its tenant's grace period (`reclaimGracePeriodSeconds`, as
-  for reclaim and lease expiry) has passed, it is evicted through the Eviction API
-  (`reclaim.notices`, shared with reclaim and expiry). New pods of such a tenant wait at the gate
-  meanwhile, as under `block` (`quota.admission`).
+  for reclaim and lease expiry) has passed, it is evicted through the Eviction API (`notices`,
+  shared with reclaim, lease expiry and defragmentation). New pods of such a tenant wait at the
+  gate meanwhile, as under `block` (`quota.admission`).
 - a noticed pod whose tenant's budget is no longer spent (a new window began, the limit was
   raised, the quota no longer drains) has its notice withdrawn, before or after the deadline,
   as long as it was not evicted yet; a notice from a past window whose new window is spent
@@ -24,11 +24,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gpupool.controllers.reclaim.plan import EvictPod, NoticePod, WithdrawNotice
+from gpupool.controllers.notices.plan import (
+    EvictPod,
+    NoticePod,
+    WithdrawNotice,
+    deadline,
+    given_and_over,
+    new_notice,
+    settle,
+)
 from gpupool.quota.budget import BudgetStatus
 from gpupool.quota.spec import OnExhaustion
 from gpupool.rfc3339 import format_time
-from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
 
 DEFAULT_GRACE_S = 30.0  # a tenant's grace when its GpuQuota says none (`TenantQuota`'s default)
@@ -86,23 +93,19 @@ def plan_drain(
             continue
         if notice is None or notice.at < status.window_start:  # none, or one of a past window
             grace = grace_s.get(pod.tenant, DEFAULT_GRACE_S)
-            evict_at = now + grace
+            given = new_notice(now, grace, pod.tenant, pod.key)
             notices.append(
                 NoticePod(
                     pod,
-                    ReclaimNotice(now, evict_at, pod.tenant, pod.key),
-                    f"{_spent(status)}: the pod will be evicted at {format_time(evict_at)} "
-                    f"(grace period {grace:g}s); the next window starts at "
+                    given,
+                    f"{_spent(status)}: the pod will be evicted at "
+                    f"{deadline(given.evict_at, grace)}; the next window starts at "
                     f"{format_time(status.window_end)}",
                 )
             )
-        elif notice.evict_at <= now:
-            evictions.append(
-                EvictPod(
-                    pod,
-                    notice,
-                    f"evicted: {_spent(status)} (notice given at {format_time(notice.at)}, "
-                    f"grace period over at {format_time(notice.evict_at)})",
-                )
-            )
+            continue
+        evicted = f"evicted: {_spent(status)} ({given_and_over(notice)})"
+        outcome = settle(pod, notice, now, withdraw=None, evicted=evicted)
+        if isinstance(outcome, EvictPod):
+            evictions.append(outcome)
     return DrainPlan(tuple(notices), tuple(evictions), tuple(withdrawals))

@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpupool.controllers.reclaim.plan import ROOM_HOLD_S, EvictPod, NoticePod, WithdrawNotice
+from gpupool.controllers.notices.plan import (
+    EvictPod,
+    NoticePod,
+    WithdrawNotice,
+    new_notice,
+    settle,
+)
+from gpupool.controllers.reclaim.plan import ROOM_HOLD_S
 from gpupool.controllers.reclaim.room import Placement, waits_for_room
 from gpupool.domain.units import format_bytes
 from gpupool.placement.defrag import DefragPlan, DefragRules, Move, plan_defrag
@@ -43,7 +50,6 @@ from gpupool.placement.snapshot import BoolArray, ClusterSnapshot
 from gpupool.rfc3339 import format_time
 from gpupool.state.defrag import DisruptionBudget, common_sizes, residents_of
 from gpupool.state.nodes import DefragMark
-from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 
@@ -307,12 +313,11 @@ def settle_defrag_notice(
     notice = pod.defrag_notice
     if notice is None or pod.terminal or pod.deleting or pod.node is None:
         return None
-    if notice.room not in standing:
-        return WithdrawNotice(
-            pod, f"the defragmentation round on node {notice.room} is over; the pod stays"
-        )
-    if now < notice.evict_at:
-        return None
+    withdraw = (
+        None
+        if notice.room in standing
+        else f"the defragmentation round on node {notice.room} is over; the pod stays"
+    )
     claimant = by_key.get(notice.claimant_pod) if notice.claimant_pod else None
     hold_uid = ""
     hold_until: float | None = None
@@ -321,7 +326,15 @@ def settle_defrag_notice(
     why = f"moved off node {notice.room} by defragmentation (GpuPool {notice.claimant})"
     if notice.claimant_pod:
         why += f"; the room is held for pod {notice.claimant_pod}"
-    return EvictPod(pod, notice, why, hold_uid, hold_until)
+    return settle(
+        pod,
+        notice,
+        now,
+        withdraw=withdraw,
+        evicted=why,
+        claimant_uid=hold_uid,
+        hold_until=hold_until,
+    )
 
 
 def round_is_due(pool: PoolObject, busy: Collection[str], now: float) -> bool:
@@ -353,7 +366,7 @@ def move_notice(pool: PoolObject, rnd: Round, move: Move, pod: PodView, now: flo
     notice_s = pool.defrag.notice_s
     src_node, src_slot = move.source_card
     held_for = rnd.held_for.get((src_node, src_slot), "")
-    notice = ReclaimNotice(now, now + notice_s, pool.name, held_for, room=src_node)
+    notice = new_notice(now, notice_s, pool.name, held_for, room=src_node)
     dst_node, dst_slot = move.target_card
     message = (
         f"defragmentation (GpuPool {pool.name}) moves this pod off GPU slot {src_slot} "

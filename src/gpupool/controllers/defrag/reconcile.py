@@ -1,11 +1,11 @@
 """Live defragmentation, applied: `DefragReconciler` reads the GpuPools and, when one
 defragments or a mark stands, the pods, GpuLeases, Nodes, GpuNodes and PodDisruptionBudgets; asks
 the pure `defrag.plan.plan_defrag_round`; and writes it: the pools' `Defragmentation` condition
-and `status.defrag`, marks on GpuNodes (annotation `gpupool.io/defrag`), notices
-(`gpupool.io/defrag-notice` + event, reclaim's `give_notice`), evictions through the Eviction API
-(reclaim's `evict_noticed`: a 429 is written into the notice once and retried every round), the
-room hold on the evicted pod's GpuLease when a waiting pod is named, withdrawals and released
-marks, with an event on the GpuPool for each round and release. A failed write raises and ends
+and `status.defrag`, marks on GpuNodes (annotation `gpupool.io/defrag`), and through the one
+notices writer (`notices.write`): notices (`gpupool.io/defrag-notice` + event), evictions through
+the Eviction API (a 429 is written into the notice once and retried every round) with the room
+hold on the evicted pod's GpuLease when a waiting pod is named, and withdrawals; released marks,
+with an event on the GpuPool for each round and release. A failed write raises and ends
 the round; the next one plans again from what the API server holds (marks, notices and deadlines
 live there).
 """
@@ -15,17 +15,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_pod
 from gpupool.adapters.kubernetes.pdb import read_budget
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.defrag_mark import mark_annotation
 from gpupool.controllers.defrag.plan import DefragRound, PoolCondition, plan_defrag_round
+from gpupool.controllers.notices.plan import EvictPod, NoticePod, WithdrawNotice
+from gpupool.controllers.notices.write import NoticeKind, write_notices
 from gpupool.controllers.reads import read_leases
-from gpupool.controllers.reclaim.notices import evict_noticed, give_notice, withdraw_patch
-from gpupool.controllers.reclaim.plan import EvictPod
 from gpupool.controllers.reclaim.room import Placement, build_placement
 from gpupool.ports import Clock, DefragApi, Json
 from gpupool.rfc3339 import format_time
@@ -54,6 +53,57 @@ def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
         "lastTransitionTime": str(old.get("lastTransitionTime")) if same and old else stamp,
         "observedGeneration": c.generation,
     }
+
+
+def hold_record(eviction: EvictPod, stamp: str) -> Json | None:
+    """The room hold on the evicted pod's GpuLease (`status.reclaim`), when a waiting pod is
+    named: the extender then keeps the cleared card for it (`extender_http.room_hold`)."""
+    notice = eviction.notice
+    if eviction.hold_until is None:
+        return None
+    return {
+        "at": stamp,
+        "reason": "Defragmentation",
+        "message": eviction.message[:1024],
+        "room": notice.room,
+        "for": notice.claimant_pod,
+        "forUid": eviction.claimant_uid,
+        "holdUntil": format_time(eviction.hold_until),
+    }
+
+
+# Defragmentation's notices: the annotation `gpupool.io/defrag-notice` (its `room` is the node
+# the pod leaves, `claimant` the GpuPool); an eviction records the room hold, if any.
+DEFRAG = NoticeKind(
+    step="defrag",
+    annotation=names.ANN_DEFRAG_NOTICE,
+    noticed="DefragNotice",
+    evicted="DefragMoved",
+    withdrawn="DefragWithdrawn",
+    purpose=lambda eviction: f"defragmentation of GpuPool {eviction.notice.claimant}",
+    lease_record=hold_record,
+    unmarked="the cleared card is not held for the waiting pod",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DefragTally:
+    """The notices' outcomes to the defragmentation metrics, by GpuPool (the notice's claimant)."""
+
+    metrics: DefragMetrics
+
+    def noticed(self, item: NoticePod) -> None:
+        self.metrics.move(item.notice.claimant, "noticed")
+
+    def evicted(self, item: EvictPod) -> None:
+        self.metrics.move(item.notice.claimant, "evicted")
+
+    def blocked(self, item: EvictPod) -> None:
+        self.metrics.move(item.notice.claimant, "blocked")
+
+    def withdrawn(self, item: WithdrawNotice) -> None:
+        if item.pod.defrag_notice is not None:
+            self.metrics.move(item.pod.defrag_notice.claimant, "withdrawn")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,68 +234,18 @@ class DefragReconciler:
             await self.api.annotate_gpu_node(
                 mark.node, names.ANN_DEFRAG_MARK, mark_annotation(mark.mark)
             )
-        for item in plan.notices:
-            pod = raw[item.pod.key]
-            if (
-                await give_notice(
-                    api=self.api,
-                    pod=pod,
-                    view=item.pod,
-                    notice=item.notice,
-                    message=item.message,
-                    stamp=stamp,
-                    annotation=names.ANN_DEFRAG_NOTICE,
-                    reason="DefragNotice",
-                )
-                and m is not None
-            ):
-                m.move(item.notice.claimant, "noticed")
-        for eviction in plan.evictions:
-            await self._evict(eviction, raw[eviction.pod.key], stamp)
-        for w in plan.withdrawals:
-            patch = withdraw_patch(w.pod.uid, names.ANN_DEFRAG_NOTICE)
-            if await self.api.patch_pod(w.pod.namespace, w.pod.name, patch, json_patch=True):
-                await self.api.event(
-                    raw[w.pod.key], "DefragWithdrawn", w.message, now_rfc3339=stamp
-                )
-                if m is not None and w.pod.defrag_notice is not None:
-                    m.move(w.pod.defrag_notice.claimant, "withdrawn")
+        await write_notices(
+            self.api,
+            DEFRAG,
+            raw,
+            now,
+            notices=plan.notices,
+            evictions=plan.evictions,
+            withdrawals=plan.withdrawals,
+            tally=DefragTally(m) if m is not None else None,
+        )
         if m is not None:
             m.marked_cards(plan.marked_cards)
-
-    async def _evict(self, eviction: EvictPod, pod: Json, stamp: str) -> None:
-        notice = eviction.notice
-        why = f"defragmentation of GpuPool {notice.claimant}"
-        m = self.metrics
-        if not await evict_noticed(
-            self.api,
-            pod,
-            eviction.pod,
-            notice,
-            stamp,
-            annotation=names.ANN_DEFRAG_NOTICE,
-            blocked_why=why,
-        ):
-            if m is not None and notice.blocked is None:
-                m.move(notice.claimant, "blocked")
-            return
-        log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
-        if m is not None:
-            m.move(notice.claimant, "evicted")
-        await self.api.event(pod, "DefragMoved", eviction.message, warning=True, now_rfc3339=stamp)
-        if eviction.hold_until is not None and eviction.pod.uid:
-            record = {
-                "at": stamp,
-                "reason": "Defragmentation",
-                "message": eviction.message[:1024],
-                "room": notice.room,
-                "for": notice.claimant_pod,
-                "forUid": eviction.claimant_uid,
-                "holdUntil": format_time(eviction.hold_until),
-            }
-            await self.api.patch_lease_status(
-                eviction.pod.namespace, eviction.pod.uid, {"reclaim": record}
-            )
 
 
 __all__ = ["CONDITION", "DefragMark", "DefragReconciler", "LiveState", "read_live"]

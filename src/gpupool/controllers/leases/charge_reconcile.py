@@ -16,10 +16,10 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
+from gpupool.adapters.kubernetes.decoded import read_gpu_node
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import KIND
-from gpupool.adapters.kubernetes.node import read_gpu_node
 from gpupool.adapters.wire.names import API_VERSION
 from gpupool.controllers.leases.charge_audit import (
     REASON,

@@ -16,8 +16,9 @@ expiry counts from the reservation (`status.start`), as metering does.
 - At the expiry, with the pod alive: the notice `gpupool.io/expiry-notice` (the reclaim notice's
   JSON: `{at, evictAt, claimant: the tenant, for: the pod}`) and an event; once its tenant's
   grace period (`reclaimGracePeriodSeconds`, as for reclaim) has passed, eviction through the
-  Eviction API (`reclaim.notices`, shared with reclaim). The lease keeps its card until the pod
-  is gone; `leases.plan` then ends it Expired, metered to that moment.
+  Eviction API (`notices`, shared with reclaim, budget drain and defragmentation). The lease
+  keeps its card until the pod is gone; `leases.plan` then ends it Expired, metered to that
+  moment.
 """
 
 from __future__ import annotations
@@ -25,12 +26,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from gpupool.controllers.reclaim.plan import EvictPod, NoticePod
+from gpupool.controllers.notices.plan import (
+    EvictPod,
+    NoticePod,
+    deadline,
+    given_and_over,
+    new_notice,
+    settle,
+)
 from gpupool.quota.lease import LeasePhase
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.lease_terms import TenantLeaseTerms
-from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
 
 
@@ -113,24 +120,22 @@ def plan_expiry(
         expired = format_time(acct.expires_at)
         notice = pod.expiry_notice
         if notice is None:
-            evict_at = now + tenant.grace_s
+            given = new_notice(now, tenant.grace_s, lease.tenant, pod.key)
             notices.append(
                 NoticePod(
                     pod,
-                    ReclaimNotice(now, evict_at, lease.tenant, pod.key),
+                    given,
                     f"the GPU lease {lease.key} of this pod expired at {expired} and was not "
                     f"renewed (annotation gpupool.io/renew, before the expiry); the pod will be "
-                    f"evicted at {format_time(evict_at)} (grace period {tenant.grace_s:g}s)",
+                    f"evicted at {deadline(given.evict_at, tenant.grace_s)}",
                 )
             )
-        elif notice.evict_at <= now:
-            evictions.append(
-                EvictPod(
-                    pod,
-                    notice,
-                    f"evicted: its GPU lease {lease.key} expired at {expired} and was not "
-                    f"renewed (notice given at {format_time(notice.at)}, grace period over at "
-                    f"{format_time(notice.evict_at)})",
-                )
-            )
+            continue
+        evicted = (
+            f"evicted: its GPU lease {lease.key} expired at {expired} and was not renewed "
+            f"({given_and_over(notice)})"
+        )
+        outcome = settle(pod, notice, now, withdraw=None, evicted=evicted)
+        if isinstance(outcome, EvictPod):
+            evictions.append(outcome)
     return ExpiryPlan(tuple(terms), tuple(notices), tuple(evictions))

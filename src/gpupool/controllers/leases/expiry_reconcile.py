@@ -1,6 +1,6 @@
 """Lease expiry and renewal, applied: `apply_expiry` writes what `leases.expiry.plan_expiry`
 decided: the lease's expiry terms (`spec.expiry`, `ttlSeconds`, `renewal`), the expiry notices
-and the evictions, the last two through the writes reclaim uses (`reclaim.notices`). The lease
+and the evictions, the last two through the one notices writer (`notices.write`). The lease
 reconciler calls it each round after the lifecycle's moves. Given the loop's `Containment`, a
 write that fails sets that lease or pod aside (an Event, a retry with backoff) and the others go
 on; without one it raises. Either way the next round plans it again (the deadline is on the pod,
@@ -9,20 +9,31 @@ the terms on the lease)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from functools import partial
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
-from gpupool.controllers.contain import Containment
+from gpupool.controllers.contain import Containment, run_one
 from gpupool.controllers.leases.expiry import ExpiryPlan, SetTerms
-from gpupool.controllers.reclaim.notices import evict_noticed, give_notice
-from gpupool.controllers.reclaim.plan import EvictPod, NoticePod
+from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
 from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease_terms import TenantLeaseTerms
 
 log = logging.getLogger("gpupool.controller.expiry")
+
+
+# Lease expiry's notices: the annotation `gpupool.io/expiry-notice`; the lease of an evicted pod
+# is left as it is (`leases.plan` ends it Expired once the pod is gone); an expiry notice is never
+# withdrawn (a renewal after the expiry is too late).
+EXPIRY = NoticeKind(
+    step="expiry",
+    annotation=names.ANN_EXPIRY_NOTICE,
+    noticed="LeaseExpired",
+    evicted="LeaseEvicted",
+    purpose=lambda eviction: f"the GPU lease of {eviction.pod.key} expired",
+)
 
 
 def tenant_terms(quotas: list[Json]) -> dict[str, TenantLeaseTerms]:
@@ -44,24 +55,20 @@ async def apply_expiry(
     """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object);
     `outcomes` hears of each notice given and each eviction done; `contain`: each lease's and
     pod's writes fail only that object."""
-    stamp = format_time(now)
-
-    async def each(kind: str, obj: Json, work: Callable[[], Awaitable[None]]) -> None:
-        if contain is None:
-            await work()
-        else:
-            await contain.handle("expiry", kind, obj, work, now)
-
     for item in plan.terms:
         lease = item.lease
         ref = {"metadata": {"name": lease.name, "namespace": lease.namespace}}
-        await each("GpuLease", ref, partial(_terms, api, item))
-    for notice in plan.notices:
-        await each("Pod", raw[notice.pod.key],
-                   partial(_notice, api, notice, raw, stamp, outcomes))  # fmt: skip
-    for eviction in plan.evictions:
-        await each("Pod", raw[eviction.pod.key],
-                   partial(_evict, api, eviction, raw, stamp, outcomes))  # fmt: skip
+        await run_one(contain, EXPIRY.step, "GpuLease", ref, partial(_terms, api, item), now)
+    await write_notices(
+        api,
+        EXPIRY,
+        raw,
+        now,
+        notices=plan.notices,
+        evictions=plan.evictions,
+        tally=outcome_tally(outcomes, lambda _notice: "LeaseExpired"),
+        contain=contain,
+    )
 
 
 async def _terms(api: ClusterApi, item: SetTerms) -> None:
@@ -69,41 +76,3 @@ async def _terms(api: ClusterApi, item: SetTerms) -> None:
     patch = terms_patch(item.ttl_s, item.expiry, item.renewal)
     if await api.patch_lease_spec(lease.namespace, lease.name, patch):
         log.info("lease %s %s", lease.key, item.message)
-
-
-async def _notice(
-    api: ClusterApi,
-    notice: NoticePod,
-    raw: Mapping[str, Json],
-    stamp: str,
-    outcomes: Outcomes | None,
-) -> None:
-    given = await give_notice(
-        api,
-        raw[notice.pod.key],
-        notice.pod,
-        notice.notice,
-        notice.message,
-        stamp,
-        annotation=names.ANN_EXPIRY_NOTICE,
-        reason="LeaseExpired",
-    )
-    if given and outcomes is not None:
-        outcomes.noticed("LeaseExpired")
-
-
-async def _evict(
-    api: ClusterApi,
-    eviction: EvictPod,
-    raw: Mapping[str, Json],
-    stamp: str,
-    outcomes: Outcomes | None,
-) -> None:
-    pod = raw[eviction.pod.key]
-    why = f"the GPU lease of {eviction.pod.key} expired"
-    if await evict_noticed(api, pod, eviction.pod, eviction.notice, stamp,
-                           annotation=names.ANN_EXPIRY_NOTICE, blocked_why=why):  # fmt: skip
-        log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
-        await api.event(pod, "LeaseEvicted", eviction.message, warning=True, now_rfc3339=stamp)
-        if outcomes is not None:
-            outcomes.evicted("LeaseExpired")

@@ -23,10 +23,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 
+from gpupool.adapters.kubernetes.decoded import read_quota
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
-from gpupool.adapters.wire.quotas import read_quota
 from gpupool.controllers.contain import Containment, object_key
 from gpupool.controllers.leases.charge_audit import card_sizes
 from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of, readable_nodes

@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 from functools import partial
 
+from gpupool.adapters.kubernetes.decoded import read_gpu_node
 from gpupool.adapters.kubernetes.lease import phase_name
-from gpupool.adapters.kubernetes.node import lease_renewals, read_gpu_node
+from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.node_health.plan import (
     LOST_S,

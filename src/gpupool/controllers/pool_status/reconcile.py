@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from gpupool.adapters.kubernetes.node import read_node
+from gpupool.adapters.kubernetes.decoded import read_node
 from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.controller import CardReading
 from gpupool.controllers.contain import Containment, run_one

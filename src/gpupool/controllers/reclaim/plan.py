@@ -46,11 +46,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpupool.controllers.admission.plan import AdmissionPlan, ReclaimAsk
+from gpupool.controllers.notices.plan import (
+    EvictPod,
+    NoticePod,
+    WithdrawNotice,
+    deadline,
+    given_and_over,
+    settle,
+)
 from gpupool.controllers.reclaim.room import Placement, plan_room_reclaim
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.reclaim import NoReclaim, Notice, plan_reclaim
 from gpupool.quota.resource import Resource
-from gpupool.rfc3339 import format_time
 from gpupool.state.lease import RoomHold
 from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
@@ -60,28 +67,6 @@ from gpupool.state.pods import PodView
 # kube-scheduler to retry the pod. A hold that outlives its use (the pod is never retried, the
 # victim takes longer to stop) ends then at the latest, so no node is blocked for ever.
 ROOM_HOLD_S = 300.0
-
-
-@dataclass(frozen=True, slots=True)
-class NoticePod:
-    pod: PodView
-    notice: ReclaimNotice
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class EvictPod:
-    pod: PodView
-    notice: ReclaimNotice
-    message: str
-    claimant_uid: str = ""  # for room: the uid of the pod room is made for (the hold's `forUid`)
-    hold_until: float | None = None  # for room: the hold's end, if the eviction goes through
-
-
-@dataclass(frozen=True, slots=True)
-class WithdrawNotice:
-    pod: PodView
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +244,7 @@ def quota_notice_message(
     return (
         f"tenant {ask.tenant} needs its quota back ({fmt(ask.needed)} for pod "
         f"{ask.pod.key}); {holding} and will be evicted at "
-        f"{format_time(chosen.evict_at)} (grace period {chosen.evict_at - now:g}s)"
+        f"{deadline(chosen.evict_at, chosen.evict_at - now)}"
     )
 
 
@@ -315,12 +300,11 @@ def plan_room_notices(
             notice = ReclaimNotice(
                 now, chosen.evict_at, claim.pod.tenant, claim.pod.key, room=claim.node
             )
-            grace = chosen.evict_at - now
             message = (
                 f"reclaim for room on node {claim.node} for pod {claim.pod.key}: tenant "
                 f"{claim.pod.tenant} is within its quota but no node has room for the pod; "
                 f"this pod runs on borrowed quota ({fmt(chosen.amount)}) on that node and "
-                f"will be evicted at {format_time(chosen.evict_at)} (grace period {grace:g}s)"
+                f"will be evicted at {deadline(chosen.evict_at, chosen.evict_at - now)}"
             )
             state.notice(victim, chosen.lease_id, notice, message)
     state.stuck.extend(
@@ -340,21 +324,18 @@ def settle_notice(
     """A standing notice this round: withdrawn when its room is gone (`room_gone`: why) or, for
     quota, when nobody in the victim's cohort (`victim_cohort`) still needs quota back; the pod
     evicted once its grace period is over; else None (it waits)."""
+    withdraw: str | None = None
     if notice.room is not None:
         if room_gone is not None:
-            return WithdrawNotice(
-                pod,
+            withdraw = (
                 f"reclaim for room on node {notice.room} for pod {notice.claimant_pod} "
-                f"withdrawn: {room_gone}",
+                f"withdrawn: {room_gone}"
             )
     elif victim_cohort is None or victim_cohort not in needed:
-        return WithdrawNotice(
-            pod,
+        withdraw = (
             f"reclaim for tenant {notice.claimant} withdrawn: nobody in its cohort waits "
-            f"for borrowed quota any more",
+            f"for borrowed quota any more"
         )
-    if notice.evict_at > now or pod.deleting:
-        return None
     claimant = by_key.get(notice.claimant_pod) if notice.room is not None else None
     why = (
         f"to make room on node {notice.room} for pod {notice.claimant_pod} of tenant "
@@ -362,11 +343,12 @@ def settle_notice(
         if notice.room is not None
         else f"to give tenant {notice.claimant} its quota back"
     )
-    return EvictPod(
+    return settle(
         pod,
         notice,
-        f"evicted {why} (notice given at {format_time(notice.at)}, grace period over "
-        f"at {format_time(notice.evict_at)})",
+        now,
+        withdraw=withdraw,
+        evicted=f"evicted {why} ({given_and_over(notice)})",
         claimant_uid=claimant.uid if claimant is not None else "",
         hold_until=now + ROOM_HOLD_S if claimant is not None else None,
     )

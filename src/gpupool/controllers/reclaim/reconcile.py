@@ -16,24 +16,13 @@ import logging
 from collections.abc import Mapping
 from functools import partial
 
-from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
+from gpupool.adapters.wire import names
 from gpupool.controllers.admission.reconcile import LOOP, AdmissionRound
 from gpupool.controllers.contain import Containment, run_one
-from gpupool.controllers.reclaim.notices import (
-    evict_noticed,
-    give_notice,
-    notice_patch,
-    withdraw_patch,
-)
-from gpupool.controllers.reclaim.plan import (
-    EndHold,
-    EvictPod,
-    NoticePod,
-    ReclaimRound,
-    WithdrawNotice,
-    plan_reclaim_round,
-)
+from gpupool.controllers.notices.plan import EvictPod
+from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
+from gpupool.controllers.reclaim.plan import EndHold, ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
 from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
@@ -41,7 +30,7 @@ from gpupool.state.notice import ReclaimNotice
 
 log = logging.getLogger("gpupool.controller.reclaim")
 
-__all__ = ["ReclaimReconciler", "apply_reclaim", "notice_patch", "reclaim_record", "withdraw_patch"]
+__all__ = ["RECLAIM", "ReclaimReconciler", "apply_reclaim", "reclaim_record"]
 
 
 class ReclaimReconciler:
@@ -94,26 +83,18 @@ def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
     return record
 
 
-async def _record_eviction(api: ClusterApi, eviction: EvictPod, stamp: str) -> None:
-    """Mark the evicted pod's GpuLease (named after the pod's uid, in its namespace), so that it
-    ends as Reclaimed rather than Released once the pod is gone; it keeps holding its slices
-    until then. Best effort: without the mark the lease is released as for any pod that goes."""
-    pod = eviction.pod
-    lost = f"its lease will end as Released, not Reclaimed, once {pod.key} is gone"
-    if not pod.uid:
-        log.warning("evicted %s has no uid: %s", pod.key, lost)
-        return
-    status = {"reclaim": reclaim_record(eviction, stamp)}
-    try:
-        recorded = await api.patch_lease_status(pod.namespace, pod.uid, status)
-    except NotLeader:
-        raise
-    except Exception as err:  # the eviction is done: a missing mark costs only the phase's name
-        log.warning("could not mark GpuLease %s/%s as evicted (%s): %s", pod.namespace, pod.uid,
-                    err, lost)  # fmt: skip
-        return
-    if not recorded:
-        log.warning("no GpuLease %s/%s to mark as evicted: %s", pod.namespace, pod.uid, lost)
+# Reclaim's notices: the annotation `gpupool.io/reclaim-notice`; each evicted pod's GpuLease gets
+# `status.reclaim` (`reclaim_record`), so it ends Reclaimed, with the room hold for room.
+RECLAIM = NoticeKind(
+    step="reclaim",
+    annotation=names.ANN_RECLAIM_NOTICE,
+    noticed="ReclaimNotice",
+    evicted="Reclaimed",
+    withdrawn="ReclaimWithdrawn",
+    purpose=lambda eviction: f"reclaim for tenant {eviction.notice.claimant}",
+    lease_record=reclaim_record,
+    unmarked="its lease will end as Released, not Reclaimed",
+)
 
 
 async def apply_reclaim(
@@ -128,49 +109,23 @@ async def apply_reclaim(
     GpuLease gets `status.reclaim`, with the room hold for room), withdrawals, ended holds;
     `outcomes` hears of each notice given and each eviction done; `contain`: one pod's or
     lease's failed write fails only that object."""
-    stamp = format_time(now)
-
-    async def notice(item: NoticePod) -> None:
-        given = await give_notice(
-            api, raw[item.pod.key], item.pod, item.notice, item.message, stamp
-        )
-        if given and outcomes is not None:
-            outcomes.noticed(reclaim_reason(item.notice))
-
-    async def evict(eviction: EvictPod) -> None:
-        pod = raw[eviction.pod.key]
-        why = f"reclaim for tenant {eviction.notice.claimant}"
-        if await evict_noticed(api, pod, eviction.pod, eviction.notice, stamp, blocked_why=why):
-            log.warning("evicted %s: %s", eviction.pod.key, eviction.message)
-            await _record_eviction(api, eviction, stamp)
-            if outcomes is not None:
-                outcomes.evicted(reclaim_reason(eviction.notice))
-            await api.event(pod, "Reclaimed", eviction.message, warning=True, now_rfc3339=stamp)
-
-    async def withdraw(withdrawal: WithdrawNotice) -> None:
-        pod = raw[withdrawal.pod.key]
-        if await api.patch_pod(
-            withdrawal.pod.namespace,
-            withdrawal.pod.name,
-            withdraw_patch(withdrawal.pod.uid),
-            json_patch=True,
-        ):
-            log.info("reclaim notice on %s withdrawn", withdrawal.pod.key)
-            await api.event(pod, "ReclaimWithdrawn", withdrawal.message, now_rfc3339=stamp)
+    await write_notices(
+        api,
+        RECLAIM,
+        raw,
+        now,
+        notices=plan.notices,
+        evictions=plan.evictions,
+        withdrawals=plan.withdrawals,
+        tally=outcome_tally(outcomes, reclaim_reason),
+        contain=contain,
+    )
 
     async def end_hold(end: EndHold) -> None:
         namespace, _, name = end.lease_key.partition("/")
         if await api.patch_lease_status(namespace, name, {"reclaim": {"holdUntil": None}}):
             log.info("room hold on GpuLease %s ended: %s", end.lease_key, end.message)
 
-    for item in plan.notices:
-        await run_one(contain, "reclaim", "Pod", raw[item.pod.key], partial(notice, item), now)
-    for eviction in plan.evictions:
-        await run_one(contain, "reclaim", "Pod", raw[eviction.pod.key], partial(evict, eviction),
-                      now)  # fmt: skip
-    for withdrawal in plan.withdrawals:
-        await run_one(contain, "reclaim", "Pod", raw[withdrawal.pod.key],
-                      partial(withdraw, withdrawal), now)  # fmt: skip
     for end in plan.ended_holds:
         namespace, _, name = end.lease_key.partition("/")
         ref = {"metadata": {"name": name, "namespace": namespace}}

@@ -1,0 +1,238 @@
+"""One process's copy of the objects it reads, fed by list+watch as client-go's reflectors do:
+list once, then watch from the list's resourceVersion with bookmarks; a watch that ends is
+resumed from the last version it saw; only when the API server says that version is gone (410)
+is the kind listed again, and what changed in between is handed on like any watched change.
+
+Each kind lives in a `state.objects.ObjectStore`; readers take its values (the API server's JSON,
+never to be modified). Subscribers hear each change that is more than a heartbeat
+(`noise.only_heartbeat`), by kind. A relist is also done every `relist_s` as a safety net
+(minutes, not seconds). What the caches hold, their restarts and relists are reported to a
+`CacheObserver` (the controller's and the web view's /metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lightkube import AsyncClient, operators
+from lightkube.core.exceptions import ApiError
+from lightkube.core.selector import build_selector
+from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.policy_v1 import PodDisruptionBudget
+from lightkube.types import on_error_raise
+
+from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
+from gpupool.adapters.kubernetes.noise import only_heartbeat
+from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, GpuPool, GpuQuota, to_dict
+from gpupool.adapters.wire import names
+from gpupool.state.objects import Change, Event, Obj, ObjectStore
+
+log = logging.getLogger("gpupool.watch")
+
+RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # before resuming a broken watch, by failures in a row
+RELIST_S = 600.0  # the safety net: every kind listed again this often
+
+
+class CacheObserver(Protocol):
+    def cache_size(self, kind: str, objects: int) -> None: ...
+
+    def watch_restarted(self, kind: str) -> None: ...
+
+    def relisted(self, kind: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """One kind a process keeps: its name in the cache, its lightkube resource, its selector."""
+
+    kind: str
+    resource: Any
+    namespaced: bool
+    labels: dict[str, Any] = field(default_factory=dict)
+    namespace: str = "*"  # a namespaced kind: every namespace, or this one
+
+
+TENANT_PODS = Watched("pods", Pod, True, {names.LABEL_TENANT: operators.exists()})
+NODES = Watched("nodes", Node, False)
+GPUNODES = Watched("gpunodes", GpuNode, False)
+GPULEASES = Watched("gpuleases", GpuLease, True)
+GPUQUOTAS = Watched("gpuquotas", GpuQuota, False)
+GPUPOOLS = Watched("gpupools", GpuPool, False)
+PDBS = Watched("pdbs", PodDisruptionBudget, True)
+DEPLOYMENTS = Watched("deployments", Deployment, True)
+STATEFULSETS = Watched("statefulsets", StatefulSet, True)
+# The nodes' heartbeats: node health reads them each round; no loop wakes on a renewal.
+NODE_LEASES = Watched("node-leases", Lease, True, namespace=NODE_LEASE_NAMESPACE)
+# What the controller's loops read (its ServiceAccount may list and watch each).
+CONTROLLER_KINDS = (
+    TENANT_PODS, NODES, GPUNODES, GPULEASES, GPUQUOTAS, GPUPOOLS, PDBS, DEPLOYMENTS, STATEFULSETS,
+    NODE_LEASES,
+)  # fmt: skip
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (410): the kind must be listed again."""
+
+
+class Reflector:
+    """Keeps one kind's store in step with the API server."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        watched: Watched,
+        store: ObjectStore,
+        changed: Callable[[Change], None],
+        observer: CacheObserver | None = None,
+        relist_s: float = RELIST_S,
+    ) -> None:
+        self.client = client
+        self.watched = watched
+        self.store = store
+        self.changed = changed
+        self.observer = observer
+        self.relist_s = relist_s
+        self.version = ""
+        self.synced = asyncio.Event()
+
+    def _scope(self) -> dict[str, Any]:
+        kw: dict[str, Any] = (
+            {"namespace": self.watched.namespace} if self.watched.namespaced else {}
+        )
+        if self.watched.labels:
+            kw["labels"] = self.watched.labels
+        return kw
+
+    async def list(self) -> None:
+        listing = self.client.list(self.watched.resource, **self._scope())
+        objects = [to_dict(x) async for x in listing]
+        try:
+            version = str(listing.resourceVersion)
+        except Exception:  # lightkube knows the version only once iteration started
+            version = ""
+        for change in self.store.replace(objects):
+            self.changed(change)
+        self.version = version
+        self.synced.set()
+        self._report_size()
+
+    def _report_size(self) -> None:
+        if self.observer is not None:
+            self.observer.cache_size(self.watched.kind, len(self.store))
+
+    def _stream(self) -> Any:
+        """The watch request, with bookmarks (lightkube's `watch` has no parameter for them)."""
+        scope = self._scope()
+        labels = scope.get("labels")
+        params: dict[str, Any] = {
+            "resourceVersion": self.version or None,
+            "allowWatchBookmarks": "true",
+            "labelSelector": build_selector(labels) if labels else None,
+        }
+        generic = self.client._client  # lightkube's request builder, as its own watch uses it
+        request = generic.prepare_request(
+            "list",
+            res=self.watched.resource,
+            namespace=scope.get("namespace"),
+            watch=True,
+            params=params,
+        )
+        return generic.watch(request, on_error=on_error_raise)
+
+    async def watch(self) -> None:
+        """Fold events in until the stream fails; raises Gone on 410."""
+        try:
+            async for kind, obj in self._stream():
+                data = to_dict(obj)
+                version = str((data.get("metadata") or {}).get("resourceVersion") or "")
+                if kind == "BOOKMARK":
+                    self.version = version or self.version
+                    continue
+                change = self.store.apply(Event(kind), data)
+                self.version = version or self.version
+                if change is not None:
+                    self.changed(change)
+                    self._report_size()
+        except ApiError as err:
+            if err.status.code == 410:
+                raise Gone(str(err.status.message)) from None
+            raise
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """List, watch, resume; relist on Gone and every `relist_s`; until `stop` is set."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                if not self.version or not self.store.synced:
+                    await self.list()
+                async with asyncio.timeout(self.relist_s):
+                    await self.watch()
+                failures = 0  # a stream the server ended normally: resume from the version
+            except asyncio.CancelledError:
+                raise
+            except (Gone, TimeoutError) as why:
+                self.version = ""  # list again
+                if self.observer is not None:
+                    self.observer.relisted(self.watched.kind)
+                if isinstance(why, Gone):
+                    log.info("watch of %s: version gone; listing again", self.watched.kind)
+            except Exception as err:
+                failures += 1
+                if self.observer is not None:
+                    self.observer.watch_restarted(self.watched.kind)
+                log.warning("watch of %s failed (%s); resuming", self.watched.kind, err)
+                await _sleep_or_stop(stop, RETRY_S[min(failures, len(RETRY_S)) - 1])
+
+
+class WatchCache:
+    """The stores of one process, the reflectors that feed them, and who hears their changes."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        kinds: Sequence[Watched],
+        *,
+        observer: CacheObserver | None = None,
+        relist_s: float = RELIST_S,
+    ) -> None:
+        self._subscribers: list[tuple[frozenset[str] | None, Callable[[Change], None]]] = []
+        self.stores = {w.kind: ObjectStore(w.kind) for w in kinds}
+        self.reflectors = {
+            w.kind: Reflector(client, w, self.stores[w.kind], self._heard, observer, relist_s)
+            for w in kinds
+        }
+
+    def subscribe(
+        self, call: Callable[[Change], None], kinds: frozenset[str] | None = None
+    ) -> None:
+        """`call` hears every change to `kinds` (None: all) that is more than a heartbeat."""
+        self._subscribers.append((kinds, call))
+
+    def _heard(self, change: Change) -> None:
+        if only_heartbeat(change):
+            return
+        for kinds, call in self._subscribers:
+            if kinds is None or change.kind in kinds:
+                call(change)
+
+    async def values(self, kind: str) -> list[Obj]:
+        """Every object of `kind`, once its first list is in."""
+        await self.reflectors[kind].synced.wait()
+        return self.stores[kind].values()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as group:
+            for reflector in self.reflectors.values():
+                group.create_task(reflector.run(stop))
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

@@ -1,0 +1,256 @@
+"""The one writer of notices (`notices.plan`): the notice annotation and its Event, the eviction
+through the Eviction API, the eviction's mark on the pod's GpuLease, the withdrawal.
+
+Each user says what is its own in a `NoticeKind`: its annotation (`gpupool.io/reclaim-notice`,
+`expiry-notice`, `drain-notice`, `defrag-notice`: the same JSON, `adapters.wire.reclaim_notice`),
+its Event reasons, what an eviction is for, and what the evicted pod's GpuLease records
+(`status.reclaim`). A refusal of the Eviction API (429: a PodDisruptionBudget) is retried every
+round and recorded once in the notice's `blocked`, with an `EvictionBlocked` event. Every patch
+of a pod tests its uid, so a pod replaced under the same name is left alone. A `NoticeTally`
+hears what was done (the controller's outcome metrics, the defragmentation metrics).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
+
+from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.wire.json_pointer import escape
+from gpupool.adapters.wire.reclaim_notice import notice_annotation
+from gpupool.controllers.contain import Containment, run_one
+from gpupool.controllers.notices.plan import (
+    EvictPod,
+    NoticePod,
+    WithdrawNotice,
+    blocked_notice,
+)
+from gpupool.ports import ClusterApi, Json, Outcomes
+from gpupool.rfc3339 import format_time
+from gpupool.state.notice import ReclaimNotice
+from gpupool.state.pods import PodView
+
+log = logging.getLogger("gpupool.controller.notices")
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeKind:
+    """What is one user's own in the notices it writes."""
+
+    step: str  # the containment's step name (ReconcileFailed events, backoff): reclaim, drain...
+    annotation: str  # the pod annotation carrying the notice
+    noticed: str  # the Event reason of a notice
+    evicted: str  # the Event reason of an eviction
+    purpose: Callable[[EvictPod], str]  # what an eviction is for (the EvictionBlocked event)
+    withdrawn: str = ""  # the Event reason of a withdrawal ("": this kind never withdraws)
+    # The evicted pod's GpuLease `status.reclaim` (the stamp is the round's time), or None to
+    # leave the lease as it is.
+    lease_record: Callable[[EvictPod, str], Json | None] | None = None
+    unmarked: str = (
+        "its lease will end as for any pod that goes"  # a record that could not be written
+    )
+
+
+class NoticeTally(Protocol):
+    """Hears what the writer did, once each write went through."""
+
+    def noticed(self, item: NoticePod) -> None: ...
+
+    def evicted(self, item: EvictPod) -> None: ...
+
+    def blocked(self, item: EvictPod) -> None:
+        """The Eviction API refused a pod's eviction for the first time."""
+        ...
+
+    def withdrawn(self, item: WithdrawNotice) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeTally:
+    """Notices and evictions to the controller's outcome metrics (`ports.Outcomes`), by the
+    reason `reason` names for the notice (QuotaReclaim, RoomReclaim, LeaseExpired...)."""
+
+    outcomes: Outcomes
+    reason: Callable[[ReclaimNotice], str]
+
+    def noticed(self, item: NoticePod) -> None:
+        self.outcomes.noticed(self.reason(item.notice))
+
+    def evicted(self, item: EvictPod) -> None:
+        self.outcomes.evicted(self.reason(item.notice))
+
+    def blocked(self, item: EvictPod) -> None:
+        pass
+
+    def withdrawn(self, item: WithdrawNotice) -> None:
+        pass
+
+
+def outcome_tally(
+    outcomes: Outcomes | None, reason: Callable[[ReclaimNotice], str]
+) -> OutcomeTally | None:
+    return None if outcomes is None else OutcomeTally(outcomes, reason)
+
+
+def notice_patch(pod: Json, uid: str, notice: ReclaimNotice, annotation: str) -> list[Json]:
+    """JSON patch: the same pod (uid) gets the notice annotation."""
+    annotations = (pod.get("metadata") or {}).get("annotations")
+    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    value = notice_annotation(notice)
+    if annotations is None:
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {annotation: value}})
+    else:
+        path = "/metadata/annotations/" + escape(annotation)
+        patch.append({"op": "add", "path": path, "value": value})
+    return patch
+
+
+def withdraw_patch(uid: str, annotation: str) -> list[Json]:
+    """JSON patch: the same pod (uid) loses the notice annotation."""
+    path = "/metadata/annotations/" + escape(annotation)
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "remove", "path": path},
+    ]
+
+
+async def write_notices(
+    api: ClusterApi,
+    kind: NoticeKind,
+    raw: Mapping[str, Json],
+    now: float,
+    *,
+    notices: Iterable[NoticePod] = (),
+    evictions: Iterable[EvictPod] = (),
+    withdrawals: Iterable[WithdrawNotice] = (),
+    tally: NoticeTally | None = None,
+    contain: Containment | None = None,
+) -> None:
+    """Write one round's notices, then its evictions, then its withdrawals. `raw`: the pods'
+    JSON by namespace/name (a patch and an event need the object); `contain`: one pod's failed
+    write fails only that pod (without one, it raises)."""
+    stamp = format_time(now)
+    for item in notices:
+        pod = raw[item.pod.key]
+        await run_one(contain, kind.step, "Pod", pod,
+                      partial(give_notice, api, kind, pod, item, stamp, tally), now)  # fmt: skip
+    for eviction in evictions:
+        pod = raw[eviction.pod.key]
+        await run_one(contain, kind.step, "Pod", pod,
+                      partial(evict, api, kind, pod, eviction, stamp, tally), now)  # fmt: skip
+    for withdrawal in withdrawals:
+        pod = raw[withdrawal.pod.key]
+        await run_one(contain, kind.step, "Pod", pod,
+                      partial(withdraw, api, kind, pod, withdrawal, stamp, tally), now)  # fmt: skip
+
+
+async def give_notice(
+    api: ClusterApi,
+    kind: NoticeKind,
+    pod: Json,
+    item: NoticePod,
+    stamp: str,
+    tally: NoticeTally | None = None,
+) -> bool:
+    """The notice annotation and a Warning event; False when the pod is gone (or replaced)."""
+    view = item.pod
+    patch = notice_patch(pod, view.uid, item.notice, kind.annotation)
+    if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+        return False
+    log.warning("%s on %s: %s", kind.annotation, view.key, item.message)
+    await api.event(pod, kind.noticed, item.message, warning=True, now_rfc3339=stamp)
+    if tally is not None:
+        tally.noticed(item)
+    return True
+
+
+async def evict(
+    api: ClusterApi,
+    kind: NoticeKind,
+    pod: Json,
+    eviction: EvictPod,
+    stamp: str,
+    tally: NoticeTally | None = None,
+) -> bool:
+    """Evict a pod whose grace period is over: True when the Eviction API took it (then its
+    GpuLease gets the kind's record and the pod an event); a refusal is written into the notice
+    once (`blocked`) with an `EvictionBlocked` event and retried next round."""
+    view, notice = eviction.pod, eviction.notice
+    refused = await api.evict_pod(view.namespace, view.name)
+    if refused is not None:
+        log.info("eviction of %s refused, retrying: %s", view.key, refused)
+        if tally is not None and notice.blocked is None:
+            tally.blocked(eviction)
+        await _record_refusal(api, kind, pod, eviction, refused, stamp)
+        return False
+    log.warning("evicted %s: %s", view.key, eviction.message)
+    if kind.lease_record is not None:
+        record = kind.lease_record(eviction, stamp)
+        if record is not None:
+            await _mark_lease(api, view, record, f"{kind.unmarked}, once {view.key} is gone")
+    await api.event(pod, kind.evicted, eviction.message, warning=True, now_rfc3339=stamp)
+    if tally is not None:
+        tally.evicted(eviction)
+    return True
+
+
+async def _record_refusal(
+    api: ClusterApi, kind: NoticeKind, pod: Json, eviction: EvictPod, refused: str, stamp: str
+) -> None:
+    view = eviction.pod
+    blocked = blocked_notice(eviction.notice, refused)
+    if blocked is None:
+        return  # said so already; the notice carries it
+    patch = notice_patch(pod, view.uid, blocked, kind.annotation)
+    if await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+        await api.event(
+            pod,
+            "EvictionBlocked",
+            f"{kind.purpose(eviction)}: the Eviction API refused ({refused}); a "
+            f"PodDisruptionBudget protects this pod now, retrying later",
+            warning=True,
+            now_rfc3339=stamp,
+        )
+
+
+async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) -> None:
+    """The evicted pod's GpuLease (named after the pod's uid, in its namespace) gets
+    `status.reclaim`, so it ends for this reason once the pod is gone; it keeps holding its
+    slices until then. Best effort: the eviction is done, and without the mark the lease is
+    released, metered the same, as for any pod that goes (`lost`: what the log says is lost)."""
+    if not pod.uid:
+        log.warning("evicted %s has no uid: %s", pod.key, lost)
+        return
+    try:
+        recorded = await api.patch_lease_status(pod.namespace, pod.uid, {"reclaim": record})
+    except NotLeader:
+        raise
+    except Exception as err:
+        log.warning("could not mark GpuLease %s/%s as evicted (%s): %s", pod.namespace, pod.uid,
+                    err, lost)  # fmt: skip
+        return
+    if not recorded:
+        log.warning("no GpuLease %s/%s to mark as evicted: %s", pod.namespace, pod.uid, lost)
+
+
+async def withdraw(
+    api: ClusterApi,
+    kind: NoticeKind,
+    pod: Json,
+    withdrawal: WithdrawNotice,
+    stamp: str,
+    tally: NoticeTally | None = None,
+) -> bool:
+    """Remove the notice annotation, with an event; False when the pod is gone (or replaced)."""
+    view = withdrawal.pod
+    patch = withdraw_patch(view.uid, kind.annotation)
+    if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+        return False
+    log.info("%s on %s withdrawn", kind.annotation, view.key)
+    await api.event(pod, kind.withdrawn, withdrawal.message, now_rfc3339=stamp)
+    if tally is not None:
+        tally.withdrawn(withdrawal)
+    return True

@@ -1,0 +1,55 @@
+"""The controller's work queue: a change owes a round only to the loops that wake on its kind, a
+loop's period owes it one, several changes fold into one round, and the wait is measured from
+the first."""
+
+from __future__ import annotations
+
+from gpupool.controllers.work_queue import LoopQueue, LoopSpec
+
+SPECS = (
+    LoopSpec("node-health", frozenset({"gpunodes"}), 10.0),
+    LoopSpec("admission", frozenset({"pods", "gpuquotas"}), 60.0),
+)
+
+
+def _after_first_rounds() -> LoopQueue:
+    queue = LoopQueue(SPECS, now=0.0)
+    assert queue.due(0.0) == ["node-health", "admission"]  # everything is owed at start
+    for name in queue.due(0.0):
+        queue.start(name, 0.0)
+    assert queue.depth() == 0
+    return queue
+
+
+def test_a_change_owes_a_round_only_to_the_loops_that_wake_on_its_kind() -> None:
+    queue = _after_first_rounds()
+    assert queue.due(1.0) == []
+    assert queue.mark("pods", "t/p1", 1.0)
+    assert not queue.mark("deployments", "t/d", 1.0)  # nobody wakes on it
+    assert queue.due(1.5) == ["admission"] and queue.depth() == 1
+    assert queue.wait_s(1.5) == 0.0
+
+
+def test_changes_before_a_round_fold_into_it_and_its_wait_counts_from_the_first() -> None:
+    queue = _after_first_rounds()
+    queue.mark("pods", "t/p1", 2.0)
+    queue.mark("pods", "t/p2", 3.0)
+    queue.mark("gpuquotas", "q", 4.0)
+    waited, keys = queue.start("admission", 5.0)
+    assert (waited, keys) == (3.0, 3)
+    assert queue.due(5.0) == [] and queue.depth() == 0
+
+
+def test_a_period_owes_a_round_and_the_queue_says_when_the_next_comes_due() -> None:
+    queue = _after_first_rounds()
+    assert queue.wait_s(4.0) == 6.0  # node-health's period of 10 s, from its round at 0
+    assert queue.due(10.0) == ["node-health"]
+    queue.start("node-health", 10.0)
+    assert queue.wait_s(10.0) == 10.0
+    assert queue.due(60.0) == ["node-health", "admission"]
+
+
+def test_mark_all_owes_every_loop_a_round() -> None:
+    queue = _after_first_rounds()
+    queue.mark_all(7.0)
+    assert queue.due(7.0) == ["node-health", "admission"] and queue.depth() == 2
