@@ -72,6 +72,10 @@ class ClusterApi(EventWriter, Protocol):
 
     async def gpu_nodes(self) -> list[Json]: ...
 
+    async def node_leases(self) -> list[Json]:
+        """The GPU nodes' heartbeats: their coordination.k8s.io Leases (named after the node)."""
+        ...
+
     async def pod(self, namespace: str, name: str) -> Json | None: ...
 
     async def patch_pod(
@@ -256,7 +260,7 @@ class AllocationSource(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class NodeReport:
-    """What the agent publishes about its node (the GpuNode object's spec/status and heartbeat)."""
+    """What the agent publishes about its node (the GpuNode object's status)."""
 
     node: str
     gpus: tuple[Gpu, ...]
@@ -267,9 +271,14 @@ class NodeReport:
 
 
 class GpuNodeReporter(Protocol):
-    """Publishes a NodeReport; each call is also the node's heartbeat. Implemented with the CRDs."""
+    """Publishes a NodeReport (the GpuNode, written only when it changes) and renews the node's
+    heartbeat (its Lease, every period). Implemented with the CRDs and coordination.k8s.io."""
 
     async def publish(self, report: NodeReport) -> None: ...
+
+    async def renew(self, node: str) -> None:
+        """The node's heartbeat: its agent is alive now."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

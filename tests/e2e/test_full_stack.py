@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.heartbeat import PAUSE_ANNOTATION, PAUSED
 from gpupool.devcluster.polling import poll_until
@@ -244,3 +245,39 @@ def test_a_node_that_stops_heartbeating_loses_its_leases_and_its_pods_are_replac
     assert poll_until(
         lambda: api.get(gpunode_path)["status"]["health"] == "Healthy", timeout_s=60
     ), f"{lost_node} not Healthy after its heartbeat resumed:\n{_logs(c)}"
+
+
+def test_an_idle_node_renews_its_lease_and_its_gpunode_is_not_written(
+    gpupool_cluster: E2ECluster,
+) -> None:
+    """The heartbeat is the node's Lease (namespace gpupool-node-lease): over several heartbeat
+    periods its renewTime advances while the GpuNode keeps its resourceVersion, so nothing that
+    watches GpuNodes wakes for a heartbeat."""
+    c = gpupool_cluster
+    api = c.api
+    healthy = [
+        g["metadata"]["name"]
+        for g in api.get(f"{GPUPOOL_API}/gpunodes")["items"]
+        if (g.get("status") or {}).get("health") == "Healthy"
+    ]
+    assert healthy, f"no Healthy GpuNode:\n{_logs(c)}"
+    node = healthy[0]
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/{NODE_LEASE_NAMESPACE}/leases/{node}"
+    lease = poll_until(lambda: _get(api, lease_path), timeout_s=30)
+    assert lease, f"node {node} has no Lease:\n{_logs(c)}"
+    assert lease["spec"]["holderIdentity"] == "gpupool-fake-agent"
+    version = api.get(f"{GPUPOOL_API}/gpunodes/{node}")["metadata"]["resourceVersion"]
+    renewals: set[str] = set()
+
+    def renewed_four_times() -> bool:
+        now = _get(api, lease_path)
+        renewals.add(((now or {}).get("spec") or {}).get("renewTime") or "")
+        return len(renewals - {""}) >= 4
+
+    assert poll_until(renewed_four_times, timeout_s=60, interval_s=0.25), (
+        f"Lease {node} renewed only at {sorted(renewals)}:\n{_logs(c)}"
+    )
+    gpunode = api.get(f"{GPUPOOL_API}/gpunodes/{node}")
+    assert gpunode["metadata"]["resourceVersion"] == version, "the GpuNode was written"
+    assert "heartbeat" not in gpunode["status"]
+    assert gpunode["status"]["health"] == "Healthy"

@@ -182,9 +182,7 @@ def _gpus_reported(api: KubeApi) -> bool:
     node = api.get(f"/api/v1/nodes/{NODE_NAME}")
     gpunode = api.find(f"{GPUPOOL_API}/gpunodes/{NODE_NAME}")
     vgpus = (node["status"].get("allocatable") or {}).get("gpupool.io/vgpu", "0")
-    return (
-        int(vgpus) > 0 and gpunode is not None and bool(gpunode.get("status", {}).get("heartbeat"))
-    )
+    return int(vgpus) > 0 and gpunode is not None and "devices" in (gpunode.get("status") or {})
 
 
 def _copy_scheduler_client_pair(api: KubeApi, folder: Path) -> Path:

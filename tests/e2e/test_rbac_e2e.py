@@ -157,6 +157,8 @@ NS = "some-tenant-ns"
 SYSTEM = "gpupool-system"
 CRDS = "apiextensions.k8s.io"
 ADMISSION = "admissionregistration.k8s.io"
+NODE_LEASES = "gpupool-node-lease"
+COORDINATION = "coordination.k8s.io"
 CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     # The extender: creates and deletes GpuLeases, annotates and binds pods; nothing more.
     ("gpupool-extender", "create", "gpuleases", "gpupool.io", NS, None, True),
@@ -214,6 +216,13 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-controller", "delete", "deployments", "apps", NS, None, False),
     ("gpupool-controller", "create", "deployments", "apps", NS, None, False),
     ("gpupool-controller", "patch", "replicasets/scale", "apps", NS, None, False),
+    # node health reads the nodes' heartbeat Leases (its watch cache lists and watches them); it
+    # never writes one, nor reads other Leases
+    ("gpupool-controller", "list", "leases", COORDINATION, NODE_LEASES, None, True),
+    ("gpupool-controller", "watch", "leases", COORDINATION, NODE_LEASES, None, True),
+    ("gpupool-controller", "patch", "leases", COORDINATION, NODE_LEASES, "n", False),
+    ("gpupool-controller", "delete", "leases", COORDINATION, NODE_LEASES, "n", False),
+    ("gpupool-controller", "list", "leases", COORDINATION, "kube-node-lease", None, False),
     # The node agent (the heartbeat process): its GpuNode, lease status; no lease, no quota.
     ("gpupool-heartbeat", "patch", "gpunodes/status", "gpupool.io", None, "n", True),
     ("gpupool-heartbeat", "create", "gpunodes", "gpupool.io", None, None, True),
@@ -223,6 +232,12 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-heartbeat", "get", "gpuquotas", "gpupool.io", None, "any", False),
     ("gpupool-heartbeat", "delete", "pods", "", NS, None, False),
     ("gpupool-heartbeat", "list", "secrets", "", None, None, False),
+    # its node's heartbeat Lease: made once, renewed with a merge patch; nothing else there
+    ("gpupool-heartbeat", "create", "leases", COORDINATION, NODE_LEASES, None, True),
+    ("gpupool-heartbeat", "patch", "leases", COORDINATION, NODE_LEASES, "n", True),
+    ("gpupool-heartbeat", "delete", "leases", COORDINATION, NODE_LEASES, "n", False),
+    ("gpupool-heartbeat", "patch", "leases", COORDINATION, SYSTEM, "gpupool-controller", False),
+    ("gpupool-heartbeat", "patch", "leases", COORDINATION, "kube-node-lease", "n", False),
     # The web view: reads what `gpupool status` reads, asks who a visitor is and what they may
     # read; writes nothing.
     ("gpupool-web", "list", "gpuleases", "gpupool.io", None, None, True),

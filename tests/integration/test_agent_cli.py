@@ -126,9 +126,13 @@ def test_agent_serves_the_device_plugin_with_the_lease_source_unwired(short_dir:
 class RecordingReporter:
     def __init__(self) -> None:
         self.reports: asyncio.Queue[NodeReport] = asyncio.Queue()
+        self.renewals: asyncio.Queue[str] = asyncio.Queue()
 
     async def publish(self, report: NodeReport) -> None:
         await self.reports.put(report)
+
+    async def renew(self, node: str) -> None:
+        await self.renewals.put(node)
 
 
 def test_agent_publishes_a_report_and_another_when_health_changes(short_dir: Path) -> None:
@@ -159,6 +163,47 @@ def test_agent_publishes_a_report_and_another_when_health_changes(short_dir: Pat
             inventory.set_health(first.gpus[1].uuid, False, "XID 79")
             second = await asyncio.wait_for(reporter.reports.get(), BOUND)
             assert [g.healthy for g in second.gpus] == [True, False]
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, BOUND)
+
+    asyncio.run(main())
+
+
+def test_agent_renews_its_lease_every_period_and_publishes_only_a_changed_report(
+    short_dir: Path,
+) -> None:
+    """The heartbeat is the Lease: an idle node renews it every period and publishes its report
+    once; a card's health change publishes again."""
+    plugin_dir = short_dir / "device-plugins"
+    plugin_dir.mkdir()
+
+    async def main() -> None:
+        async with fake_kubelet(plugin_dir):
+            await beats()
+
+    async def beats() -> None:
+        inventory = FakeInventory.from_spec("2xH800", node="n1")
+        config = PluginConfig(node="n1", plugin_dir=plugin_dir)
+        reporter = RecordingReporter()
+        agent = NodeAgent(
+            node="n1",
+            plugin=DevicePluginServer(config, inventory, InMemoryAllocationSource()),
+            reporter=reporter,
+            reserve_pct=10,
+            heartbeat_s=0.01,
+            resync_s=3600,  # no resync publish within the test
+        )
+        stop = asyncio.Event()
+        running = asyncio.create_task(agent.run(stop))
+        try:
+            for _ in range(5):
+                assert await asyncio.wait_for(reporter.renewals.get(), BOUND) == "n1"
+            first = reporter.reports.get_nowait()
+            assert reporter.reports.empty()  # five periods, one report
+            inventory.set_health(first.gpus[0].uuid, False, "XID 79")
+            second = await asyncio.wait_for(reporter.reports.get(), BOUND)
+            assert [g.healthy for g in second.gpus] == [False, True]
         finally:
             stop.set()
             await asyncio.wait_for(running, BOUND)

@@ -21,11 +21,13 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
 from gpupool.adapters.kubernetes.watch_cache import WatchCache
 from gpupool.adapters.wire import names
 from gpupool.ports import Json
@@ -147,6 +149,14 @@ class KubeClusterApi:
             if err.status.code == 404:
                 return None
             raise
+
+    async def node_leases(self) -> list[Json]:
+        """The GPU nodes' heartbeat Leases (`node_lease`): from the watch cache when it keeps them
+        (a renewal wakes no loop: none waits on that kind), else listed."""
+        cached = await self._cached("node-leases")
+        if cached is not None:
+            return cached
+        return [_dict(le) async for le in self.client.list(Lease, namespace=NODE_LEASE_NAMESPACE)]
 
     # -- writing -------------------------------------------------------------------------------
     async def patch_pod(

@@ -140,7 +140,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=float,
         default=DEFAULT_HEARTBEAT_S,
         metavar="SECONDS",
-        help=f"GpuNode heartbeat interval (default: {DEFAULT_HEARTBEAT_S:g})",
+        help=(
+            "heartbeat period: the node's Lease is renewed this often (the GpuNode is written "
+            f"only when its report changes) (default: {DEFAULT_HEARTBEAT_S:g})"
+        ),
     )
     parser.add_argument(
         "--kubeconfig",
@@ -236,9 +239,13 @@ def gpu_node_reporter(args: argparse.Namespace) -> GpuNodeReporter | None:
     if not _has_api_server(args):
         return None
     from gpupool.adapters.kubeclient import async_client
+    from gpupool.adapters.kubernetes.node_lease import lease_duration_s
     from gpupool.adapters.kubernetes.reporter import KubernetesGpuNodeReporter
 
-    return KubernetesGpuNodeReporter(async_client(args.kubeconfig, field_manager="gpupool-agent"))
+    return KubernetesGpuNodeReporter(
+        async_client(args.kubeconfig, field_manager="gpupool-agent"),
+        lease_duration_s=lease_duration_s(args.heartbeat),
+    )
 
 
 def _check(args: argparse.Namespace) -> str | None:

@@ -109,7 +109,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="how often the fake node agents write their GpuNode heartbeat (default: 10)",
+        help="how often the fake node agents renew their nodes' Leases (default: 10)",
     )
     up.add_argument(
         "--suspect-after",
@@ -192,13 +192,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
     heartbeat = commands.add_parser(
         "heartbeat",
-        help="publish a GpuNode per fake GPU node and keep it heartbeating (`up` starts it)",
+        help="publish a GpuNode per fake GPU node and keep its Lease renewed (`up` starts it)",
         description=(
             "The dev cluster's stand-in for `gpupool agent` on every kwok node (a device plugin "
             "needs a kubelet, which kwok nodes lack): every --interval seconds, each node "
-            "labelled type=kwok with gpupool.io/gpu-model gets the GpuNode status that "
-            "`gpupool agent --fake-gpus` would write. Annotate a GpuNode "
-            "gpupool.io/fake-heartbeat=paused to stop its heartbeat."
+            "labelled type=kwok with gpupool.io/gpu-model gets its heartbeat Lease renewed "
+            "(namespace gpupool-node-lease) and the GpuNode status that "
+            "`gpupool agent --fake-gpus` would write (written only when it differs). Annotate "
+            "a GpuNode gpupool.io/fake-heartbeat=paused to stop its heartbeat."
         ),
     )
     heartbeat.add_argument("--kubeconfig", type=Path, default=None)

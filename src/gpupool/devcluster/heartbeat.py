@@ -1,12 +1,13 @@
-"""Fake node agents for the dev cluster: one GpuNode per kwok node, kept heartbeating.
+"""Fake node agents for the dev cluster: one GpuNode per kwok node, and its heartbeat Lease.
 
 A real `gpupool agent` is a kubelet device plugin: it registers over the kubelet's gRPC socket on
 its node, and kwok nodes have no kubelet. So the dev cluster runs this loop instead, in one
 process (`gpupool dev-cluster heartbeat`, started by `up`): every `interval_s` it lists the fake
-GPU nodes (label `type=kwok` with `gpupool.io/gpu-model`), builds each node's report from its
-labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve and status
-fields), creates the GpuNode when missing and writes its status — each write is the heartbeat
-the controller's node health reads.
+GPU nodes (label `type=kwok` with `gpupool.io/gpu-model`), renews each node's Lease (namespace
+gpupool-node-lease, the heartbeat the controller's node health reads) and builds each node's
+report from its labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve
+and status fields): the GpuNode is created when missing and its status written only when it
+differs from that report, as the real agent does.
 
 A GpuNode annotated `gpupool.io/fake-heartbeat: paused` is skipped: that node stops
 heartbeating, as if its agent died (`kubectl annotate gpunode NODE gpupool.io/fake-heartbeat=
@@ -17,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,8 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.reporter import gpunode_status
+from gpupool.adapters.kubernetes.node_lease import lease_duration_s, renew_node_lease
+from gpupool.adapters.kubernetes.reporter import gpunode_status, status_differs
 from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
 from gpupool.adapters.wire.names import (
     ANN_FAKE_HEARTBEAT,
@@ -48,6 +50,7 @@ log = logging.getLogger("gpupool.devcluster.heartbeat")
 PAUSE_ANNOTATION = ANN_FAKE_HEARTBEAT
 PAUSED = "paused"
 DEFAULT_INTERVAL_S = 10.0
+HOLDER = "gpupool-fake-agent"
 
 
 def fake_gpu_spec(node: Mapping[str, Any]) -> str | None:
@@ -68,35 +71,41 @@ def is_paused(gpunode: Mapping[str, Any] | None) -> bool:
     return annotations.get(PAUSE_ANNOTATION) == PAUSED
 
 
-def fake_status(
-    name: str, spec: str, now: dt.datetime, reserve_pct: float = DEFAULT_RESERVE_PCT
-) -> dict[str, Any]:
+def fake_status(name: str, spec: str, reserve_pct: float = DEFAULT_RESERVE_PCT) -> dict[str, Any]:
     """The GpuNode status `gpupool agent --fake-gpus SPEC --node-name NAME` would publish."""
     inventory = FakeInventory.from_spec(spec, node=name)
     try:
         report = node_report(name, inventory.devices(), inventory.facts(), reserve_pct)
     finally:
         inventory.close()
-    return gpunode_status(report, now)
+    return gpunode_status(report)
 
 
 class FakeHeartbeats:
-    """One beat: every fake GPU node's GpuNode created if missing and its status written."""
+    """One beat: every fake GPU node's Lease renewed, its GpuNode created if missing and its
+    status written if it differs from the node's report."""
 
-    def __init__(self, client: AsyncClient, *, reserve_pct: float = DEFAULT_RESERVE_PCT) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        reserve_pct: float = DEFAULT_RESERVE_PCT,
+        interval_s: float = DEFAULT_INTERVAL_S,
+    ) -> None:
         self.client = client
         self.reserve_pct = reserve_pct
+        self.lease_duration_s = lease_duration_s(interval_s)
         self._paused: set[str] = set()
         self._limit = asyncio.Semaphore(32)
 
     async def beat(self) -> list[str]:
-        """Publish one heartbeat per unpaused fake GPU node; return the names published."""
+        """One heartbeat per unpaused fake GPU node; return the names that beat."""
         nodes = [to_dict(n) async for n in self.client.list(Node, labels={"type": "kwok"})]
         gpunodes: dict[str, dict[str, Any]] = {}
         async for item in self.client.list(GpuNode):
             found = to_dict(item)
             gpunodes[str(found["metadata"]["name"])] = found
-        now = dt.datetime.now(dt.UTC)
+        now = time.time()
         jobs = []
         for node in nodes:
             name = str(node["metadata"]["name"])
@@ -114,7 +123,7 @@ class FakeHeartbeats:
             if name in self._paused:
                 log.warning("GpuNode %s: heartbeat resumed", name)
                 self._paused.discard(name)
-            jobs.append(self._publish(name, spec, exists=gpunode is not None, now=now))
+            jobs.append(self._publish(name, spec, gpunode, now=now))
         results = await asyncio.gather(*jobs, return_exceptions=True)
         published = []
         for result in results:
@@ -124,10 +133,12 @@ class FakeHeartbeats:
                 published.append(result)
         return published
 
-    async def _publish(self, name: str, spec: str, *, exists: bool, now: dt.datetime) -> str:
+    async def _publish(
+        self, name: str, spec: str, gpunode: Mapping[str, Any] | None, *, now: float
+    ) -> str:
         async with self._limit:
-            status = fake_status(name, spec, now, self.reserve_pct)
-            if not exists:
+            status = fake_status(name, spec, self.reserve_pct)
+            if gpunode is None:
                 try:
                     await self.client.create(
                         GpuNode(
@@ -140,8 +151,13 @@ class FakeHeartbeats:
                 except ApiError as err:
                     if err.status.code != 409:
                         raise
-            await self.client.patch(
-                GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE
+            if gpunode is None or status_differs(gpunode.get("status"), status):
+                await self.client.patch(
+                    GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE
+                )
+            # after the GpuNode: a cluster without the Leases' namespace still gets GpuNodes
+            await renew_node_lease(
+                self.client, name, holder=HOLDER, duration_s=self.lease_duration_s, now=now
             )
             return name
 
@@ -155,16 +171,14 @@ async def run_heartbeats(
 ) -> None:
     """Beat every `interval_s` until `stop` is set (a failed beat is logged and retried)."""
     client = async_client(kubeconfig, field_manager="gpupool-fake-agent")
-    beats = FakeHeartbeats(client, reserve_pct=reserve_pct)
+    beats = FakeHeartbeats(client, reserve_pct=reserve_pct, interval_s=interval_s)
     first = True
     try:
         while not stop.is_set():
             try:
                 published = await beats.beat()
                 if first:
-                    log.info(
-                        "published %d GpuNode(s); beating every %gs", len(published), interval_s
-                    )
+                    log.info("%d fake GPU node(s) beating every %gs", len(published), interval_s)
                     first = False
             except (ApiError, GpupoolError, OSError) as err:
                 log.warning("heartbeat round failed: %s; retrying", err)

@@ -1,6 +1,7 @@
 """deploy/rbac on the dev cluster, and the identities gpupool's components run under there.
 
-`up` applies deploy/rbac (the namespace first) as admin, then gives each gpupool process a client
+`up` applies deploy/rbac (namespace.yaml first: gpupool-system and gpupool-node-lease, where the
+nodes' heartbeat Leases live) as admin, then gives each gpupool process a client
 certificate for its ServiceAccount's user name (CN `system:serviceaccount:gpupool-system:NAME`,
 O `system:serviceaccounts` and `system:serviceaccounts:gpupool-system`): the apiserver's x509
 authenticator turns that into exactly the user and groups a ServiceAccount token would give, so
@@ -109,7 +110,7 @@ def _substitute(obj: Any, values: dict[str, str]) -> Any:
 
 
 def load_rbac(folder: Path | None = None) -> list[dict[str, Any]]:
-    """Every object of deploy/rbac but tenant.yaml's templates; the namespace first."""
+    """Every object of deploy/rbac but tenant.yaml's templates; the namespaces first."""
     folder = folder or default_rbac_dir()
     paths = sorted(folder.glob("*.yaml"), key=lambda p: (p.name != NAMESPACE_FILE, p.name))
     docs = [d for path in paths for d in _documents(path)]

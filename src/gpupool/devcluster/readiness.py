@@ -85,14 +85,15 @@ def crds_established(api: KubeApi, names: list[str]) -> bool:
 
 def gpunodes_beating(api: KubeApi, nodes: list[str]) -> Reading | None:
     """How many fake GPU nodes among `nodes` (those labelled with a model of known memory
-    size) have a GpuNode with a heartbeat; None while the API server does not answer."""
+    size) have a GpuNode with its report (the heartbeat writes both it and the node's Lease);
+    None while the API server does not answer."""
     try:
         selector = urllib.parse.quote(f"{LABEL_GPU_MODEL},{LABEL_GPU_MEMORY}", safe=",")
         gpu_nodes = api.get(f"/api/v1/nodes?labelSelector={selector}&resourceVersion=0")["items"]
         items = api.get(f"/apis/{API_VERSION}/gpunodes?resourceVersion=0")["items"]
     except _NOT_YET:
         return None
-    beating = {g["metadata"]["name"] for g in items if (g.get("status") or {}).get("heartbeat")}
+    beating = {g["metadata"]["name"] for g in items if "devices" in (g.get("status") or {})}
     wanted = {n["metadata"]["name"] for n in gpu_nodes} & set(nodes)
     return Reading(len(wanted & beating), len(wanted))
 

@@ -1,4 +1,5 @@
-"""The node agent's loops: the device plugin, health following, and the GpuNode heartbeat."""
+"""The node agent's loops: the device plugin, health following, and the heartbeat (the node's
+Lease renewed every period; the GpuNode written only when the report changes)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from gpupool.ports import GpuNodeReporter, InventoryFacts, NodeReport
 log = logging.getLogger(__name__)
 
 DEFAULT_HEARTBEAT_S = 30.0  # DESIGN section 2: 90 s without one makes a node suspect
+# An unchanged report is published again this often (kubelet's nodeStatusReportFrequency): the
+# reporter then reads the GpuNode and writes it only if someone edited or deleted it.
+DEFAULT_RESYNC_S = 300.0
 
 
 def node_report(
@@ -39,7 +43,9 @@ def node_report(
 
 
 class NodeAgent:
-    """Runs the device plugin and, when a reporter is wired, publishes the node's GpuNode.
+    """Runs the device plugin and, when a reporter is wired, heartbeats and publishes the node's
+    GpuNode: every `heartbeat_s` it renews the node's Lease, and it publishes the report when it
+    differs from the last one published (a card's health changed) or `resync_s` has passed.
 
     `reporter=None` is the seam for the GpuNode publisher that arrives with the CRDs: the agent
     then serves the device plugin only and says so once in its log.
@@ -53,6 +59,7 @@ class NodeAgent:
         reporter: GpuNodeReporter | None,
         reserve_pct: float,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        resync_s: float = DEFAULT_RESYNC_S,
     ) -> None:
         self.node = node
         self.plugin = plugin
@@ -60,6 +67,7 @@ class NodeAgent:
         self.reporter = reporter
         self.reserve_pct = reserve_pct
         self.heartbeat_s = heartbeat_s
+        self.resync_s = resync_s
         self._changed = asyncio.Event()
 
     def report(self) -> NodeReport:
@@ -89,12 +97,26 @@ class NodeAgent:
                 "serving the device plugin only"
             )
             return
+        loop = asyncio.get_running_loop()
+        published: NodeReport | None = None
+        resync_at = 0.0
         while not stop.is_set():
             self._changed.clear()
             try:
-                await self.reporter.publish(self.report())
+                await self.reporter.renew(self.node)
             except Exception:
-                log.exception("publishing GpuNode %s failed; retrying at next heartbeat", self.node)
+                log.exception(
+                    "renewing the Lease of node %s failed; retrying next period", self.node
+                )
+            report = self.report()
+            if report != published or loop.time() >= resync_at:
+                try:
+                    await self.reporter.publish(report)
+                    published, resync_at = report, loop.time() + self.resync_s
+                except Exception:
+                    log.exception(
+                        "publishing GpuNode %s failed; retrying at next heartbeat", self.node
+                    )
             waits = [asyncio.create_task(e.wait()) for e in (stop, self._changed)]
             try:
                 await asyncio.wait(

@@ -65,7 +65,6 @@ class GpuNodeObject:
     unschedulable: bool = False  # spec.unschedulable: gpupool placement cordoned here
     health: str = "Healthy"  # Healthy | Suspect | Lost (the controller's node health)
     health_detail: str = ""  # the Heartbeat/Ready condition's message
-    heartbeat: float | None = None  # the agent's last report (epoch s)
     problem: str | None = None  # the devices could not be read (and why)
     defrag: DefragMark | None = None  # annotation gpupool.io/defrag (the controller's)
 

@@ -82,6 +82,7 @@ class FakeCluster:
         leases: Sequence[Json] = (),
         nodes: Sequence[Json] = (),
         gpu_nodes: Sequence[Json] = (),
+        node_leases: Sequence[Json] = (),
         pools: Sequence[Json] = (),
         budgets: Sequence[Json] = (),
     ) -> None:
@@ -90,6 +91,7 @@ class FakeCluster:
         self.lease_objects = {_key(o): copy.deepcopy(o) for o in leases}
         self.node_objects = {_key(o): copy.deepcopy(o) for o in nodes}
         self.gpu_node_objects = {_key(o): copy.deepcopy(o) for o in gpu_nodes}
+        self.node_lease_objects = {_key(o): copy.deepcopy(o) for o in node_leases}
         self.pool_objects = {_key(o): copy.deepcopy(o) for o in pools}
         self.budget_objects = {_key(o): copy.deepcopy(o) for o in budgets}
         self.writes: list[tuple[str, str, Any]] = []
@@ -128,6 +130,9 @@ class FakeCluster:
 
     async def gpu_nodes(self) -> list[Json]:
         return [copy.deepcopy(n) for n in self.gpu_node_objects.values()]
+
+    async def node_leases(self) -> list[Json]:
+        return [copy.deepcopy(le) for le in self.node_lease_objects.values()]
 
     async def gpu_pools(self) -> list[Json]:
         return [copy.deepcopy(p) for p in self.pool_objects.values()]
@@ -333,6 +338,16 @@ def lease_json(
     }
 
 
-def gpu_node_json(name: str, *, heartbeat: float, health: str = "Healthy") -> Json:
-    return {"metadata": {"name": name}, "status": {"heartbeat": format_time(heartbeat),
-                                                   "health": health}}  # fmt: skip
+def gpu_node_json(name: str, *, health: str = "Healthy") -> Json:
+    return {"metadata": {"name": name}, "status": {"health": health}}
+
+
+def node_lease_json(node: str, *, renewed: float) -> Json:
+    """A node's heartbeat Lease (coordination.k8s.io/v1) as the API server serves it."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": node, "namespace": "gpupool-node-lease"},
+        "spec": {"holderIdentity": "gpupool-agent", "leaseDurationSeconds": 90,
+                 "renewTime": format_time(renewed)},
+    }  # fmt: skip

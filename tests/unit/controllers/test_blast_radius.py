@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from fake_cluster import FakeCluster, gpu_node_json, lease_json, pod_json, quota_json
+from fake_cluster import (
+    FakeCluster,
+    gpu_node_json,
+    lease_json,
+    node_lease_json,
+    pod_json,
+    quota_json,
+)
 from prometheus_client import generate_latest
 
 from gpupool.adapters.metrics.controller import ControllerMetrics
@@ -156,12 +163,13 @@ def test_a_tenant_whose_plan_raises_is_set_aside_and_the_others_are_planned(
 
 def test_a_gpunode_that_cannot_be_read_leaves_the_others_health_checked() -> None:
     pod = pod_json("p", "alpha", node="n1", phase="Running")
-    poisoned = gpu_node_json("n2", heartbeat=NOW)
+    poisoned = gpu_node_json("n2")
     poisoned["status"]["conditions"] = ["not an object"]
     cluster = FakeCluster(
         pods=[pod],
         leases=[lease_json(pod, phase="Active", start=NOW - 3600)],
-        gpu_nodes=[poisoned, gpu_node_json("n1", heartbeat=NOW - 600)],
+        gpu_nodes=[poisoned, gpu_node_json("n1")],
+        node_leases=[node_lease_json("n2", renewed=NOW), node_lease_json("n1", renewed=NOW - 600)],
     )
     asyncio.run(NodeHealthReconciler(cluster, lambda: NOW).reconcile())
     assert cluster.lease_objects["ns/uid-p"]["status"]["phase"] == "Lost"  # n1 handled

@@ -7,7 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from fake_cluster import FakeCluster, gpu_node_json, lease_json, pod_json, quota_json
+from fake_cluster import (
+    FakeCluster,
+    gpu_node_json,
+    lease_json,
+    node_lease_json,
+    pod_json,
+    quota_json,
+)
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.builders import node_json
@@ -140,7 +147,8 @@ def test_notices_and_evictions_are_counted_by_reason_and_nodes_by_health() -> No
     lost = FakeCluster(
         pods=[pod],
         leases=[lease_json(pod, phase="Active", start=NOW - 3600)],
-        gpu_nodes=[gpu_node_json("n1", heartbeat=NOW - 600), gpu_node_json("n2", heartbeat=NOW)],
+        gpu_nodes=[gpu_node_json("n1"), gpu_node_json("n2")],
+        node_leases=[node_lease_json("n1", renewed=NOW - 600), node_lease_json("n2", renewed=NOW)],
         nodes=[node_json("n1", cards=1), node_json("n2", cards=1)],
     )
     asyncio.run(NodeHealthReconciler(lost, lambda: NOW, outcomes=metrics).reconcile())

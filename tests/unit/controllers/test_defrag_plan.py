@@ -50,7 +50,7 @@ def _gpunode(name: str, cards: int) -> dict[str, Any]:
     ]
     return {
         "metadata": {"name": name},
-        "status": {"heartbeat": format_time(T0), "health": "Healthy", "devices": devices},
+        "status": {"health": "Healthy", "devices": devices},
     }
 
 

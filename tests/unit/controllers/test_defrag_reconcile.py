@@ -63,7 +63,7 @@ def node_json(name: str) -> dict[str, Any]:
 def gpunode_json(name: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name},
-        "status": {"heartbeat": format_time(T0), "health": "Healthy",
+        "status": {"health": "Healthy",
                    "devices": [{"index": 0, "model": "A100-80GB", "uuid": f"GPU-{name}-0",
                                 "memoryBytes": 80 * GiB, "allocatableBytes": 72 * GiB}]},
     }  # fmt: skip

@@ -1,29 +1,31 @@
-"""The node health reconciler against the in-memory cluster: a silent node is marked Lost, its
-live leases end Lost and their pods are deleted; a round that fails half-way leaves nothing
-behind for the next one (the pod goes before its lease ends)."""
+"""The node health reconciler against the in-memory cluster: a node whose Lease went silent is
+marked Lost, its live leases end Lost and their pods are deleted; a round that fails half-way
+leaves nothing behind for the next one (the pod goes before its lease ends); a Lease that
+disappears keeps its last renewal; a node back is Healthy again."""
 
 from __future__ import annotations
 
 import asyncio
 
-from fake_cluster import FakeCluster, gpu_node_json, lease_json, pod_json
+from fake_cluster import FakeCluster, gpu_node_json, lease_json, node_lease_json, pod_json
 
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 
 NOW = 1_767_225_600.0
 
 
-def _cluster() -> FakeCluster:
+def _cluster(renewed: float = NOW - 600) -> FakeCluster:
     pod = pod_json("p", "alpha", node="n1", phase="Running")
     return FakeCluster(
         pods=[pod],
         leases=[lease_json(pod, phase="Active", start=NOW - 3600)],
-        gpu_nodes=[gpu_node_json("n1", heartbeat=NOW - 600)],
+        gpu_nodes=[gpu_node_json("n1")],
+        node_leases=[node_lease_json("n1", renewed=renewed)],
     )
 
 
-def _round(cluster: FakeCluster) -> None:
-    asyncio.run(NodeHealthReconciler(cluster, lambda: NOW).reconcile())
+def _round(cluster: FakeCluster, now: float = NOW) -> None:
+    asyncio.run(NodeHealthReconciler(cluster, lambda: now).reconcile())
 
 
 def test_a_lost_node_loses_its_leases_and_its_pods() -> None:
@@ -36,6 +38,43 @@ def test_a_lost_node_loses_its_leases_and_its_pods() -> None:
     assert [m for m, _, _ in cluster.writes] == [
         "patch_gpu_node_status", "delete_pod", "patch_lease_status"
     ]  # fmt: skip
+
+
+def test_a_fresh_lease_writes_nothing() -> None:
+    cluster = _cluster(renewed=NOW - 5)
+    _round(cluster)
+    assert cluster.writes == []
+
+
+def test_a_gpunode_without_a_lease_is_left_alone() -> None:
+    cluster = _cluster()
+    cluster.node_lease_objects.clear()
+    _round(cluster)
+    assert cluster.writes == []
+
+
+def test_a_lease_deleted_after_it_was_seen_keeps_its_last_renewal() -> None:
+    cluster = _cluster(renewed=NOW - 30)
+    clock = [NOW]
+    reconciler = NodeHealthReconciler(cluster, lambda: clock[0])
+    asyncio.run(reconciler.reconcile())
+    assert cluster.writes == []
+    cluster.node_lease_objects.clear()  # the agent is dead and someone deleted its Lease
+    clock[0] = NOW + 200
+    asyncio.run(reconciler.reconcile())
+    assert cluster.gpu_node_objects["n1"]["status"]["health"] == "Lost"
+    assert cluster.pods == {}
+
+
+def test_a_node_whose_lease_is_renewed_again_is_healthy_again() -> None:
+    cluster = _cluster()
+    _round(cluster)
+    assert cluster.gpu_node_objects["n1"]["status"]["health"] == "Lost"
+    cluster.node_lease_objects["gpupool-node-lease/n1"] = node_lease_json("n1", renewed=NOW + 9)
+    _round(cluster, NOW + 10)
+    status = cluster.gpu_node_objects["n1"]["status"]
+    assert status["health"] == "Healthy"
+    assert status["conditions"][0]["message"] == "heartbeat resumed"
 
 
 def test_a_pod_deletion_that_fails_is_made_by_the_next_round() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from fractions import Fraction
 
 import numpy as np
@@ -324,7 +323,7 @@ def test_a_gpunode_reports_each_cards_share_count_and_an_older_one_means_ten() -
 def test_the_agent_reports_the_device_plugins_share_count_on_every_card() -> None:
     gpus = (Gpu(index=0, model="H100", uuid="G0"), Gpu(index=1, model="H100", uuid="G1"))
     report = node_report("n1", gpus, InventoryFacts("550", "12.4", ()), 10.0, shares_per_card=7)
-    status = gpunode_status(report, dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    status = gpunode_status(report)
     assert [d["shares"] for d in status["devices"]] == [7, 7]
     decoded = node_from_json(node_json("n1"), {"metadata": {"name": "n1"}, "status": status})
     assert [g.shares for g in decoded.gpus] == [7, 7]

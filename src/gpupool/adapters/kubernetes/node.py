@@ -3,7 +3,8 @@
 The GpuNode (written by the node agent) is the truth about a node's cards: uuid, index, model,
 memory (slices take `allocatableBytes`, the card less the node's reserve), NUMA, NVLink, health,
 and `shares`, the most pods on the card at once (the vgpu devices the agent's device plugin offers
-for it; 10 when an older agent does not say).
+for it; 10 when an older agent does not say). The agent's heartbeat is not on the GpuNode but on
+the node's Lease (`node_lease`): `lease_renewals` reads when each was last renewed.
 A node without a GpuNode falls back on the labels the dev cluster's fake nodes carry
 (`gpupool.io/gpu-model`, `gpu-count`, `gpu-memory-bytes`) and the default reserve. A value that
 cannot be read is still returned, with `problem` saying why (the extender reports it per node).
@@ -11,7 +12,7 @@ cannot be read is still returned, with `problem` saying why (the extender report
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpupool.adapters.kubernetes.errors import InvalidObject
@@ -119,7 +120,7 @@ def read_node(node: Mapping[str, Any]) -> NodeObject:
 
 
 def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:
-    """The typed GpuNode (its devices, health and heartbeat)."""
+    """The typed GpuNode (its devices and health)."""
     name = _name(gpunode)
     status = gpunode.get("status") or {}
     problem: str | None = None
@@ -137,12 +138,23 @@ def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:
         unschedulable=bool((gpunode.get("spec") or {}).get("unschedulable")),
         health=str(status.get("health") or "Healthy"),
         health_detail=detail,
-        heartbeat=parse_time(status.get("heartbeat")),
         problem=problem,
         defrag=parse_mark(
             ((gpunode.get("metadata") or {}).get("annotations") or {}).get(ANN_DEFRAG_MARK)
         ),
     )
+
+
+def lease_renewals(leases: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """When each node's Lease was last renewed (epoch s), by node name; a Lease without a
+    readable `spec.renewTime` is left out, as if missing."""
+    renewed: dict[str, float] = {}
+    for lease in leases:
+        name = _name(lease)
+        at = parse_time((lease.get("spec") or {}).get("renewTime"))
+        if name and at is not None:
+            renewed[name] = at
+    return renewed
 
 
 def node_condition(node: Mapping[str, Any], gpunode: Mapping[str, Any] | None) -> str | None:

@@ -23,10 +23,12 @@ from lightkube import AsyncClient, operators
 from lightkube.core.exceptions import ApiError
 from lightkube.core.selector import build_selector
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import on_error_raise
 
+from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
 from gpupool.adapters.kubernetes.noise import only_heartbeat
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, GpuPool, GpuQuota, to_dict
 from gpupool.adapters.wire import names
@@ -66,9 +68,12 @@ GPUPOOLS = Watched("gpupools", GpuPool, False)
 PDBS = Watched("pdbs", PodDisruptionBudget, True)
 DEPLOYMENTS = Watched("deployments", Deployment, True)
 STATEFULSETS = Watched("statefulsets", StatefulSet, True)
+# The nodes' heartbeats: node health reads them each round; no loop wakes on a renewal.
+NODE_LEASES = Watched("node-leases", Lease, True, namespace=NODE_LEASE_NAMESPACE)
 # What the controller's loops read (its ServiceAccount may list and watch each).
 CONTROLLER_KINDS = (
     TENANT_PODS, NODES, GPUNODES, GPULEASES, GPUQUOTAS, GPUPOOLS, PDBS, DEPLOYMENTS, STATEFULSETS,
+    NODE_LEASES,
 )  # fmt: skip
 
 

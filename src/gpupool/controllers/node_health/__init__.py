@@ -1,1 +1,1 @@
-"""Node health from GpuNode heartbeats (plan), and the writes (reconcile)."""
+"""Node health from the agents' heartbeats, their node Leases (plan), and the writes (reconcile)."""

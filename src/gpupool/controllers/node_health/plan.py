@@ -1,12 +1,13 @@
-"""Node health from the GpuNode heartbeat, pure: Suspect after `suspect_s` without one, Lost after
+"""Node health from the agents' heartbeats, pure: Suspect after `suspect_s` without one, Lost after
 `lost_s`; a Lost node's live leases become Lost (metered to now) and their pods are deleted so
 their owners (Deployments, Jobs) replace them on healthy nodes. A node that heartbeats again is
-Healthy again (the agent then reports its cards' own health). Losing a lease is the core
-lifecycle's `lose` (`quota.lease`), which meters it."""
+Healthy again (Degraded when the agent reports an unhealthy card). A node that never heartbeat is
+left alone. The heartbeats are the times the nodes' Leases were last renewed (the reconciler
+reads them); losing a lease is the core lifecycle's `lose` (`quota.lease`), which meters it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpupool.quota.lease import Lease
@@ -46,8 +47,15 @@ class HealthPlan:
     delete_pods: tuple[tuple[str, str], ...]  # (namespace, name) of pods on lost nodes
 
 
+def reported_health(node: GpuNodeObject) -> str:
+    """The health the agent reports for the node's cards (what a node back from Suspect or Lost
+    returns to)."""
+    return "Healthy" if all(g.healthy for g in node.gpus) else "Degraded"
+
+
 def plan_node_health(
     nodes: Sequence[GpuNodeObject],
+    heartbeats: Mapping[str, float],
     leases: Sequence[LeaseRecord],
     now: float,
     *,
@@ -62,9 +70,10 @@ def plan_node_health(
     lose: list[LoseLease] = []
     delete: list[tuple[str, str]] = []
     for node in nodes:
-        if node.heartbeat is None:
-            continue  # never reported: nothing placed there either
-        silent = now - node.heartbeat
+        last = heartbeats.get(node.name)
+        if last is None:
+            continue  # never heartbeat: nothing placed there either
+        silent = now - last
         if silent >= lost_s:
             message = f"node lost: no heartbeat for {silent:.0f}s (lost after {lost_s:g}s)"
             if node.health != "Lost":
@@ -79,5 +88,5 @@ def plan_node_health(
                     SetHealth(node.name, "Suspect", f"node suspect: no heartbeat for {silent:.0f}s")
                 )
         elif node.health in ("Suspect", "Lost"):
-            health.append(SetHealth(node.name, "Healthy", "heartbeat resumed"))
+            health.append(SetHealth(node.name, reported_health(node), "heartbeat resumed"))
     return HealthPlan(tuple(health), tuple(lose), tuple(dict.fromkeys(delete)))

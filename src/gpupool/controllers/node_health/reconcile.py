@@ -1,9 +1,15 @@
-"""The node health reconciler: GpuNode heartbeats to Suspect/Lost, a Lost node's leases to Lost
-and its GPU pods deleted (`node_health.plan` decides; this applies it). A write that fails raises:
-the manager logs it and the next round, from the API server's state, plans it again. One object's
-failure fails only that object (`controllers.contain`): a GpuNode or GpuLease that cannot be
-read, a node whose plan raises, a node's or lease's write that fails is set aside with a
-ReconcileFailed event and retried with backoff; the other nodes go on."""
+"""The node health reconciler: the nodes' heartbeats (their Leases' renewTime) to Suspect/Lost on
+their GpuNodes, a Lost node's leases to Lost and its GPU pods deleted (`node_health.plan` decides;
+this applies it). A write that fails raises: the manager logs it and the next round, from the API
+server's state, plans it again. One object's failure fails only that object
+(`controllers.contain`): a GpuNode or GpuLease that cannot be read, a node whose plan raises, a
+node's or lease's write that fails is set aside with a ReconcileFailed event and retried with
+backoff; the other nodes go on.
+
+A node whose Lease goes missing (deleted while its agent is dead) keeps the last renewal this
+replica saw: it goes Suspect, then Lost, as a stale one does. One never seen (a GpuNode made by
+hand, a replica started after the Lease was deleted) is not judged, as a node that never
+heartbeat was not before Leases."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from functools import partial
 
 from gpupool.adapters.kubernetes.decoded import read_gpu_node
 from gpupool.adapters.kubernetes.lease import phase_name
+from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.node_health.plan import (
     LOST_S,
@@ -47,6 +54,16 @@ class NodeHealthReconciler:
         self.suspect_s = suspect_s
         self.lost_s = lost_s
         self.contain = contain if contain is not None else Containment(LOOP, api)
+        self._renewed: dict[str, float] = {}  # node -> its Lease's last renewal seen
+
+    def _heartbeats(self, names: set[str], leases: list[Json]) -> dict[str, float]:
+        """Each GpuNode's last heartbeat: its Lease's renewTime, or the last one seen."""
+        self._renewed = {
+            name: at
+            for name, at in (self._renewed | lease_renewals(leases)).items()
+            if name in names
+        }
+        return dict(self._renewed)
 
     async def reconcile(self) -> HealthPlan:
         now = self.clock()
@@ -60,11 +77,12 @@ class NodeHealthReconciler:
         read = contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), read_gpu_node, now)
         raw = {n.name: obj for n, obj in read}
         nodes = [n for n, _ in read]
+        heartbeats = self._heartbeats(set(raw), await self.api.node_leases())
         leases = decode_leases(contain, await self.api.leases(), now)
         plan = contain.plan(
             "health", "GpuNode", nodes, lambda n: n.name,
-            lambda some: plan_node_health(some, leases, now, suspect_s=self.suspect_s,
-                                          lost_s=self.lost_s),
+            lambda some: plan_node_health(some, heartbeats, leases, now,
+                                          suspect_s=self.suspect_s, lost_s=self.lost_s),
             now, lambda n: raw[n.name],
         )  # fmt: skip
         stamp = format_time(now)

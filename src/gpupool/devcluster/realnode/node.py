@@ -330,7 +330,7 @@ class RealNode:
         return node is not None and ready_for_pods(node)
 
     def _gpus_advertised(self, api: KubeApi) -> bool:
-        """The kubelet shows the agent's gpupool.io/vgpu and the agent's GpuNode beats."""
+        """The kubelet shows the agent's gpupool.io/vgpu and the agent published its GpuNode."""
         try:
             node = api.find(f"/api/v1/nodes/{self.spec.name}")
             gpunode = api.find(f"/apis/{API_VERSION}/gpunodes/{self.spec.name}")
@@ -339,4 +339,4 @@ class RealNode:
         if node is None or gpunode is None:
             return False
         vgpus = ((node.get("status") or {}).get("allocatable") or {}).get(VGPU_RESOURCE, "0")
-        return int(vgpus) > 0 and bool((gpunode.get("status") or {}).get("heartbeat"))
+        return int(vgpus) > 0 and "devices" in (gpunode.get("status") or {})
