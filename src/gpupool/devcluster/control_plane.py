@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from importlib import resources
 from pathlib import Path
 
 from gpupool.devcluster.binaries import Binaries
@@ -14,8 +15,16 @@ from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.spec import GpupoolSpec
 
 POD_CIDR = "10.244.0.1/16"
-KWOK_SELECTOR = "type=kwok"
-CONTROLLER_MANAGER_QPS = 200  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
+KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
+CONTROLLER_MANAGER_QPS = 200
+# DRA for a later driver: resource.k8s.io/v1 is served by default since 1.34 (it is in
+# stableAPIGroupVersionsEnabledByDefault, pkg/controlplane/instance.go, and the
+# DynamicResourceAllocation gate is GA and locked on in 1.35+). Consumable capacity (several
+# claims sharing one device, KEP-5075) is the DRAConsumableCapacity gate: alpha in 1.34 and 1.35,
+# beta and on by default in 1.36 (pkg/features/kube_features.go of k8s.io/kubernetes v1.36.3;
+# verified 2026-12-03). The apiserver (which otherwise drops the fields) and kube-scheduler (its
+# allocator) read it; it is named here so the dev cluster keeps it whatever the default.
+DRA_FEATURE_GATES = "--feature-gates=DRAConsumableCapacity=true"
 
 
 def etcd_argv(binaries: Binaries, ports: Mapping[str, int], data_dir: Path) -> list[str]:
@@ -72,6 +81,7 @@ def apiserver_argv(
         "--allow-privileged=true",
         "--enable-priority-and-fairness=false",
         "--profiling=false",
+        DRA_FEATURE_GATES,
     ]
 
 
@@ -115,6 +125,7 @@ def scheduler_argv(
         f"--secure-port={ports['kube-scheduler']}",
         f"--cert-dir={cert_dir}",
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        DRA_FEATURE_GATES,
     ]
 
 
@@ -133,9 +144,13 @@ def kwok_argv(
     ]
 
 
-# An explicit configuration without stages: kwok v0.7 then uses its default node and pod
-# stages, and never reads the user's ~/.kwok/kwok.yaml.
-KWOK_CONFIG = "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+# An explicit configuration, so kwok never reads the user's ~/.kwok/kwok.yaml, with the stages
+# kwok v0.7 applied by default (v0.8 applies none and warns "No node stages found"): without
+# them kwok would neither make the fake nodes Ready nor run or delete their pods.
+KWOK_CONFIG = (
+    "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+    + resources.files("gpupool.devcluster").joinpath("kwok_stages.yaml").read_text(encoding="utf-8")
+)
 
 
 def gpupool_argvs(
