@@ -4,6 +4,7 @@ claimed, the PKI and the paths under the state folder. `cluster.DevCluster.up` l
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -144,11 +145,31 @@ def kwok_argv(
     ]
 
 
-# An explicit configuration, so kwok never reads the user's ~/.kwok/kwok.yaml, with the stages
-# kwok v0.7 applied by default (v0.8 applies none and warns "No node stages found"): without
-# them kwok would neither make the fake nodes Ready nor run or delete their pods.
+# An explicit configuration, so kwok never reads the user's ~/.kwok/kwok.yaml. kwok v0.8 neither
+# defaults the options of a configuration file (it failed at start: "playStageParallelism must be
+# greater than 0") nor applies default stages ("No node stages found": nodes never Ready), so both
+# are spelled out as v0.7 defaulted them: its option defaults (zz_generated.defaults.go; the CIDR
+# and the node selection come as flags), and its stages (kwok_stages.yaml).
+KWOK_OPTIONS = {
+    "enableDebuggingHandlers": True,
+    "enableContentionProfiling": False,
+    "enableProfilingHandler": True,
+    "podPlayStageParallelism": 4,
+    "nodePlayStageParallelism": 4,
+    "nodeLeaseParallelism": 4,
+    "podsOnNodeSyncParallelism": 1,
+    "enablePodsOnNodeSyncListPager": True,
+    "enablePodsOnNodeSyncStreamWatch": False,
+}
 KWOK_CONFIG = (
-    "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+    json.dumps(
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": KWOK_OPTIONS,
+        }
+    )
+    + "\n"
     + resources.files("gpupool.devcluster").joinpath("kwok_stages.yaml").read_text(encoding="utf-8")
 )
 

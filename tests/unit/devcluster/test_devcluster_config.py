@@ -124,10 +124,13 @@ def test_kwok_configuration_carries_the_default_stages() -> None:
     """kwok v0.8 applies no stages of its own: without these the fake nodes never turn Ready."""
     documents = list(yaml.safe_load_all(KWOK_CONFIG))
     assert documents[0]["kind"] == "KwokConfiguration"
+    # kwok v0.8 does not default a file's options: zero parallelism stops it at start
+    assert documents[0]["options"]["podPlayStageParallelism"] > 0
+    assert documents[0]["options"]["nodePlayStageParallelism"] > 0
     stages = {d["metadata"]["name"]: d["spec"]["resourceRef"]["kind"] for d in documents[1:]}
     assert stages == {
         "node-initialize": "Node",
-        "node-heartbeat": "Node",
+        "node-heartbeat-with-lease": "Node",
         "pod-ready": "Pod",
         "pod-complete": "Pod",
         "pod-delete": "Pod",
