@@ -76,8 +76,9 @@ prometheus:
 chromium:
 	tools/chromium/install.sh || [ "$$(id -u)" != 0 ]
 
-# The real node's host packages (containerd, runc, CNI plugins, iptables; apt-get, as root) and
-# its images (pause, GPU probe) for `gpupool dev-cluster up --real-node` and its e2e tests; see
+# The real node's host packages (runc, CNI plugins, iptables; apt-get, as root), containerd v2
+# built from its Go module into ~/.cache/gpupool/containerd/<version>/bin (CDI on), and its
+# images (pause, GPU probe) for `gpupool dev-cluster up --real-node` and its e2e tests; see
 # docs/real-node.md. Installs nothing when all is there; on a host that cannot run a real node it
 # says why and the real-node tests skip with that reason.
 realnode: native

@@ -1,6 +1,7 @@
-"""A real node in the dev cluster: kubelet v1.34 on containerd and runc, gpupool's agent serving
-its fake GPU through the real device-plugin API, and GPU pods from a Deployment running in real
-containers with the limiter mounted and preloaded over the project's fake CUDA driver.
+"""A real node in the dev cluster: kubelet v1.36 on containerd v2 and runc, gpupool's agent
+serving its fake GPU through the real device-plugin API, and GPU pods from a Deployment running in
+real containers with the limiter mounted and preloaded over the project's fake CUDA driver; and
+containerd's CDI injection of a device the kubelet names as a CDI device.
 
 Needs root and cgroup v1 (the tests skip, saying so, only where the host cannot run a node at
 all); the packages and images come from `make realnode` (tools/realnode/setup.sh), which
@@ -9,12 +10,15 @@ all); the packages and images come from `make realnode` (tools/realnode/setup.sh
 
 from __future__ import annotations
 
+import json
 import ssl
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from support.cdi_device_plugin import CDI_ENV, cdi_device_plugin
 from support.real_node import (
     GPUPOOL_API,
     MARKS,
@@ -25,6 +29,7 @@ from support.real_node import (
     check_down_leaves_nothing_behind,
     check_pods_on_two_cards_each_see_their_own_card,
     check_pods_see_their_own_limits,
+    create_namespace,
     short_root,
     up,
 )
@@ -32,8 +37,17 @@ from support.real_node import (
 from gpupool.devcluster import ClusterSpec
 from gpupool.devcluster.binaries import KUBERNETES_VERSION
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
+from gpupool.devcluster.polling import poll_until
+from gpupool.devcluster.realnode import host
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS, driver_uuid
-from gpupool.devcluster.realnode.layout import NODE_IP, NODE_NAME, Layout
+from gpupool.devcluster.realnode.layout import (
+    CONTAINERD_NAMESPACE,
+    DEVICE_PLUGIN_DIR,
+    NODE_IP,
+    NODE_NAME,
+    PAUSE_IMAGE,
+    Layout,
+)
 from gpupool.devcluster.realnode.node import RealNodeSpec
 from gpupool.devcluster.spec import GpupoolSpec
 from gpupool.node.device_plugin.decide import allocation_key
@@ -66,7 +80,8 @@ def test_the_real_node_is_ready_and_shows_the_agents_vgpus(real: RealNode) -> No
     # a real kubelet on containerd, not kwok
     info = node["status"]["nodeInfo"]
     assert info["kubeletVersion"] == KUBERNETES_VERSION
-    assert info["containerRuntimeVersion"].startswith("containerd://")
+    # containerd v2 (tools/realnode/build-containerd.sh), not Debian's 1.6
+    assert info["containerRuntimeVersion"] == f"containerd://{host.CONTAINERD_VERSION[1:]}", info
     assert "kwok.x-k8s.io/node" not in (node["metadata"].get("annotations") or {})
     assert {"type": "InternalIP", "address": NODE_IP} in node["status"]["addresses"]
     # the agent's device plugin, registered with this kubelet: two cards, ten vgpus each
@@ -120,6 +135,61 @@ def test_a_pod_whose_lease_is_gone_is_refused_by_allocate_and_placed_again(
     real: RealNode,
 ) -> None:
     check_a_pod_whose_lease_is_gone_is_refused_and_replaced(real, "probe-gone")
+
+
+def test_containerd_injects_the_cdi_device_the_kubelet_names(real: RealNode) -> None:
+    """A device plugin whose Allocate names its device only as a CDI device: the kubelet passes
+    the name in the CRI request, and containerd v2 applies the CDI spec's edits to the
+    container (Debian's containerd 1.6 would start it without them)."""
+    resource = "cdi-check.gpupool.dev/device"
+    layout = Layout.under(real.cluster.state_dir)
+    with cdi_device_plugin(DEVICE_PLUGIN_DIR, layout.cdi_spec_dir, resource) as plugin:
+
+        def advertised() -> bool:
+            node = real.api.get(f"/api/v1/nodes/{NODE_NAME}")
+            return node["status"].get("allocatable", {}).get(resource) == "1"
+
+        assert poll_until(advertised, timeout_s=60, interval_s=0.5), real.logs()
+        ns = create_namespace(real.api, "cdi-check")
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "cdi"},
+            "spec": {
+                "nodeName": NODE_NAME,
+                "containers": [
+                    {
+                        "name": "pause",
+                        "image": PAUSE_IMAGE,
+                        "imagePullPolicy": "Never",
+                        "resources": {"limits": {resource: "1"}},
+                    }
+                ],
+            },
+        }
+        real.api.create(f"/api/v1/namespaces/{ns}/pods", pod)
+
+        def container_id() -> str | None:
+            status = real.api.get(f"/api/v1/namespaces/{ns}/pods/cdi")["status"]
+            for container in status.get("containerStatuses") or []:
+                if "running" in (container.get("state") or {}):
+                    return str(container["containerID"]).removeprefix("containerd://")
+            return None
+
+        found = poll_until(container_id, timeout_s=120, interval_s=0.5)
+        assert found, f"the pod never ran:\n{real.logs()}"
+        assert plugin.allocated == [["dev0"]]
+        ctr = [str(host.host_tools().ctr), "--address", str(layout.containerd_socket)]
+        done = subprocess.run(
+            [*ctr, "-n", CONTAINERD_NAMESPACE, "containers", "info", found],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        env = json.loads(done.stdout)["Spec"]["process"]["env"]
+        assert CDI_ENV in env, env
+        real.api.delete(f"/api/v1/namespaces/{ns}")
+        gone = poll_until(lambda: real.api.find(f"/api/v1/namespaces/{ns}") is None, timeout_s=120)
+        assert gone, f"namespace {ns} stayed:\n{real.logs()}"
 
 
 def test_down_leaves_nothing_behind_on_the_host(real: RealNode) -> None:

@@ -12,7 +12,7 @@
 # names the same folder (a unit test keeps the two in step).
 #
 # Usage: tools/k8s/build.sh [--force]
-# Needs: go >= 1.24 and the Go module proxy (or a filled module cache).
+# Needs: go >= 1.26 and the Go module proxy (or a filled module cache).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,7 +20,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../go-build-env.sh"
 force=0
 [[ "${1:-}" == "--force" ]] && force=1
-need_go 1.24
+need_go 1.26
 
 kube_version="$(modver "$here/kubernetes/go.mod" k8s.io/kubernetes)"
 etcd_version="$(modver "$here/etcd/go.mod" go.etcd.io/etcd/server/v3)"

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Host setup for `gpupool dev-cluster up --real-node` (Debian, as root): installs what is missing
-# of containerd, runc, the CNI plugins, iptables and a static libc, and of buildah and mmdebstrap
-# (tools/image/build.sh, which the chart-on-a-real-node e2e test runs), then builds the node's
-# images (build-images.sh). Idempotent: installs nothing when all is there. Other sessions on the
-# same machine may install packages too: apt runs under `flock /tmp/apt.lock`.
+# of runc, the CNI plugins, iptables and a static libc, and of buildah and mmdebstrap
+# (tools/image/build.sh, which the chart-on-a-real-node e2e test runs), then builds containerd v2
+# (build-containerd.sh: Debian 12's containerd 1.6 cannot inject CDI devices) and the node's
+# images (build-images.sh). Idempotent: installs and builds nothing when all is there. Other
+# sessions on the same machine may install packages too: apt runs under `flock /tmp/apt.lock`.
 # Not root, or not Debian/apt: says so and exits 1 (the real-node tests then skip, saying why).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 need=()
-command -v containerd >/dev/null || need+=(containerd)
 command -v runc >/dev/null || need+=(runc)
 [[ -x /usr/lib/cni/bridge || -x /opt/cni/bin/bridge ]] || need+=(containernetworking-plugins)
 command -v iptables >/dev/null || need+=(iptables)
@@ -30,4 +30,5 @@ if [[ ${#need[@]} -gt 0 ]]; then
     flock /tmp/apt.lock apt-get install -y --no-install-recommends "${need[@]}" >&2
   fi
 fi
+"$here/build-containerd.sh" >/dev/null
 "$here/build-images.sh"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from gpupool.devcluster.errors import BinaryMissing
 
-KUBERNETES_VERSION = "v1.34.4"
+KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
-KWOK_VERSION = "v0.7.0"
+KWOK_VERSION = "v0.8.0"
 
 BIN_DIR_ENV = "GPUPOOL_K8S_BIN"
 BUILD_COMMAND = "make k8s  (or: tools/k8s/build.sh)"

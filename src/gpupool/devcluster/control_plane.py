@@ -4,8 +4,10 @@ claimed, the PKI and the paths under the state folder. `cluster.DevCluster.up` l
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Mapping
+from importlib import resources
 from pathlib import Path
 
 from gpupool.devcluster.binaries import Binaries
@@ -14,8 +16,16 @@ from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.spec import GpupoolSpec
 
 POD_CIDR = "10.244.0.1/16"
-KWOK_SELECTOR = "type=kwok"
-CONTROLLER_MANAGER_QPS = 200  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
+KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
+CONTROLLER_MANAGER_QPS = 200
+# DRA for a later driver: resource.k8s.io/v1 is served by default since 1.34 (it is in
+# stableAPIGroupVersionsEnabledByDefault, pkg/controlplane/instance.go, and the
+# DynamicResourceAllocation gate is GA and locked on in 1.35+). Consumable capacity (several
+# claims sharing one device, KEP-5075) is the DRAConsumableCapacity gate: alpha in 1.34 and 1.35,
+# beta and on by default in 1.36 (pkg/features/kube_features.go of k8s.io/kubernetes v1.36.3;
+# verified 2026-12-03). The apiserver (which otherwise drops the fields) and kube-scheduler (its
+# allocator) read it; it is named here so the dev cluster keeps it whatever the default.
+DRA_FEATURE_GATES = "--feature-gates=DRAConsumableCapacity=true"
 
 
 def etcd_argv(binaries: Binaries, ports: Mapping[str, int], data_dir: Path) -> list[str]:
@@ -76,6 +86,7 @@ def apiserver_argv(
         # compact etcd and see a watch's version gone (410), as a long-lived cluster does.
         # gpupool watches no ConfigMap.
         "--watch-cache-sizes=configmaps#0",
+        DRA_FEATURE_GATES,
     ]
 
 
@@ -119,6 +130,7 @@ def scheduler_argv(
         f"--secure-port={ports['kube-scheduler']}",
         f"--cert-dir={cert_dir}",
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        DRA_FEATURE_GATES,
     ]
 
 
@@ -137,9 +149,33 @@ def kwok_argv(
     ]
 
 
-# An explicit configuration without stages: kwok v0.7 then uses its default node and pod
-# stages, and never reads the user's ~/.kwok/kwok.yaml.
-KWOK_CONFIG = "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"
+# An explicit configuration, so kwok never reads the user's ~/.kwok/kwok.yaml. kwok v0.8 neither
+# defaults the options of a configuration file (it failed at start: "playStageParallelism must be
+# greater than 0") nor applies default stages ("No node stages found": nodes never Ready), so both
+# are spelled out as v0.7 defaulted them: its option defaults (zz_generated.defaults.go; the CIDR
+# and the node selection come as flags), and its stages (kwok_stages.yaml).
+KWOK_OPTIONS = {
+    "enableDebuggingHandlers": True,
+    "enableContentionProfiling": False,
+    "enableProfilingHandler": True,
+    "podPlayStageParallelism": 4,
+    "nodePlayStageParallelism": 4,
+    "nodeLeaseParallelism": 4,
+    "podsOnNodeSyncParallelism": 1,
+    "enablePodsOnNodeSyncListPager": True,
+    "enablePodsOnNodeSyncStreamWatch": False,
+}
+KWOK_CONFIG = (
+    json.dumps(
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": KWOK_OPTIONS,
+        }
+    )
+    + "\n"
+    + resources.files("gpupool.devcluster").joinpath("kwok_stages.yaml").read_text(encoding="utf-8")
+)
 
 
 def gpupool_argvs(

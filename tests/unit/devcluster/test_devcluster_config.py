@@ -12,6 +12,7 @@ from cryptography import x509
 
 from gpupool.devcluster import binaries
 from gpupool.devcluster.certs import generate_pki
+from gpupool.devcluster.control_plane import KWOK_CONFIG
 from gpupool.devcluster.kubeconfig import write_kubeconfig
 from gpupool.devcluster.scheduler_config import ExtenderConfig, scheduler_configuration
 
@@ -117,3 +118,21 @@ def test_the_kubelet_is_looked_up_beside_the_other_binaries(tmp_path: Path) -> N
     (tmp_path / "kubelet").write_text("#!/bin/sh\n")
     (tmp_path / "kubelet").chmod(0o755)
     assert found.kubelet() == tmp_path.resolve() / "kubelet"
+
+
+def test_kwok_configuration_carries_the_default_stages() -> None:
+    """kwok v0.8 applies no stages of its own: without these the fake nodes never turn Ready."""
+    documents = list(yaml.safe_load_all(KWOK_CONFIG))
+    assert documents[0]["kind"] == "KwokConfiguration"
+    # kwok v0.8 does not default a file's options: zero parallelism stops it at start
+    assert documents[0]["options"]["podPlayStageParallelism"] > 0
+    assert documents[0]["options"]["nodePlayStageParallelism"] > 0
+    stages = {d["metadata"]["name"]: d["spec"]["resourceRef"]["kind"] for d in documents[1:]}
+    assert stages == {
+        "node-initialize": "Node",
+        "node-heartbeat-with-lease": "Node",
+        "pod-ready": "Pod",
+        "pod-complete": "Pod",
+        "pod-delete": "Pod",
+    }
+    assert all(d["kind"] == "Stage" for d in documents[1:])

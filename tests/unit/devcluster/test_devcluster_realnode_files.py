@@ -9,13 +9,14 @@ import re
 import subprocess
 import sys
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
 from gpupool.devcluster.errors import InvalidClusterSpec
-from gpupool.devcluster.realnode import configs, fake_toolkit, image_archive
+from gpupool.devcluster.realnode import configs, fake_toolkit, host, image_archive
 from gpupool.devcluster.realnode.fake_gpus import driver_matched_inventory, driver_uuid
 from gpupool.devcluster.realnode.layout import NODE_IP, PAUSE_IMAGE, Layout
 
@@ -43,13 +44,24 @@ def test_kubelet_serves_only_authenticated_and_authorized_callers(tmp_path: Path
 
 def test_containerd_keeps_to_its_folder_and_uses_the_local_pause_image(tmp_path: Path) -> None:
     layout = Layout.under(tmp_path)
-    text = configs.containerd_config(layout, Path("/usr/lib/cni"))
-    assert f'root = "{layout.containerd_root}"' in text
-    assert f'address = "{layout.containerd_socket}"' in text
-    assert f'sandbox_image = "{PAUSE_IMAGE}"' in text
-    assert "restrict_oom_score_adj = true" in text
-    assert f'BinaryName = "{layout.runtime_wrapper}"' in text
+    shim = tmp_path / "bin" / "containerd-shim-runc-v2"
+    text = configs.containerd_config(layout, Path("/usr/lib/cni"), shim)
+    config = tomllib.loads(text)
+    assert config["version"] == 3  # containerd v2's format
+    assert config["root"] == str(layout.containerd_root)
+    assert config["grpc"]["address"] == str(layout.containerd_socket)
+    assert "io.containerd.nri.v1.nri" in config["disabled_plugins"]
+    images = config["plugins"]["io.containerd.cri.v1.images"]
+    assert images["pinned_images"]["sandbox"] == PAUSE_IMAGE
+    runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
+    assert runtime["restrict_oom_score_adj"] is True
+    assert runtime["cdi_spec_dirs"] == [str(layout.cdi_spec_dir)]
+    assert runtime["cni"]["bin_dirs"] == ["/usr/lib/cni"]
+    runc = runtime["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_path"] == str(shim)
+    assert runc["options"]["BinaryName"] == str(layout.runtime_wrapper)
     assert "/var/lib/containerd" not in text and "/run/containerd" not in text
+    assert "/etc/cdi" not in text and "/var/run/cdi" not in text
 
 
 def test_the_pod_network_changes_no_sysctl_and_adds_no_iptables_rule(tmp_path: Path) -> None:
@@ -160,3 +172,12 @@ def test_the_agents_card_has_the_uuid_the_fake_driver_reports() -> None:
     with pytest.raises(InvalidClusterSpec, match="8 cards at most"):
         driver_matched_inventory("9xA100-80GB", node="real-node-0")
     assert re.fullmatch(r"GPU-fa4ec0de-(0000-){3}0000000000ff", driver_uuid(255))
+
+
+def test_the_containerd_version_matches_its_go_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(host.CONTAINERD_BIN_ENV, raising=False)
+    go_mod = (REPO / "tools" / "realnode" / "containerd" / "go.mod").read_text()
+    match = re.search(r"^require github\.com/containerd/containerd/v2 (v\S+)$", go_mod, re.M)
+    assert match, "containerd/v2 not required in tools/realnode/containerd/go.mod"
+    assert match.group(1) == host.CONTAINERD_VERSION
+    assert host.containerd_bin_dir().parent.name == f"containerd-{host.CONTAINERD_VERSION}"

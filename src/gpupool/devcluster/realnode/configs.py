@@ -20,47 +20,56 @@ from gpupool.devcluster.realnode.layout import (
 )
 
 CNI_NETWORK = "gpupool-dev"
-_CRI = 'plugins."io.containerd.grpc.v1.cri"'
+_RUNTIME = "plugins.'io.containerd.cri.v1.runtime'"
+_IMAGES = "plugins.'io.containerd.cri.v1.images'"
 
 
-def containerd_config(layout: Layout, cni_bin_dir: Path) -> str:
-    """containerd 1.6 (config version 2): private root, state and socket; the CRI plugin with
-    the local pause image, runc through the toolkit stand-in, and CNI from `cni_bin_dir`."""
-    runc = f"{_CRI}.containerd.runtimes.runc"
+def containerd_config(layout: Layout, cni_bin_dir: Path, shim: Path) -> str:
+    """containerd v2 (config version 3): private root, state, socket and CDI spec folder; the
+    CRI plugin with the local pause image, runc through the toolkit stand-in (by the shim
+    `shim`, the one built with this containerd) and CNI from `cni_bin_dir`."""
+    runc = f"{_RUNTIME}.containerd.runtimes.runc"
     return "\n".join(
         [
-            "version = 2",
+            "version = 3",
             f'root = "{layout.containerd_root}"',
             f'state = "{layout.containerd_state}"',
-            # Snapshotters this host cannot use would only log errors at start.
-            'disabled_plugins = ["io.containerd.snapshotter.v1.aufs", '
-            '"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", '
-            '"io.containerd.snapshotter.v1.devmapper"]',
+            # Snapshotters this host cannot use would only log errors at start; NRI would serve
+            # a socket in the host's /var/run/nri, which the dev cluster does not own.
+            'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", '
+            '"io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", '
+            '"io.containerd.snapshotter.v1.erofs", "io.containerd.snapshotter.v1.blockfile", '
+            '"io.containerd.nri.v1.nri"]',
             "[grpc]",
             f'  address = "{layout.containerd_socket}"',
             "[ttrpc]",
             f'  address = "{layout.containerd_socket}.ttrpc"',
             "[metrics]",
             '  address = ""',
-            '[plugins."io.containerd.internal.v1.opt"]',
-            f'  path = "{layout.root / "containerd" / "opt"}"',
-            f"[{_CRI}]",
-            f'  sandbox_image = "{PAUSE_IMAGE}"',
+            f"[{_IMAGES}]",
+            '  snapshotter = "overlayfs"',
+            f"[{_IMAGES}.pinned_images]",
+            f'  sandbox = "{PAUSE_IMAGE}"',
+            f"[{_RUNTIME}]",
             # Root here lacks CAP_SYS_RESOURCE: lowering a container's oom_score_adj is denied,
             # and runc then fails every sandbox ("can't get final child's PID from pipe").
             "  restrict_oom_score_adj = true",
             "  netns_mounts_under_state_dir = true",
             "  enable_selinux = false",
-            f"[{_CRI}.containerd]",
-            '  snapshotter = "overlayfs"',
+            # CDI (always on in containerd v2): the devices a CRI request names as CDI devices
+            # (a device plugin's or a DRA driver's) are injected from the specs in this folder.
+            f'  cdi_spec_dirs = ["{layout.cdi_spec_dir}"]',
+            f"[{_RUNTIME}.containerd]",
             '  default_runtime_name = "runc"',
             f"[{runc}]",
             '  runtime_type = "io.containerd.runc.v2"',
+            # By path: a containerd-shim-runc-v2 on PATH (Debian's containerd 1.6) is not ours.
+            f'  runtime_path = "{shim}"',
             f"[{runc}.options]",
             f'  BinaryName = "{layout.runtime_wrapper}"',
             "  SystemdCgroup = false",
-            f"[{_CRI}.cni]",
-            f'  bin_dir = "{cni_bin_dir}"',
+            f"[{_RUNTIME}.cni]",
+            f'  bin_dirs = ["{cni_bin_dir}"]',
             f'  conf_dir = "{layout.cni_conf_dir}"',
             "  max_conf_num = 1",
             "",

@@ -14,6 +14,11 @@ from pathlib import Path
 from gpupool.devcluster.errors import RealNodeUnsupported
 
 SETUP_COMMAND = "tools/realnode/setup.sh  (or: make realnode)"
+# containerd v2, built by tools/realnode/build-containerd.sh (setup.sh runs it) from the wrapper
+# module tools/realnode/containerd, whose go.mod names the same version (a unit test checks it).
+CONTAINERD_VERSION = "v2.4.2"
+CONTAINERD_BIN_ENV = "GPUPOOL_CONTAINERD_BIN"
+CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
 # Where Debian's containernetworking-plugins puts the plugins, then the upstream default.
 CNI_BIN_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 CGROUP_V1 = Path("/sys/fs/cgroup")
@@ -28,6 +33,17 @@ class HostTools:
     runc: Path
     ctr: Path
     cni_bin_dir: Path
+    # the runc shim built with this containerd (containerd's CRI config names it by path)
+    shim: Path
+
+
+def containerd_bin_dir() -> Path:
+    """$GPUPOOL_CONTAINERD_BIN, else ~/.cache/gpupool/containerd/containerd-<version>/bin."""
+    override = os.environ.get(CONTAINERD_BIN_ENV)
+    if override:
+        return Path(override)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "gpupool" / "containerd" / f"containerd-{CONTAINERD_VERSION}" / "bin"
 
 
 def _which(name: str) -> Path | None:
@@ -50,13 +66,22 @@ def unsupported_reason() -> str | None:
     return None
 
 
+def _built(folder: Path, name: str) -> Path | None:
+    path = folder / name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
 def host_tools() -> HostTools:
-    """containerd, runc, ctr and the CNI plugins, or RealNodeUnsupported naming the setup."""
+    """containerd v2 (its shim and ctr), runc and the CNI plugins, or RealNodeUnsupported
+    naming the setup."""
     reason = unsupported_reason()
     if reason is not None:
         raise RealNodeUnsupported(reason)
-    tools = {name: _which(name) for name in ("containerd", "runc", "ctr", "ip", "iptables")}
-    missing = [name for name, path in tools.items() if path is None]
+    built = containerd_bin_dir()
+    tools = {name: _built(built, name) for name in CONTAINERD_COMMANDS}
+    missing = [f"{name} {CONTAINERD_VERSION} (in {built})" for name, p in tools.items() if not p]
+    tools |= {name: _which(name) for name in ("runc", "ip", "iptables")}
+    missing += [name for name in ("runc", "ip", "iptables") if tools[name] is None]
     cni = next((d for d in CNI_BIN_DIRS if (d / "bridge").is_file()), None)
     if cni is None:
         missing.append(f"the CNI plugins (bridge, host-local, loopback in {CNI_BIN_DIRS[0]})")
@@ -65,9 +90,11 @@ def host_tools() -> HostTools:
             f"missing on this host: {', '.join(missing)}; install them with: {SETUP_COMMAND}"
         )
     assert cni is not None
-    containerd, runc, ctr = (tools[n] for n in ("containerd", "runc", "ctr"))
-    assert containerd is not None and runc is not None and ctr is not None
-    return HostTools(containerd, runc, ctr, cni)
+    containerd, runc, ctr, shim = (
+        tools[n] for n in ("containerd", "runc", "ctr", "containerd-shim-runc-v2")
+    )
+    assert containerd is not None and runc is not None and ctr is not None and shim is not None
+    return HostTools(containerd, runc, ctr, cni, shim)
 
 
 def run(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -70,6 +70,11 @@ class Layout:
         return self.root / "containerd" / "config.toml"
 
     @property
+    def cdi_spec_dir(self) -> Path:
+        """containerd's only CDI spec folder (not the host's /etc/cdi or /var/run/cdi)."""
+        return self.root / "cdi"
+
+    @property
     def cni_conf_dir(self) -> Path:
         return self.root / "cni" / "net.d"
 

@@ -196,8 +196,8 @@ class RealNode:
             limit=104,
         )
         shutil.rmtree(layout.root, ignore_errors=True)
-        folders = (layout.root, layout.cni_conf_dir, layout.limits_dir, layout.usage_dir,
-                   layout.pod_logs)  # fmt: skip
+        folders = (layout.root, layout.cni_conf_dir, layout.cdi_spec_dir, layout.limits_dir,
+                   layout.usage_dir, layout.pod_logs)  # fmt: skip
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
@@ -228,7 +228,7 @@ class RealNode:
         layout = self.layout
         layout.containerd_config.parent.mkdir(parents=True, exist_ok=True)
         layout.containerd_config.write_text(
-            configs.containerd_config(layout, self.tools.cni_bin_dir)
+            configs.containerd_config(layout, self.tools.cni_bin_dir, self.tools.shim)
         )
         (layout.cni_conf_dir / "10-gpupool-dev.conflist").write_text(configs.cni_conflist(layout))
         toolkit = Path(__file__).with_name("fake_toolkit.py")
