@@ -1,5 +1,5 @@
-"""A heartbeat is not a change worth a round: a Node's condition heartbeat or a GpuNode's status
-heartbeat alone wakes no loop; anything else that moved does."""
+"""A heartbeat is not a change worth a round: a Node's condition heartbeat alone wakes no loop;
+anything else that moved does."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ NODE: dict[str, Any] = {
 }
 GPUNODE: dict[str, Any] = {
     "metadata": {"name": "n1", "resourceVersion": "1"},
-    "status": {"heartbeat": "2026-01-01T00:00:00Z", "health": "Healthy", "gpus": [{"uuid": "u"}]},
+    "status": {"health": "Healthy", "gpus": [{"uuid": "u"}]},
 }
 
 
@@ -46,15 +46,14 @@ def test_a_node_heartbeat_alone_is_noise_and_a_condition_change_is_not() -> None
     assert not only_heartbeat(Change("nodes", "n1", NODE, relabelled))
 
 
-def test_a_gpunode_heartbeat_alone_is_noise_and_a_health_change_is_not() -> None:
-    beat = _moved(GPUNODE, ("status", "heartbeat"), "2026-01-01T00:00:10Z")
-    assert only_heartbeat(Change("gpunodes", "n1", GPUNODE, beat))
-    sick = _moved(beat, ("status", "health"), "Unhealthy")
-    assert not only_heartbeat(Change("gpunodes", "n1", GPUNODE, sick))
+def test_a_gpunode_status_change_is_always_a_change() -> None:
+    """GpuNodes carry no heartbeat any more (the agents renew a Lease): every write counts."""
+    moved = _moved(GPUNODE, ("status", "health"), "Unhealthy")
+    assert not only_heartbeat(Change("gpunodes", "n1", GPUNODE, moved))
 
 
 def test_new_and_deleted_objects_and_other_kinds_are_always_changes() -> None:
     assert not only_heartbeat(Change("gpunodes", "n1", None, GPUNODE))
     assert not only_heartbeat(Change("gpunodes", "n1", GPUNODE, None))
-    same_shape = _moved(GPUNODE, ("status", "heartbeat"), "later")
+    same_shape = _moved(GPUNODE, ("status", "health"), "later")
     assert not only_heartbeat(Change("gpuleases", "t/a", GPUNODE, same_shape))

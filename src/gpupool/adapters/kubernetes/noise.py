@@ -1,6 +1,7 @@
 """Which watched updates are only a heartbeat: they move a time and nothing a decision reads, so
-they must not wake a loop (at 1,213 nodes a Node or GpuNode heartbeat arrives ~100 times a
-second; waking every loop for each made the controller's cost follow the cluster's size).
+they must not wake a loop (a Node's status heartbeat, written by its kubelet or kwok, would
+otherwise make the controller's cost follow the cluster's size). gpupool's own agents renew a
+Lease per node instead (`node_lease`), which no loop wakes on.
 
 A heartbeat still reaches the cache (the node-health check reads the times when it runs); it only
 does not count as a change worth a round. Everything not named here is a change.
@@ -33,11 +34,7 @@ def _node_status(status: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _gpunode_status(status: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if k != "heartbeat"}
-
-
-_STATUS_NOISE = {"nodes": _node_status, "gpunodes": _gpunode_status}
+_STATUS_NOISE = {"nodes": _node_status}
 
 
 def only_heartbeat(change: Change) -> bool:
