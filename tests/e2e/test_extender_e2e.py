@@ -154,7 +154,9 @@ def test_three_12gi_pods_share_one_card_with_disjoint_slices(
         assert alloc["model"] == "A100-80GB"
         lease_key = annotations["gpupool.io/lease"]
         assert lease_key == f"{ns}/{pod['metadata']['uid']}"
-        lease = api.get(f"{LEASES}/namespaces/{ns}/gpuleases/{pod['metadata']['uid']}")
+        # the extender creates the lease just after the Binding: wait for it
+        lease = poll_until(lambda p=pod: _lease(api, ns, p["metadata"]["uid"]), timeout_s=30)
+        assert lease, f"no GpuLease for {name}:\n{ext_cluster.log.read_text()[-3000:]}"
         assert lease["spec"]["node"] == pod["spec"]["nodeName"]
         assert lease["spec"]["podRef"] == {
             "namespace": ns,
@@ -164,6 +166,17 @@ def test_three_12gi_pods_share_one_card_with_disjoint_slices(
         assert lease["spec"]["devices"] == [alloc]
     assert len({s["uuid"] for s in slices.values()}) == 1, f"not one card: {slices}"
     _assert_disjoint([r for s in slices.values() for r in _ranges(s)])
+
+
+def _lease(api: Any, ns: str, uid: str) -> dict[str, Any] | None:
+    """The pod's GpuLease, None while it is not made yet (404)."""
+    try:
+        lease: dict[str, Any] = api.get(f"{LEASES}/namespaces/{ns}/gpuleases/{uid}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+    return lease
 
 
 def _ranges(device: dict[str, Any]) -> list[tuple[int, int]]:
@@ -192,7 +205,14 @@ def test_concurrent_pods_never_double_book_a_card(ext_cluster: ExtenderCluster, 
         assert poll_until(lambda n=name: _running(api, ns, n), timeout_s=90), (
             f"{name} not Running:\n{ext_cluster.log.read_text()[-3000:]}"
         )
-    leases = api.get(f"{LEASES}/namespaces/{ns}/gpuleases")["items"]
+
+    # the extender creates each lease just after its Binding: wait until all stand
+    def all_leases() -> list[dict[str, Any]] | None:
+        items: list[dict[str, Any]] = api.get(f"{LEASES}/namespaces/{ns}/gpuleases")["items"]
+        return items if len(items) >= len(names) else None
+
+    leases = poll_until(all_leases, timeout_s=30)
+    assert leases, f"not every pod's GpuLease stands:\n{ext_cluster.log.read_text()[-3000:]}"
     assert sorted(x["spec"]["podRef"]["name"] for x in leases) == sorted(names)
     per_card: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for lease in leases:

@@ -102,8 +102,7 @@ def test_a_hami_deployment_runs_unchanged_with_the_slice_it_asked_for(
     limits = running["spec"]["containers"][0]["resources"]["limits"]
     assert not [k for k in limits if k.startswith("nvidia.com/")], limits
     assert limits["gpupool.io/gpu-memory"] == "3000Mi" and limits["gpupool.io/gpu-compute"] == "30"
-    lease_ns, uid = running["metadata"]["annotations"]["gpupool.io/lease"].split("/")
-    lease = c.api.get(f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{uid}")
+    lease = _lease_of(c.api, running)
     [device] = lease["spec"]["devices"]
     assert device["sizeBytes"] == 3000 * MiB
     assert device["model"] == "A100-80GB"
@@ -169,8 +168,10 @@ def test_a_pod_opting_out_of_gpupool_keeps_nvidia_gpu(gpupool_cluster: E2ECluste
 
 
 def _lease_of(api: KubeApi, pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod's GpuLease; the extender creates it just after the Binding, so wait for it."""
     lease_ns, uid = pod["metadata"]["annotations"]["gpupool.io/lease"].split("/")
-    lease: dict[str, Any] = api.get(f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{uid}")
+    path = f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{uid}"
+    lease: dict[str, Any] = wait_until(lambda: api.find(path), 30, f"the GpuLease {path}")
     return lease
 
 

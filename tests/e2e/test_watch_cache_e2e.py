@@ -8,15 +8,15 @@ import asyncio
 from typing import Any
 
 import httpx2 as httpx
+from conftest import E2ECluster
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
+from support.waiting import wait_until_async
 
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.watch_cache import WatchCache, Watched
 from gpupool.state.objects import Change
-from tests.e2e.conftest import E2ECluster
-from tests.support.waiting import wait_until_async
 
 BOUND = 30.0  # a hang guard
 

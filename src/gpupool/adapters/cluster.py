@@ -372,6 +372,9 @@ class KubeClusterApi:
                 ResourceClaim.Status, name, body, namespace=namespace, patch_type=PatchType.MERGE
             )
         except ApiError as err:
+            if err.status.code == 422:  # refused as invalid: say why, it is not "gone"
+                log.warning("ResourceClaim %s/%s: allocation refused: %s", namespace, name,
+                            err.status.message)  # fmt: skip
             if gone(err):
                 return False
             raise

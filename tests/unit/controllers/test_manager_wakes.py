@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from support.waiting import wait_until_async
+
 from gpupool.controllers.manager import Loop, run_loops
-from tests.support.waiting import wait_until_async
 
 
 def test_a_change_starts_only_the_loops_that_wake_on_its_kind() -> None:
