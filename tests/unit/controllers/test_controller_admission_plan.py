@@ -8,7 +8,8 @@ from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.adapters.wire.times import format_time, parse_time
-from gpupool.controllers.admission.plan import AdmissionPlan, mark_borrowed, plan_admission
+from gpupool.controllers.admission.charge import mark_borrowed
+from gpupool.controllers.admission.plan import AdmissionPlan, plan_admission
 from gpupool.controllers.admission.reconcile import admit_patch, quota_status
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB

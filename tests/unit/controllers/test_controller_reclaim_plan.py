@@ -17,7 +17,8 @@ from gpupool.adapters.wire.names import ANN_RECLAIM_NOTICE as RECLAIM_ANN
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.adapters.wire.reclaim_notice import notice_annotation, parse_notice
 from gpupool.adapters.wire.times import format_time, parse_time
-from gpupool.controllers.admission.plan import mark_borrowed, plan_admission
+from gpupool.controllers.admission.charge import mark_borrowed
+from gpupool.controllers.admission.plan import plan_admission
 from gpupool.controllers.notices.write import notice_patch, withdraw_patch
 from gpupool.controllers.reclaim.plan import ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement

@@ -11,7 +11,8 @@ from test_controller_room_reclaim_plan import full_cluster, marks, placed, waiti
 from test_controller_room_reclaim_plan import quotas as room_quotas
 
 from gpupool.adapters.wire.names import DEFAULT_TENANT
-from gpupool.controllers.admission.plan import AdmissionPlan, mark_borrowed, plan_admission
+from gpupool.controllers.admission.charge import mark_borrowed
+from gpupool.controllers.admission.plan import AdmissionPlan, plan_admission
 from gpupool.controllers.notices.plan import EvictPod, WithdrawNotice
 from gpupool.controllers.reclaim.plan import (
     ROOM_HOLD_S,

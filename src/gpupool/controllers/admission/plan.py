@@ -9,17 +9,12 @@ unlimited unless a GpuQuota named `default` exists; any other tenant needs its G
 
 A pod's borrowed mark is its live GpuLease's `spec.borrowed` / `spec.preemptible` (copied at bind
 from `gpupool.io/admitted`), or the annotation itself while it has no live lease yet
-(`mark_borrowed`). The plan is the round's one decision on quota: the reclaim round consumes it
-(its ledger, its reclaim asks) instead of deciding again.
+(`charge.mark_borrowed`). The plan is the round's one decision on quota: the reclaim round
+consumes it (its ledger, its reclaim asks) instead of deciding again.
 
-A pod is charged for what it holds: once bound, its GpuLease's amount (the bind writes what the
-slices hold on their cards, `quota.resource.held_amount`, and refuses a holding above what was
-admitted); before that, the most it may take. A quota in GPU memory counts a whole GPU
-(`gpupool.io/gpu: 1`, or a compute-only request, which takes a whole card) or a share as the
-largest card of the cluster it may land on (`card_sizes`, what the nodes' cards offer slices); a
-quota in milli-GPU counts a slice of bytes against the smallest card that takes it. The implicit
-default tenant is not limited: its pods are admitted whatever they ask, and the reason says so
-rather than citing a made-up quota.
+A pod is charged for what it holds (`admission.charge`: its GpuLease's amount once bound, the
+most it may take before). The implicit default tenant is not limited: its pods are admitted
+whatever they ask, and the reason says so rather than citing a made-up quota.
 
 A gang (pods sharing `gpupool.io/gang` in one namespace, docs/gangs.md) is one queue entry: it
 waits, holding back nobody, until its live members (gated or admitted, not finished, not being
@@ -39,10 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from gpupool.domain.devices import Gpu
+from gpupool.controllers.admission.charge import card_memory, charged_lease, held_amount
 from gpupool.domain.errors import GpupoolError, InvalidQuota
-from gpupool.domain.models import get_model
-from gpupool.domain.requests import MILLI, Request
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.gang import GangAdmit, decide_gang
@@ -50,9 +43,8 @@ from gpupool.quota.lease import Lease
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.metering import Meter
 from gpupool.quota.queue import AdmissionQueue, FifoMode, Outcome, QueueEntry
-from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.resource import Resource
 from gpupool.quota.spec import TenantQuota
-from gpupool.state.lease import LeaseRecord
 from gpupool.state.pods import PodView
 
 UNLIMITED = 2**62  # the nominal quota of the implicit `default` tenant
@@ -126,102 +118,6 @@ def build_book(quotas: Iterable[TenantQuota], default_tenant: str) -> QuotaBook:
     return QuotaBook(listed)
 
 
-def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> list[PodView]:
-    """The pods, each admitted one with its borrowed mark and its amount (what it holds, in its
-    quota's resource) taken from its live GpuLease."""
-    live = {le.pod.uid: le for le in leases if le.holds_capacity}
-    out = []
-    for pod in pods:
-        lease = live.get(pod.uid)
-        if lease is not None and pod.admitted is not None:
-            admitted = replace(
-                pod.admitted,
-                borrowed=max(0, lease.borrowed),
-                preemptible=lease.preemptible,
-                resource=lease.resource,
-                amount=max(0, lease.amount),
-            )
-            pod = replace(pod, admitted=admitted)
-        out.append(pod)
-    return out
-
-
-def card_sizes_of(gpus: Iterable[Gpu]) -> dict[str, int]:
-    """GPU model -> the largest card of that model in the cluster (bytes slices may take)."""
-    sizes: dict[str, int] = {}
-    for gpu in gpus:
-        total = gpu.total_memory
-        if total is not None:
-            sizes[gpu.model] = max(total, sizes.get(gpu.model, 0))
-    return sizes
-
-
-def _card_memory(
-    pod: PodView, card_sizes: Mapping[str, int], request: Request, resource: Resource
-) -> int | None:
-    """The card size a share needs to be counted in bytes (or bytes in milli-GPU), if known:
-    the card it holds, else of the cards it may land on (the cluster's, else the catalogue's
-    for the models it names) the one that counts the most, so that a pod is never charged less
-    than it may hold: the largest for a share or a whole card counted in bytes, the smallest
-    that takes the slice for bytes counted in milli-GPU."""
-    models = pod.allocation_models or request.models
-    if not models:
-        sizes = set(card_sizes.values())
-    else:
-        named = {card_sizes.get(m) or get_model(m).memory_bytes for m in models if _known(m)}
-        sizes = {s for s in named if s is not None}
-    if not sizes:
-        return None
-    if resource is Resource.GPU and request.gpu_memory_bytes is not None:
-        takes = [s for s in sizes if s >= request.gpu_memory_bytes]
-        return min(takes or sizes)
-    return max(sizes)
-
-
-def _known(model: str) -> bool:
-    try:
-        get_model(model)
-    except GpupoolError:
-        return False
-    return True
-
-
-def _held_amount(
-    request: Request, resource: Resource, pod: PodView, card_sizes: Mapping[str, int]
-) -> int:
-    """What an admitted pod holds: its live GpuLease's amount (what its slices hold, written at
-    bind; `mark_borrowed` carries it), else what admission counted (`gpupool.io/admitted`),
-    else its request counted again; if it cannot be converted, its whole cards."""
-    mark = pod.admitted
-    if mark is not None and mark.amount is not None and mark.resource == resource.value:
-        return mark.amount
-    try:
-        return demand_of(request, resource, _card_memory(pod, card_sizes, request, resource))
-    except GpupoolError:
-        if resource is Resource.GPU:
-            return MILLI * request.gpu_count
-        return (request.gpu_memory_bytes or 0) * request.gpu_count
-
-
-def _lease(
-    pod: PodView, request: Request, quota: TenantQuota, card_sizes: Mapping[str, int]
-) -> Lease:
-    admitted = pod.admitted
-    return Lease(
-        id=pod.uid or pod.key,
-        tenant=quota.name,
-        amount=_held_amount(request, quota.resource, pod, card_sizes),
-        reserved_at=admitted.at if admitted else pod.submitted_at,
-        priority=pod.priority,
-        compute_milli=request.compute_milli * request.gpu_count,
-        gpu_memory_bytes=(request.gpu_memory_bytes or 0) * request.gpu_count,
-        borrowed=bool(admitted and admitted.borrowed > 0),
-        preemptible=bool(admitted and admitted.preemptible),
-        exclusive=request.exclusive,
-        gang=pod.gang.key if pod.gang else None,
-    )
-
-
 def _live_members(pods: Iterable[PodView]) -> dict[str, list[PodView]]:
     """Gang key -> its members that count: gated or admitted, not finished, not being deleted
     (a replacement may then take a finished member's place)."""
@@ -245,7 +141,7 @@ def plan_admission(
 ) -> AdmissionPlan:
     """Decide this round. `default_tenant`: the tenant of pods without a tenant label (unlimited
     unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why;
-    `card_sizes`: the cluster's cards (`card_sizes_of`), to count whole GPUs in bytes."""
+    `card_sizes`: the cluster's cards (`charge.card_sizes_of`), to count whole GPUs in bytes."""
     state = open_round(
         pods, quotas, now, default_tenant, meter, quota_problems or {}, card_sizes or {}
     )
@@ -271,7 +167,7 @@ class RoundState:
     ledger: Ledger
     now: float
     meter: Meter | None
-    sizes: Mapping[str, int]  # the cluster's cards (`card_sizes_of`)
+    sizes: Mapping[str, int]  # the cluster's cards (`charge.card_sizes_of`)
     unlimited: str | None  # the implicit default tenant, when it has no GpuQuota
     problems: dict[str, str]  # tenant -> why its GpuQuota cannot be used
     members: dict[str, list[PodView]] = field(default_factory=dict)  # entry id -> its pods
@@ -314,7 +210,7 @@ def open_round(
         if pod.holds_quota and pod.request is not None:
             quota = book.get(pod.tenant)
             if quota is not None:
-                ledger.add(_lease(pod, pod.request, quota, sizes))
+                ledger.add(charged_lease(pod, pod.request, quota, sizes))
     return RoundState(book, ledger, now, meter, sizes, unlimited, problems)
 
 
@@ -352,14 +248,14 @@ def ask_of(state: RoundState, pod: PodView, quota: TenantQuota) -> Ask:
     """What the pod asks of its quota (GpupoolError: it cannot be counted)."""
     assert pod.request is not None
     try:
-        size = _card_memory(pod, state.sizes, pod.request, quota.resource)
+        size = card_memory(pod, state.sizes, pod.request, quota.resource)
         return Ask.of(pod.request, quota.resource, size)
     except GpupoolError:
         if pod.tenant != state.unlimited:
             raise
         # Not limited: no card size needed to admit it; it is charged its whole cards.
         req = pod.request
-        held = _held_amount(req, quota.resource, pod, state.sizes)
+        held = held_amount(req, quota.resource, pod, state.sizes)
         return Ask(req.tenant, held, req.compute_milli * req.gpu_count, req.exclusive,
                    req.priority)  # fmt: skip
 
@@ -368,7 +264,7 @@ def admitted_lease(state: RoundState, pod: PodView, quota: TenantQuota, verdict:
     """The lease the pod holds once admitted now (borrowed and preemptible as decided)."""
     assert pod.request is not None
     return replace(
-        _lease(pod, pod.request, quota, state.sizes),
+        charged_lease(pod, pod.request, quota, state.sizes),
         reserved_at=state.now,
         borrowed=verdict.borrowed,
         preemptible=verdict.preemptible,

@@ -31,13 +31,12 @@ from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_q
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.adapters.wire.json_pointer import escape
+from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
     AdmitPod,
     QueuedPod,
     TenantStatus,
-    card_sizes_of,
-    mark_borrowed,
     plan_admission,
 )
 from gpupool.controllers.budget.plan import plan_budgets

@@ -9,7 +9,7 @@ nominal quota whose pods wait because borrowers in its cohort hold the pool gets
   tenant's guaranteed quota; exclusive pods never borrow, so are never taken. A pod's borrowed
   mark is its GpuLease's `spec.borrowed` / `spec.preemptible` (copied at bind from
   `gpupool.io/admitted`), or the annotation itself while the pod has no live lease yet
-  (`admission.plan.mark_borrowed`); the admission plan is the round's own (the reclaim round
+  (`admission.charge.mark_borrowed`); the admission plan is the round's own (the reclaim round
   consumes it, it does not decide quota a second time);
 - notices already given count first, so a victim is noticed once and the next round chooses
   more only for new needs;
@@ -127,7 +127,7 @@ def plan_reclaim_round(
     """This round's notices, evictions and withdrawals (pure; see the module docstring).
 
     `admission`: the round's admission plan over `views` (the same pods, borrowed marks taken
-    from their leases: `admission.plan.mark_borrowed`); its ledger counts the pods it admitted
+    from their leases: `admission.charge.mark_borrowed`); its ledger counts the pods it admitted
     this round, which hold their quota from now on. `placement`: where capacity is (nodes,
     GpuNodes, GpuLeases; `build_placement`); without it no new reclaim for room is planned
     (notices for room already given are still carried out or withdrawn). `holds`: the room

@@ -1,0 +1,121 @@
+"""What the admission queue counts an admitted pod for, pure: a pod is charged for what it holds.
+
+Once bound, its GpuLease's amount (the bind writes what the slices hold on their cards,
+`quota.resource.held_amount`, and refuses a holding above what was admitted; `mark_borrowed`
+carries it, with the lease's borrowed mark); before that, the most it may take. A quota in GPU
+memory counts a whole GPU (`gpupool.io/gpu: 1`, or a compute-only request, which takes a whole
+card) or a share as the largest card of the cluster it may land on (`card_sizes`, what the
+nodes' cards offer slices); a quota in milli-GPU counts a slice of bytes against the smallest
+card that takes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from gpupool.domain.devices import Gpu
+from gpupool.domain.errors import GpupoolError
+from gpupool.domain.models import get_model
+from gpupool.domain.requests import MILLI, Request
+from gpupool.quota.lease import Lease
+from gpupool.quota.resource import Resource, demand_of
+from gpupool.quota.spec import TenantQuota
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.pods import PodView
+
+
+def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> list[PodView]:
+    """The pods, each admitted one with its borrowed mark and its amount (what it holds, in its
+    quota's resource) taken from its live GpuLease."""
+    live = {le.pod.uid: le for le in leases if le.holds_capacity}
+    out = []
+    for pod in pods:
+        lease = live.get(pod.uid)
+        if lease is not None and pod.admitted is not None:
+            admitted = replace(
+                pod.admitted,
+                borrowed=max(0, lease.borrowed),
+                preemptible=lease.preemptible,
+                resource=lease.resource,
+                amount=max(0, lease.amount),
+            )
+            pod = replace(pod, admitted=admitted)
+        out.append(pod)
+    return out
+
+
+def card_sizes_of(gpus: Iterable[Gpu]) -> dict[str, int]:
+    """GPU model -> the largest card of that model in the cluster (bytes slices may take)."""
+    sizes: dict[str, int] = {}
+    for gpu in gpus:
+        total = gpu.total_memory
+        if total is not None:
+            sizes[gpu.model] = max(total, sizes.get(gpu.model, 0))
+    return sizes
+
+
+def card_memory(
+    pod: PodView, card_sizes: Mapping[str, int], request: Request, resource: Resource
+) -> int | None:
+    """The card size a share needs to be counted in bytes (or bytes in milli-GPU), if known:
+    the card it holds, else of the cards it may land on (the cluster's, else the catalogue's
+    for the models it names) the one that counts the most, so that a pod is never charged less
+    than it may hold: the largest for a share or a whole card counted in bytes, the smallest
+    that takes the slice for bytes counted in milli-GPU."""
+    models = pod.allocation_models or request.models
+    if not models:
+        sizes = set(card_sizes.values())
+    else:
+        named = {card_sizes.get(m) or get_model(m).memory_bytes for m in models if _known(m)}
+        sizes = {s for s in named if s is not None}
+    if not sizes:
+        return None
+    if resource is Resource.GPU and request.gpu_memory_bytes is not None:
+        takes = [s for s in sizes if s >= request.gpu_memory_bytes]
+        return min(takes or sizes)
+    return max(sizes)
+
+
+def _known(model: str) -> bool:
+    try:
+        get_model(model)
+    except GpupoolError:
+        return False
+    return True
+
+
+def held_amount(
+    request: Request, resource: Resource, pod: PodView, card_sizes: Mapping[str, int]
+) -> int:
+    """What an admitted pod holds: its live GpuLease's amount (what its slices hold, written at
+    bind; `mark_borrowed` carries it), else what admission counted (`gpupool.io/admitted`),
+    else its request counted again; if it cannot be converted, its whole cards."""
+    mark = pod.admitted
+    if mark is not None and mark.amount is not None and mark.resource == resource.value:
+        return mark.amount
+    try:
+        return demand_of(request, resource, card_memory(pod, card_sizes, request, resource))
+    except GpupoolError:
+        if resource is Resource.GPU:
+            return MILLI * request.gpu_count
+        return (request.gpu_memory_bytes or 0) * request.gpu_count
+
+
+def charged_lease(
+    pod: PodView, request: Request, quota: TenantQuota, card_sizes: Mapping[str, int]
+) -> Lease:
+    admitted = pod.admitted
+    return Lease(
+        id=pod.uid or pod.key,
+        tenant=quota.name,
+        amount=held_amount(request, quota.resource, pod, card_sizes),
+        reserved_at=admitted.at if admitted else pod.submitted_at,
+        priority=pod.priority,
+        compute_milli=request.compute_milli * request.gpu_count,
+        gpu_memory_bytes=(request.gpu_memory_bytes or 0) * request.gpu_count,
+        borrowed=bool(admitted and admitted.borrowed > 0),
+        preemptible=bool(admitted and admitted.preemptible),
+        exclusive=request.exclusive,
+        gang=pod.gang.key if pod.gang else None,
+    )
