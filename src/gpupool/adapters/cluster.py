@@ -16,19 +16,29 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from lightkube import AsyncClient, codecs, operators
+from lightkube import AsyncClient, codecs
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, StatefulSet
-from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Node, Pod
-from lightkube.resources.policy_v1 import PodDisruptionBudget
+from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
-from gpupool.adapters.kubernetes.watch_cache import WatchCache
+from gpupool.adapters.kubernetes.watch_cache import (
+    DEPLOYMENTS,
+    GPULEASES,
+    GPUNODES,
+    GPUPOOLS,
+    GPUQUOTAS,
+    NODE_LEASES,
+    NODES,
+    PDBS,
+    STATEFULSETS,
+    TENANT_PODS,
+    WatchCache,
+    Watched,
+)
 from gpupool.adapters.wire import names
 from gpupool.ports import Json
 
@@ -83,11 +93,12 @@ class KubeClusterApi:
         self.may_write = may_write
         self.cache = cache
 
-    async def _cached(self, kind: str) -> list[Json] | None:
-        """The watch cache's objects of `kind`, when this process keeps that kind."""
-        if self.cache is None or kind not in self.cache.stores:
-            return None
-        return cast(list[Json], await self.cache.values(kind))
+    async def _read(self, watched: Watched, *, fresh: bool = False) -> list[Json]:
+        """`watched`'s objects: the watch cache's when this process keeps that kind (unless
+        `fresh`), else one LIST."""
+        if not fresh and self.cache is not None and watched.kind in self.cache.stores:
+            return cast(list[Json], await self.cache.values(watched.kind))
+        return [_dict(o) async for o in self.client.list(watched.resource, **watched.scope())]
 
     def _writing(self, what: str) -> None:
         if self.may_write is not None and not self.may_write():
@@ -96,51 +107,25 @@ class KubeClusterApi:
     # -- reading -------------------------------------------------------------------------------
     async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
         """Every pod the webhook stamped with a tenant, in all namespaces."""
-        cached = None if fresh else await self._cached("pods")
-        if cached is not None:
-            return cached
-        pods = self.client.list(Pod, namespace="*", labels={names.LABEL_TENANT: operators.exists()})
-        return [_dict(p) async for p in pods]
-
-    async def pods_on(self, node: str) -> list[Json]:
-        pods = self.client.list(Pod, namespace="*", fields={"spec.nodeName": node})
-        return [_dict(p) async for p in pods]
+        return await self._read(TENANT_PODS, fresh=fresh)
 
     async def quotas(self) -> list[Json]:
-        cached = await self._cached("gpuquotas")
-        if cached is not None:
-            return cached
-        return [_dict(q) async for q in self.client.list(GpuQuota)]
+        return await self._read(GPUQUOTAS)
 
     async def leases(self, *, fresh: bool = False) -> list[Json]:
-        cached = None if fresh else await self._cached("gpuleases")
-        if cached is not None:
-            return cached
-        return [_dict(le) async for le in self.client.list(GpuLease, namespace="*")]
+        return await self._read(GPULEASES, fresh=fresh)
 
     async def nodes(self) -> list[Json]:
-        cached = await self._cached("nodes")
-        if cached is not None:
-            return cached
-        return [_dict(n) async for n in self.client.list(Node)]
+        return await self._read(NODES)
 
     async def gpu_nodes(self) -> list[Json]:
-        cached = await self._cached("gpunodes")
-        if cached is not None:
-            return cached
-        return [_dict(n) async for n in self.client.list(GpuNode)]
+        return await self._read(GPUNODES)
 
     async def gpu_pools(self) -> list[Json]:
-        cached = await self._cached("gpupools")
-        if cached is not None:
-            return cached
-        return [_dict(p) async for p in self.client.list(GpuPool)]
+        return await self._read(GPUPOOLS)
 
     async def disruption_budgets(self) -> list[Json]:
-        cached = await self._cached("pdbs")
-        if cached is not None:
-            return cached
-        return [_dict(b) async for b in self.client.list(PodDisruptionBudget, namespace="*")]
+        return await self._read(PDBS)
 
     async def pod(self, namespace: str, name: str) -> Json | None:
         try:
@@ -153,10 +138,7 @@ class KubeClusterApi:
     async def node_leases(self) -> list[Json]:
         """The GPU nodes' heartbeat Leases (`node_lease`): from the watch cache when it keeps them
         (a renewal wakes no loop: none waits on that kind), else listed."""
-        cached = await self._cached("node-leases")
-        if cached is not None:
-            return cached
-        return [_dict(le) async for le in self.client.list(Lease, namespace=NODE_LEASE_NAMESPACE)]
+        return await self._read(NODE_LEASES)
 
     # -- writing -------------------------------------------------------------------------------
     async def patch_pod(
@@ -296,12 +278,8 @@ class KubeClusterApi:
     # -- the autoscaler's workloads (ports.WorkloadApi) ----------------------------------------
     async def workloads(self) -> list[tuple[str, Json]]:
         out: list[tuple[str, Json]] = []
-        for kind, resource in WORKLOAD_KINDS.items():
-            cached = await self._cached(f"{kind.lower()}s")
-            if cached is not None:
-                out += [(kind, o) for o in cached]
-                continue
-            out += [(kind, _dict(o)) async for o in self.client.list(resource, namespace="*")]
+        for kind, watched in (("Deployment", DEPLOYMENTS), ("StatefulSet", STATEFULSETS)):
+            out += [(kind, o) for o in await self._read(watched)]
         return out
 
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:

@@ -110,7 +110,8 @@ async def run_loops(
                     log.info("leader: reconciling")
                     led = True
                 started = monotonic()
-                waited, _keys = queue.start(name, started)
+                waited, changes = queue.start(name, started)
+                log.debug("round %s: %d watched changes, owed for %.2f s", name, changes, waited)
                 if observer is not None:
                     observer.queue_waited(name, waited)
                 try:

@@ -58,6 +58,13 @@ class Watched:
     labels: dict[str, Any] = field(default_factory=dict)
     namespace: str = "*"  # a namespaced kind: every namespace, or this one
 
+    def scope(self) -> dict[str, Any]:
+        """lightkube's list/watch arguments for these objects."""
+        kw: dict[str, Any] = {"namespace": self.namespace} if self.namespaced else {}
+        if self.labels:
+            kw["labels"] = self.labels
+        return kw
+
 
 TENANT_PODS = Watched("pods", Pod, True, {names.LABEL_TENANT: operators.exists()})
 NODES = Watched("nodes", Node, False)
@@ -102,16 +109,8 @@ class Reflector:
         self.version = ""
         self.synced = asyncio.Event()
 
-    def _scope(self) -> dict[str, Any]:
-        kw: dict[str, Any] = (
-            {"namespace": self.watched.namespace} if self.watched.namespaced else {}
-        )
-        if self.watched.labels:
-            kw["labels"] = self.watched.labels
-        return kw
-
     async def list(self) -> None:
-        listing = self.client.list(self.watched.resource, **self._scope())
+        listing = self.client.list(self.watched.resource, **self.watched.scope())
         objects = [to_dict(x) async for x in listing]
         try:
             version = str(listing.resourceVersion)
@@ -129,7 +128,7 @@ class Reflector:
 
     def _stream(self) -> Any:
         """The watch request, with bookmarks (lightkube's `watch` has no parameter for them)."""
-        scope = self._scope()
+        scope = self.watched.scope()
         labels = scope.get("labels")
         params: dict[str, Any] = {
             "resourceVersion": self.version or None,

@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
+from gpupool.adapters.kubernetes.decoded import lease_from_json, read_gpu_node, read_node
+from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.claim_request import ClaimAsk, claim_ask, from_annotation
