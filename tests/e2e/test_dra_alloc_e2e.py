@@ -124,12 +124,6 @@ def _publish(cluster: E2ECluster, nodes: list[str]) -> bool | None:
     return asyncio.run(run())
 
 
-@pytest.mark.xfail(
-    reason="on Kubernetes 1.36 kube-scheduler's DynamicResources PreBind writes the claim's "
-    "allocation again and the API server refuses it (status.allocation: field is immutable), so "
-    "the pod never binds: the hand-off of a gpupool-allocated claim is broken on 1.36 (issue 26)",
-    strict=False,
-)
 def test_a_claim_pod_is_gated_admitted_placed_by_gpupool_leased_and_metered(
     gpupool_cluster: E2ECluster,
 ) -> None:

@@ -63,7 +63,7 @@ def test_pick_says_why_when_no_allowed_node_fits() -> None:
 def test_the_allocation_names_the_card_its_share_and_what_it_consumes() -> None:
     piece = Slice(gpu_index=1, uuid="n2-1", model="A100-80GB", offset_bytes=0,
                   size_bytes=12 * GiB, compute_milli=300)  # fmt: skip
-    status = allocation_status(TARGET, "n2", [piece])
+    status = allocation_status(TARGET, "n2", [piece], "2026-12-03T16:00:00Z")
     [result] = status["allocation"]["devices"]["results"]
     assert result == {
         "request": "gpu", "driver": "gpu.gpupool.io", "pool": "n2", "device": "gpu-1",
@@ -76,6 +76,8 @@ def test_the_allocation_names_the_card_its_share_and_what_it_consumes() -> None:
     assert config["source"] == "FromClaim" and config["requests"] == ["gpu"]
     [term] = status["allocation"]["nodeSelector"]["nodeSelectorTerms"]
     assert term == {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+    # stamped, so kube-scheduler's PreBind has nothing to add to an immutable allocation
+    assert status["allocation"]["allocationTimestamp"] == "2026-12-03T16:00:00Z"
 
 
 def test_a_whole_card_consumes_its_bytes_down_to_the_drivers_step() -> None:

@@ -73,7 +73,6 @@ class ClaimTarget:
 @dataclass(frozen=True, slots=True)
 class ClaimAllocation:
     decision: Decision
-    status: dict[str, Any]  # the ResourceClaim's `status` to write (its `allocation`)
     lease: LeaseRecord
 
 
@@ -125,11 +124,16 @@ def consumed_memory(piece: Slice) -> int:
 
 
 def allocation_status(
-    target: ClaimTarget, node: str, slices: Sequence[Slice], shared: bool = True
-) -> dict[str, Any]:
+    target: ClaimTarget, node: str, slices: Sequence[Slice], allocated_at: str,
+    shared: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     """The claim's `status` with gpupool's allocation: one result per card, on the node's pool.
     `shared`: the devices allow several allocations (consumable capacity), so each result
-    carries its consumed capacity and a share ID."""
+    carries its consumed capacity and a share ID. `allocated_at` (RFC 3339) is written as the
+    allocation's `allocationTimestamp`: on 1.36 (DRADeviceBindingConditions and
+    DRAResourceClaimDeviceStatus, beta) kube-scheduler's PreBind stamps an allocation that
+    lacks one, and the API server refuses that change of an allocation as immutable, so the
+    pod would never bind."""
     results = []
     for piece in slices:
         device = f"{DEVICE_PREFIX}{piece.gpu_index}"
@@ -156,7 +160,13 @@ def allocation_status(
     if config:
         devices["config"] = config
     selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    return {"allocation": {"devices": devices, "nodeSelector": {"nodeSelectorTerms": [selector]}}}
+    return {
+        "allocation": {
+            "devices": devices,
+            "nodeSelector": {"nodeSelectorTerms": [selector]},
+            "allocationTimestamp": allocated_at,
+        }
+    }
 
 
 def claim_lease(
@@ -207,4 +217,4 @@ def plan_claim(
     node = snap.nodes[decision.node_index]
     card_bytes = {g.uuid: g.memory_bytes for g in node.gpus if g.memory_bytes is not None}
     lease = claim_lease(pod, decision.node, slices, card_bytes, target.compute_mode)
-    return ClaimAllocation(decision, allocation_status(target, decision.node, slices), lease)
+    return ClaimAllocation(decision, lease)

@@ -130,7 +130,7 @@ class ClaimAllocator:
                     raise ClaimWaits("its GpuLease exists already; the next round reads it")
                 self._cache.set_lease(held)
                 self._leases[view.uid] = held
-            status = allocation_status(target, held.node, held.slices)
+            status = allocation_status(target, held.node, held.slices, format_time(now))
             if not await self.api.patch_claim_status(view.namespace, name, target.uid, status):
                 await self.api.delete_lease(held.namespace, held.name)
                 self._leases.pop(view.uid, None)
