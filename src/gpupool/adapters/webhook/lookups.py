@@ -1,6 +1,11 @@
 """The webhook's reads from the API server, with lightkube: namespace labels, GpuQuotas (all of
 them, or one tenant's lease TTL), gang members and the cards the GpuNodes report.
 
+GpuNodes and GpuQuotas, read for nearly every pod, come from the process's watch cache once it
+has listed them (`cache`): a burst of pods costs no LIST of every GpuNode per pod, and the cards
+are decoded again only when a GpuNode changed (the store's generation). Before the first list is
+in, and without a cache, they are read from the API server as before.
+
 Every read is tried up to three times when it fails in a way that passes: the connection
 (`httpx2.TransportError`: a kept-alive connection the API server closed, a connect refused while
 it restarts) or an answer the API server means as "later" (429 while a watch cache initialises,
@@ -23,6 +28,8 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.resources.core_v1 import Namespace, Pod
 
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
+from gpupool.adapters.kubernetes.resources import to_dict
+from gpupool.adapters.kubernetes.watch_cache import GPUNODES, GPUQUOTAS, WatchCache
 from gpupool.adapters.webhook.cards import Card
 from gpupool.adapters.webhook.claims import TEMPLATE
 from gpupool.adapters.wire import names
@@ -94,15 +101,25 @@ def why(err: BaseException) -> str:
     return "the API server did not answer"
 
 
+WEBHOOK_KINDS = (GPUNODES, GPUQUOTAS)  # what the webhook keeps in its watch cache
+
+
 class KubeLookups:
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncClient, cache: WatchCache | None = None) -> None:
         self.client = client
+        self.cache = cache
+        self._cards_memo: tuple[int, tuple[Card, ...]] | None = None  # (generation, cards)
+
+    def _synced(self, kind: str) -> bool:
+        return self.cache is not None and self.cache.reflectors[kind].synced.is_set()
 
     async def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         ns: Any = await _read(lambda: self.client.get(Namespace, namespace))
         return dict(ns.metadata.labels or {})
 
     async def quotas(self) -> list[TenantQuota]:
+        if self.cache is not None and self._synced(GPUQUOTAS.kind):
+            return _readable_quotas(self.cache.stores[GPUQUOTAS.kind].values())
         return await _read(self._quotas)
 
     async def gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
@@ -113,6 +130,9 @@ class KubeLookups:
         return await _read(lambda: self._lease_ttl(tenant))
 
     async def _lease_ttl(self, tenant: str) -> float | None:
+        if self.cache is not None and self._synced(GPUQUOTAS.kind):
+            quota = self.cache.stores[GPUQUOTAS.kind].get(tenant)
+            return None if quota is None else read_tenant_terms(quota)[1].default_ttl_s
         try:
             item: Any = await self.client.get(GpuQuota, tenant)
         except ApiError as err:
@@ -122,6 +142,11 @@ class KubeLookups:
         return read_tenant_terms(item.to_dict())[1].default_ttl_s
 
     async def cards(self) -> tuple[Card, ...]:
+        if self.cache is not None and self._synced(GPUNODES.kind):
+            store = self.cache.stores[GPUNODES.kind]
+            if self._cards_memo is None or self._cards_memo[0] != store.generation:
+                self._cards_memo = (store.generation, _node_cards(store.values()))
+            return self._cards_memo[1]
         return await _read(self._cards)
 
     async def claim_spec(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
@@ -138,14 +163,7 @@ class KubeLookups:
         return dict(inner or {})
 
     async def _quotas(self) -> list[TenantQuota]:
-        out: list[TenantQuota] = []
-        async for item in self.client.list(GpuQuota):
-            obj: Any = item
-            try:
-                out.append(read_quota(obj.to_dict()))
-            except GpupoolError as err:  # an older, invalid quota: say so, judge the new one
-                log.warning("ignoring unreadable GpuQuota: %s", err)
-        return out
+        return _readable_quotas([to_dict(item) async for item in self.client.list(GpuQuota)])
 
     async def _gang_members(self, namespace: str, gang: str) -> list[Mapping[str, Any]]:
         out: list[Mapping[str, Any]] = []
@@ -157,22 +175,34 @@ class KubeLookups:
         return out
 
     async def _cards(self) -> tuple[Card, ...]:
-        out: list[Card] = []
-        async for item in self.client.list(GpuNode):
-            obj: Any = item
-            gpunode = obj.to_dict()
-            try:
-                gpus = gpus_from_gpunode(gpunode)
-            except GpupoolError as err:  # the extender says the same; judge by the others
-                log.warning("ignoring unreadable GpuNode: %s", err)
-                continue
-            totals = _totals(gpunode)
-            out.extend(
-                Card(g.model, g.memory_bytes, totals.get(g.index))
-                for g in gpus
-                if g.memory_bytes is not None
-            )
-        return tuple(out)
+        return _node_cards([to_dict(item) async for item in self.client.list(GpuNode)])
+
+
+def _readable_quotas(objects: list[Mapping[str, Any]]) -> list[TenantQuota]:
+    out: list[TenantQuota] = []
+    for obj in objects:
+        try:
+            out.append(read_quota(dict(obj)))
+        except GpupoolError as err:  # an older, invalid quota: say so, judge the new one
+            log.warning("ignoring unreadable GpuQuota: %s", err)
+    return out
+
+
+def _node_cards(gpunodes: list[Mapping[str, Any]]) -> tuple[Card, ...]:
+    out: list[Card] = []
+    for gpunode in gpunodes:
+        try:
+            gpus = gpus_from_gpunode(dict(gpunode))
+        except GpupoolError as err:  # the extender says the same; judge by the others
+            log.warning("ignoring unreadable GpuNode: %s", err)
+            continue
+        totals = _totals(gpunode)
+        out.extend(
+            Card(g.model, g.memory_bytes, totals.get(g.index))
+            for g in gpus
+            if g.memory_bytes is not None
+        )
+    return tuple(out)
 
 
 def _totals(gpunode: Mapping[str, Any]) -> dict[int, int]:

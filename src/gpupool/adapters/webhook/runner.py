@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -10,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.watch_cache import WatchCache
 from gpupool.adapters.metrics.http import start_metrics_server
 from gpupool.adapters.metrics.webhook import WebhookMetrics
 from gpupool.adapters.webhook import register
 from gpupool.adapters.webhook.certs import ensure_serving_cert
 from gpupool.adapters.webhook.events import KubeTranslationEvents
-from gpupool.adapters.webhook.lookups import KubeLookups
+from gpupool.adapters.webhook.lookups import WEBHOOK_KINDS, KubeLookups
 from gpupool.adapters.webhook.mutate import DEFAULT_SCHEDULER
 from gpupool.adapters.webhook.server import build_app, serve
 
@@ -49,8 +51,10 @@ async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
     client = async_client(config.kubeconfig, field_manager=register.FIELD_MANAGER)
     metrics = WebhookMetrics()
     events = KubeTranslationEvents(client)
+    cache = WatchCache(client, WEBHOOK_KINDS)  # GpuNodes and GpuQuotas: read for most pods
+    caching = asyncio.ensure_future(cache.run(stop))
     app = build_app(
-        KubeLookups(client),
+        KubeLookups(client, cache),
         time.time,
         config.schedulers,
         metrics,
@@ -83,6 +87,9 @@ async def run_webhook(config: WebhookConfig, stop: asyncio.Event) -> None:
                 log.info("removed webhook configurations %r", config.name)
             except Exception as err:
                 log.warning("could not remove webhook configurations: %s", err)
+        caching.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await caching
         await runner.cleanup()
         await events.close()
         if scrape is not None:
