@@ -11,8 +11,8 @@ runs it) along four paths:
   G2/G3 cards, of undisclosed size, given `--standin-gib`; every other card as it is), slices
   reserved as the extender does: what the stand-in alone changes;
 - `dra_gpupool`: gpupool's allocator on the DRA path: the same placement core, each slice
-  consumed in the devices' whole steps (`simulator/dra_claims.py`: memory up to a whole MiB,
-  compute to a whole percent);
+  consumed in the devices' whole steps as the live allocator writes it (`domain/dra_capacity.py`:
+  a share's slice down to a whole MiB, an asked size up to one; compute up to a whole percent);
 - `first_fit_by_device`: kube-scheduler alone on the DRA path: its cpu/memory node scoring and
   its allocator's first device that fits (`placement/policies/first_fit.py`), the same claims.
 Means, standard deviations and per-seed figures, and the paired differences `dra_gpupool` minus

@@ -2,24 +2,25 @@
 
 On the DRA path a card is one device (`node/dra/slices.py`) with consumable capacities `memory`
 (bytes, in steps of 1 MiB, up to what the card gives slices), `compute` (percent of the SMs,
-steps of 1) and `shares` (every claim consumes 1). An allocation must consume whole steps, so a
-slice is rounded UP to them (rounding down would give the task less than it asked):
+steps of 1) and `shares` (every claim consumes 1). What a claim consumes is
+`domain/dra_capacity.py`'s rule, the one the controller's allocator writes live:
 
-- a share of `gpu_milli` of a card publishing L bytes consumes ceil(L x milli / 1000) rounded up
-  to a whole MiB (the extender path takes floor(L x milli / 1000) bytes: at most 1 MiB less),
-  and ceil(milli / 10) percent of compute (the extender path takes `milli` exactly; every share
-  in the openb lists is a whole percent, so this rounds nothing there);
-- a byte request consumes its bytes rounded up to a whole MiB, its compute percent as asked;
+- a share of `gpu_milli` of a card publishing L bytes is placed as the extender path places it
+  (floor(L x milli / 1000) bytes) and consumes that down to a whole MiB, and ceil(milli / 10)
+  percent of compute (every share in the openb lists is a whole percent, so this rounds nothing
+  there);
+- a byte request consumes its bytes rounded up to a whole MiB (as the claim is read live), its
+  compute percent as asked;
 - a whole card consumes all of the card's memory (and all its compute, as gpupool's allocator
   writes it; kube-scheduler's own default would consume 0 compute, which on a card whose memory
   is gone changes nothing);
 - every claim consumes 1 share, as every placement takes one of the card's shares on the
   extender path.
 
-So the DRA path differs from the extender path only where a card's remaining memory holds a
-slice's floor but not its MiB-rounded ceiling: two shares that sum to exactly a whole card (say
-810 and 190 of a 16 GiB card) both fit on the extender path; on the DRA path the second is
-1 MiB short and goes to another card.
+So a share never consumes more than the extender path's slice and the DRA path places the openb
+lists as the extender path does; only a byte request that is not a whole MiB, or a compute share
+that is not a whole percent, can be short where the planner's unrounded demand fitted, and then
+`allocate_claim` closes that card and plans again.
 
 A DRA device must publish its memory in bytes, and the openb trace's G2 and G3 cards have no
 disclosed size (the simulator counts them in abstract units, on which byte figures mean
@@ -34,16 +35,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpupool.domain.devices import Node
+from gpupool.domain.dra_capacity import (
+    MEMORY_STEP,
+    asked_memory,
+    consumed_memory,
+    publishable_memory,
+)
 from gpupool.domain.errors import InvalidNode
 from gpupool.domain.requests import MILLI, Request
-from gpupool.domain.units import MiB
 from gpupool.placement.planner import Planner
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
 from gpupool.placement.verdict import Unschedulable
 
-# node/dra/slices.py's MEMORY_STEP (the simulator may not import the node side; a test checks
-# they agree)
-MEMORY_STEP = MiB
 COMPUTE_FULL_PCT = 100
 PERCENT_MILLI = MILLI // COMPUTE_FULL_PCT  # one percent of a card's SMs, in milli
 
@@ -57,13 +60,9 @@ class Consumption:
     shares: int = 1
 
 
-def _round_up(value: int, step: int) -> int:
-    return -(-value // step) * step
-
-
 def device_memory(card_bytes: int) -> int:
     """The `memory` capacity a card of `card_bytes` publishes: down to a whole step."""
-    return card_bytes // MEMORY_STEP * MEMORY_STEP
+    return publishable_memory(card_bytes)
 
 
 def consumption(req: Request, card_bytes: int) -> Consumption:
@@ -74,10 +73,9 @@ def consumption(req: Request, card_bytes: int) -> Consumption:
     if req.whole_cards:
         return Consumption(limit, COMPUTE_FULL_PCT)
     compute_pct = -(-req.compute_milli // PERCENT_MILLI)
-    if req.gpu_milli is not None:
-        exact = -(-limit * req.gpu_milli // MILLI)  # the share's bytes, rounded up
-        return Consumption(_round_up(exact, MEMORY_STEP), compute_pct)
-    return Consumption(_round_up(req.gpu_memory_bytes or 0, MEMORY_STEP), compute_pct)
+    if req.gpu_milli is not None:  # the extender path's slice of the card, as placed
+        return Consumption(consumed_memory(limit * req.gpu_milli // MILLI), compute_pct)
+    return Consumption(asked_memory(req.gpu_memory_bytes or 0), compute_pct)
 
 
 def dra_nodes(nodes: Sequence[Node], unknown_memory_bytes: int) -> list[Node]:

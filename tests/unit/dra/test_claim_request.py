@@ -57,6 +57,13 @@ def test_a_12gi_claim_is_12gi_and_its_compute_on_the_model_its_selector_names() 
     assert request.is_share
 
 
+def test_a_size_that_is_no_whole_mib_is_asked_rounded_up_as_it_is_consumed() -> None:
+    # the driver's capacity comes in 1 MiB steps (kube-scheduler rounds a request up too): the
+    # planner places what will be consumed, and the task never gets less than it wrote
+    ask = claim_ask("gpu", spec(exactly(**mem("1000000000"))), CARDS, "t")
+    assert ask.memory_bytes == 954 * 1024 * 1024  # 953.67 MiB, up to 954
+
+
 def test_a_claim_without_capacity_takes_whole_cards() -> None:
     ask = claim_ask("gpu", spec(exactly(count=2)), CARDS, "t")
     assert ask is not None and ask.count == 2 and ask.memory_bytes is None

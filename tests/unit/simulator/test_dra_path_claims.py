@@ -8,10 +8,8 @@ import pytest
 from gpupool.domain import GiB, Gpu, Node, Request, uniform_node
 from gpupool.domain.errors import InvalidNode
 from gpupool.domain.units import MiB
-from gpupool.node.dra.slices import MEMORY_STEP as SLICE_MEMORY_STEP
 from gpupool.placement import ClusterSnapshot, Decision, Planner
 from gpupool.simulator.dra_claims import (
-    MEMORY_STEP,
     Consumption,
     allocate_claim,
     claim_decision,
@@ -28,13 +26,10 @@ def share(milli: int, name: str = "s") -> Request:
     return Request(name, cpu_milli=100, gpu_count=1, gpu_milli=milli)
 
 
-def test_the_memory_step_is_the_one_the_node_publishes() -> None:
-    assert MEMORY_STEP == SLICE_MEMORY_STEP
-
-
-def test_a_share_rounds_its_bytes_up_to_a_whole_mib() -> None:
-    # 0.81 of 15360 MiB is 12441.6 MiB: the claim consumes 12442 MiB, never less than asked
-    assert consumption(share(810), T4) == Consumption(12442 * MiB, 81)
+def test_a_share_consumes_the_extender_paths_slice_down_to_a_whole_mib() -> None:
+    # 0.81 of 15360 MiB is 12441.6 MiB: the extender path's slice is its floor in bytes, the
+    # claim consumes 12441 MiB, so shares that fill a card together still fit together
+    assert consumption(share(810), T4) == Consumption(12441 * MiB, 81)
     # 0.5 of 16384 MiB is a whole number of MiB: nothing to round
     assert consumption(share(500), V100) == Consumption(8192 * MiB, 50)
 
@@ -88,7 +83,7 @@ def v100_node() -> Node:
     return uniform_node("n", cpu_milli=8000, memory_mib=1 << 16, gpu_count=2, model="V100-16GB")
 
 
-def test_two_shares_of_a_whole_card_share_it_on_the_extender_path_only() -> None:
+def test_two_shares_of_a_whole_card_share_it_on_both_paths() -> None:
     planner = Planner("best-fit")
     extender = ClusterSnapshot([v100_node()])
     cards = []
@@ -106,9 +101,9 @@ def test_two_shares_of_a_whole_card_share_it_on_the_extender_path_only() -> None
         assert isinstance(d, Decision)
         dra.assume(d)
         cards.append(d.cards)
-    # 810 consumes 13272 MiB (13271.04 rounded up); 190 needs 3113 MiB (3112.96) of the 3112 left
-    assert cards == [(0,), (1,)]
-    assert int(dra.gmem_free[0, 0]) == 3112 * MiB
+    # 810 consumes 13271 MiB (13271.04 down), 190 consumes 3112 MiB (3112.96 down): one card
+    assert cards == [(0,), (0,)]
+    assert int(dra.gmem_free[0, 0]) == 1 * MiB
 
 
 def test_a_card_the_rounded_claim_overflows_is_passed_over_and_reopened() -> None:
@@ -118,10 +113,12 @@ def test_a_card_the_rounded_claim_overflows_is_passed_over_and_reopened() -> Non
     assert isinstance(before, Decision) and before.cards == (0,)
     snap.assume(before)
     assert int(snap.gmem_free[0, 0]) % MiB != 0
-    plain = Planner("best-fit").plan(snap, share(190))
-    assert isinstance(plain, Decision) and plain.cards == (0,)  # its floor fits card 0
+    # a byte request a byte over 3112 MiB fits the 3112.96 MiB left as asked, not as consumed
+    odd = Request("b", cpu_milli=100, gpu_count=1, gpu_memory_bytes=3112 * MiB + 1)
+    plain = Planner("best-fit").plan(snap, odd)
+    assert isinstance(plain, Decision) and plain.cards == (0,)
 
-    claim = allocate_claim(Planner("best-fit"), snap, share(190))
+    claim = allocate_claim(Planner("best-fit"), snap, odd)
     assert isinstance(claim, Decision)
     assert claim.cards == (1,) and claim.mem_bytes == (3113 * MiB,)
     assert not snap.closed.any() and not snap.any_closed
@@ -131,7 +128,8 @@ def test_a_claim_that_fits_nowhere_is_refused_and_leaves_every_card_open() -> No
     node = Node("one", 8000, 1 << 16, (Gpu(0, "V100-16GB"),))
     snap = ClusterSnapshot([node])
     snap.assume(Planner("best-fit").plan(snap, share(810)))  # type: ignore[arg-type]
-    result = allocate_claim(Planner("best-fit"), snap, share(190))
+    odd = Request("b", cpu_milli=100, gpu_count=1, gpu_memory_bytes=3112 * MiB + 1)
+    result = allocate_claim(Planner("best-fit"), snap, odd)
     assert not isinstance(result, Decision)
     assert "closed to new slices" in result.message
     assert not np.any(snap.closed)

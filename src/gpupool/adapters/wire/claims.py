@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.wire.names import DRA_DRIVER
+from gpupool.domain.dra_capacity import asked_memory
 from gpupool.domain.errors import InvalidQuantity, InvalidRequest
 from gpupool.domain.quantity import parse_quantity
 from gpupool.domain.units import format_bytes, parse_bytes
@@ -99,7 +100,7 @@ def _capacities(requests: Mapping[str, Any], where: str) -> tuple[int | None, in
         name = capacity_name(str(key))
         at = f"{where}: capacity.requests.{key}"
         if name == CAPACITY_MEMORY:
-            memory = read_memory(value, at)
+            memory = asked_memory(read_memory(value, at))  # as consumed: whole steps
         elif name == CAPACITY_COMPUTE:
             compute = read_compute(value, at)
         elif name == CAPACITY_SHARES:

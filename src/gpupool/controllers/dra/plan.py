@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from gpupool.domain import dra_capacity
 from gpupool.domain.allocations import Slice
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
-from gpupool.domain.units import MiB
 from gpupool.placement import Planner
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
 from gpupool.quota.resource import Resource, held_amount
@@ -38,7 +38,6 @@ from gpupool.state.nodes import NodeObject
 from gpupool.state.pods import PodView
 
 DEVICE_PREFIX = "gpu-"  # node.dra.slices.device_name: the card's device in its node's pool
-MEMORY_STEP = MiB  # node.dra.slices.MEMORY_STEP
 # A fixed namespace for share IDs: the same claim on the same card always gets the same one,
 # so an allocation written twice (a retried round) is the same allocation.
 SHARE_NAMESPACE = uuid.UUID("6f1d5c8e-3b7a-4c1e-9a55-2d0f8e6b4a10")
@@ -120,7 +119,7 @@ def share_id(claim_uid: str, device: str) -> str:
 
 def consumed_memory(piece: Slice) -> int:
     """The bytes the claim consumes of the card: the slice's, down to the driver's step."""
-    return piece.size_bytes // MEMORY_STEP * MEMORY_STEP
+    return dra_capacity.consumed_memory(piece.size_bytes)
 
 
 def allocation_status(

@@ -31,15 +31,12 @@ from gpupool.adapters.wire.claims import (
 )
 from gpupool.adapters.wire.names import DRA_DRIVER
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
+from gpupool.domain.dra_capacity import MEMORY_STEP, publishable_memory
 from gpupool.domain.errors import InvalidNode
 from gpupool.domain.quantity import format_quantity
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT, allocatable_bytes
-from gpupool.domain.units import MiB
 
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
-# The memory step: a whole MiB, the unit gpupool's own sizes come in (the catalogue's card sizes,
-# the reserve, which domain.reserve rounds up to a whole MiB, HAMi's `nvidia.com/gpumem`).
-MEMORY_STEP = MiB
 
 ATTR_MODEL = "model"
 ATTR_UUID = "uuid"
@@ -68,7 +65,7 @@ def memory_limit(gpu: Gpu, reserve_pct: float = DEFAULT_RESERVE_PCT) -> int:
             f"GPU {gpu.index} ({gpu.uuid}): its memory size is unknown, so the DRA driver cannot "
             f"publish it; give the fake spec a size or check NVML"
         )
-    return allocatable_bytes(total, reserve_pct) // MEMORY_STEP * MEMORY_STEP
+    return publishable_memory(allocatable_bytes(total, reserve_pct))
 
 
 def pool_name(node: str) -> str:
