@@ -7,7 +7,10 @@ GPU nodes (label `type=kwok` with `gpupool.io/gpu-model`), renews each node's Le
 gpupool-node-lease, the heartbeat the controller's node health reads) and builds each node's
 report from its labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve
 and status fields): the GpuNode is created when missing and its status written only when it
-differs from that report, as the real agent does.
+differs from that report, as the real agent does. It also looks for other paths handing out
+each node's cards (a device plugin's `nvidia.com/gpu` patched into the Node, another DRA driver's
+ResourceSlice) and writes the GpuNode's `OtherGpuPath` condition and the Node's Event as the real
+agent does (`adapters.kubernetes.gpu_paths`; one ResourceSlice LIST per beat).
 
 A GpuNode annotated `gpupool.io/fake-heartbeat: paused` is skipped: that node stops
 heartbeating, as if its agent died (`kubectl annotate gpunode NODE gpupool.io/fake-heartbeat=
