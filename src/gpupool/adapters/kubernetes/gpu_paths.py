@@ -202,14 +202,21 @@ class GpuPathWriter:
 
 
 class GpuPathWatch:
-    """The real agent's look at its one node: reads the Node, the ResourceSlices on it and the
-    GpuNode, decides and says what changed; `last` is the last finding (the agent's metric)."""
+    """The real agent's look at its one node: reads the Node and the ResourceSlices on it,
+    decides, and says what changed on the GpuNode; `last` is the last finding (the agent's
+    metric). The GpuNode is read only when the finding differs from what this agent last
+    found there, or every RECHECK looks (someone may have edited or recreated it): two requests
+    a look, not three."""
+
+    RECHECK = 10
 
     def __init__(self, client: AsyncClient, node: str) -> None:
         self.client = client
         self.node = node
         self.writer = GpuPathWriter(client, component="gpupool-agent")
         self.last: PathFinding | None = None
+        self._held: tuple[str, str, str] | None = None  # the condition last found on the GpuNode
+        self._looks = 0
 
     async def check(self, card_uuids: Collection[str], stamp: str) -> PathFinding | None:
         """Decide now and write what changed; None when something cannot be read (logged; the
@@ -220,6 +227,13 @@ class GpuPathWatch:
                 to_dict(s)
                 async for s in self.client.list(ResourceSlice, fields={"spec.nodeName": self.node})
             ]
+            finding = decide(self.node, node_json, slices, card_uuids)
+            self.last = finding
+            self._looks += 1
+            wanted = path_condition(finding, stamp)
+            key = (wanted["status"], wanted["reason"], wanted["message"])
+            if key == self._held and self._looks % self.RECHECK:
+                return finding
             gpunode = await self._gpunode()
         except ApiError as err:
             log.warning(
@@ -228,9 +242,17 @@ class GpuPathWatch:
                 err.status.message,
             )
             return None
-        finding = decide(self.node, node_json, slices, card_uuids)
-        self.last = finding
-        await self.writer.say(finding, node_json, gpunode, stamp)
+        self._held = None
+        if await self.writer.say(finding, node_json, gpunode, stamp) or (
+            gpunode is not None
+            and not condition_differs(
+                find_condition(
+                    (gpunode.get("status") or {}).get("conditions") or [], COND_OTHER_GPU_PATH
+                ),
+                wanted,
+            )
+        ):
+            self._held = key
         return finding
 
     async def _gpunode(self) -> Json | None:
