@@ -33,6 +33,7 @@ import pytest
 from support.builders import pod_json
 from support.waiting import wait_until
 
+from gpupool.adapters.wire.names import ANN_FAKE_HEARTBEAT
 from gpupool.devcluster.nodes import other_device_plugin
 from gpupool.devcluster.ports import free_port
 
@@ -117,10 +118,13 @@ def _metrics_with(url: str, line: str) -> str | None:
 @pytest.fixture
 def agent(gpupool_cluster: E2ECluster, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real `gpupool agent` (fake cards, no kubelet: its device plugin keeps retrying the
-    registration) for the last fake node, looking for other paths every second; yields the
+    registration) for the last fake node, looking for other paths every second, with the dev
+    cluster's fake agent paused there, so what the node shows is the real agent's; yields the
     node and its metrics address."""
     c = gpupool_cluster
     node = sorted(c.state.nodes)[-1]
+    gpunode = f"{GPUPOOL_API}/gpunodes/{node}"
+    c.api.patch(gpunode, {"metadata": {"annotations": {ANN_FAKE_HEARTBEAT: "paused"}}})
     port = free_port()
     log = (tmp_path / "agent.log").open("wb")
     proc = subprocess.Popen(
@@ -142,6 +146,7 @@ def agent(gpupool_cluster: E2ECluster, tmp_path: Path) -> Iterator[tuple[str, st
             proc.wait(timeout=10)
         log.close()
         c.api.patch(f"/api/v1/nodes/{node}/status", other_device_plugin(0))
+        c.api.patch(gpunode, {"metadata": {"annotations": {ANN_FAKE_HEARTBEAT: None}}})
 
 
 def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
@@ -174,6 +179,7 @@ def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
         lambda: _node_events(c.api, node, "OtherGpuPath"), 30, "the Warning Event on the Node"
     )[0]
     assert event["type"] == "Warning" and "nvidia.com/gpu" in event["message"], event
+    assert event["source"]["component"] == "gpupool-agent", event  # the real agent said it
     said = f'gpupool_agent_other_gpu_path{{Hostname="{node}"}} 1.0'
     text = wait_until(lambda: _metrics_with(metrics, said), 30, "the agent's metric to say 1")
     assert (
