@@ -7,12 +7,13 @@ interfaces). Keep this module small: a Protocol, the values it returns, nothing 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
+from gpupool.domain.gpu_paths import PathFinding
 
 
 class Clock(Protocol):
@@ -279,6 +280,13 @@ class GpuNodeReporter(Protocol):
     async def renew(self, node: str) -> None:
         """The node's heartbeat: its agent is alive now."""
         ...
+
+
+class GpuPathChecker(Protocol):
+    """Looks for other paths handing out the node's cards (`domain.gpu_paths`) and says what
+    it found on the GpuNode and the Node; None when it could not look."""
+
+    async def check(self, card_uuids: Collection[str], stamp: str) -> PathFinding | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,6 +232,11 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     ("gpupool-heartbeat", "get", "gpuquotas", "gpupool.io", None, "any", False),
     ("gpupool-heartbeat", "delete", "pods", "", NS, None, False),
     ("gpupool-heartbeat", "list", "secrets", "", None, None, False),
+    # another path on its node (docs/dra.md "One node, which path"): the ResourceSlices there,
+    # an Event on the Node; without dra.enabled it publishes no slice of its own
+    ("gpupool-heartbeat", "list", "resourceslices", "resource.k8s.io", None, None, True),
+    ("gpupool-heartbeat", "create", "resourceslices", "resource.k8s.io", None, None, False),
+    ("gpupool-heartbeat", "create", "events", "", "default", None, True),
     # its node's heartbeat Lease: made once, renewed with a merge patch; nothing else there
     ("gpupool-heartbeat", "create", "leases", COORDINATION, NODE_LEASES, None, True),
     ("gpupool-heartbeat", "patch", "leases", COORDINATION, NODE_LEASES, "n", True),

@@ -22,8 +22,9 @@ from gpupool.adapters.metrics.http import parse_address, start_metrics_server
 from gpupool.adapters.wire.names import DRA_DRIVER
 from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.domain.errors import GpupoolError
+from gpupool.domain.gpu_paths import PathFinding
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
-from gpupool.node.agent import DEFAULT_HEARTBEAT_S, NodeAgent
+from gpupool.node.agent import DEFAULT_HEARTBEAT_S, DEFAULT_PATHS_S, NodeAgent
 from gpupool.node.device_plugin.decide import PluginPaths, allocation_key
 from gpupool.node.device_plugin.server import (
     DEFAULT_PLUGIN_DIR,
@@ -49,6 +50,7 @@ from gpupool.ports import (
     AllocationSource,
     ContainerUsage,
     GpuNodeReporter,
+    GpuPathChecker,
     Inventory,
     LeaseSourceUnavailable,
     PodLease,
@@ -143,6 +145,17 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=(
             "heartbeat period: the node's Lease is renewed this often (the GpuNode is written "
             f"only when its report changes) (default: {DEFAULT_HEARTBEAT_S:g})"
+        ),
+    )
+    parser.add_argument(
+        "--paths-every",
+        type=float,
+        default=DEFAULT_PATHS_S,
+        metavar="SECONDS",
+        help=(
+            "look this often for another device plugin or DRA driver handing out this node's "
+            "GPUs; one found makes gpupool refuse the node (GpuNode condition OtherGpuPath) "
+            f"(default: {DEFAULT_PATHS_S:g})"
         ),
     )
     parser.add_argument(
@@ -248,11 +261,25 @@ def gpu_node_reporter(args: argparse.Namespace) -> GpuNodeReporter | None:
     )
 
 
+def gpu_path_checker(args: argparse.Namespace) -> GpuPathChecker | None:
+    """The look for other paths handing out this node's cards, when an API server is
+    configured (docs/dra.md, "One node, which path")."""
+    if not _has_api_server(args):
+        return None
+    from gpupool.adapters.kubeclient import async_client
+    from gpupool.adapters.kubernetes.gpu_paths import GpuPathWatch
+
+    client = async_client(args.kubeconfig, field_manager="gpupool-agent")
+    return GpuPathWatch(client, args.node_name)
+
+
 def _check(args: argparse.Namespace) -> str | None:
     if not args.node_name:
         return "--node-name is required (or set $NODE_NAME, e.g. from the downward API)"
     if args.vgpu_per_card < 1:
         return f"--vgpu-per-card must be 1 or more; got {args.vgpu_per_card}"
+    if not args.paths_every > 0:
+        return f"--paths-every must be a positive number of seconds; got {args.paths_every:g}"
     if not 0 <= args.reserve_pct < 100:
         return f"--reserve-pct must be from 0 to below 100; got {args.reserve_pct:g}"
     bad = [x for x in args.ignore_xids.replace(" ", "").split(",") if x and not x.isdigit()]
@@ -295,9 +322,11 @@ def metrics_refresher(
     source: AllocationSource,
     collector: AgentCollector,
     usage_dir: Path | None = None,
+    paths: Callable[[], PathFinding | None] = lambda: None,
 ) -> Callable[[], Awaitable[None]]:
-    """What a scrape reads: the cards and their readings now, the leases on this node, and what
-    their containers' limiters report (from `usage_dir`; None: not read)."""
+    """What a scrape reads: the cards and their readings now, the leases on this node, what
+    their containers' limiters report (from `usage_dir`; None: not read), and the agent's last
+    look for other GPU paths (`paths`)."""
 
     async def refresh() -> None:
         try:
@@ -306,7 +335,7 @@ def metrics_refresher(
             leases = None
         usage = leases_usage(usage_dir, leases) if usage_dir is not None and leases else {}
         collector.update(
-            AgentReading(node, inventory.devices(), inventory.telemetry(), leases, usage)
+            AgentReading(node, inventory.devices(), inventory.telemetry(), leases, usage, paths())
         )
 
     return refresh
@@ -357,6 +386,8 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
         reporter=gpu_node_reporter(args),
         reserve_pct=args.reserve_pct,
         heartbeat_s=args.heartbeat,
+        paths=gpu_path_checker(args),
+        paths_s=args.paths_every,
     )
     runner = None
     if args.metrics_address != "off":
@@ -364,7 +395,12 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
         registry = CollectorRegistry()
         registry.register(collector)
         refresh = metrics_refresher(
-            args.node_name, inventory, source, collector, Path(args.usage_dir)
+            args.node_name,
+            inventory,
+            source,
+            collector,
+            Path(args.usage_dir),
+            lambda: agent.paths_found,
         )
         runner = await start_metrics_server(
             registry, *parse_address(args.metrics_address), refresh=refresh

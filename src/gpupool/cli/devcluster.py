@@ -198,8 +198,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "needs a kubelet, which kwok nodes lack): every --interval seconds, each node "
             "labelled type=kwok with gpupool.io/gpu-model gets its heartbeat Lease renewed "
             "(namespace gpupool-node-lease) and the GpuNode status that "
-            "`gpupool agent --fake-gpus` would write (written only when it differs). Annotate "
-            "a GpuNode gpupool.io/fake-heartbeat=paused to stop its heartbeat."
+            "`gpupool agent --fake-gpus` would write (written only when it differs), and the "
+            "agent's OtherGpuPath condition (another device plugin or DRA driver on the node). "
+            "Annotate a GpuNode gpupool.io/fake-heartbeat=paused to stop its heartbeat."
         ),
     )
     heartbeat.add_argument("--kubeconfig", type=Path, default=None)

@@ -7,7 +7,10 @@ GPU nodes (label `type=kwok` with `gpupool.io/gpu-model`), renews each node's Le
 gpupool-node-lease, the heartbeat the controller's node health reads) and builds each node's
 report from its labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve
 and status fields): the GpuNode is created when missing and its status written only when it
-differs from that report, as the real agent does.
+differs from that report, as the real agent does. It also looks for other paths handing out
+each node's cards (a device plugin's `nvidia.com/gpu` patched into the Node, another DRA driver's
+ResourceSlice) and writes the GpuNode's `OtherGpuPath` condition and the Node's Event as the real
+agent does (`adapters.kubernetes.gpu_paths`; one ResourceSlice LIST per beat).
 
 A GpuNode annotated `gpupool.io/fake-heartbeat: paused` is skipped: that node stops
 heartbeating, as if its agent died (`kubectl annotate gpunode NODE gpupool.io/fake-heartbeat=
@@ -30,6 +33,7 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.gpu_paths import GpuPathWriter, ResourceSlice, decide
 from gpupool.adapters.kubernetes.node_lease import lease_duration_s, renew_node_lease
 from gpupool.adapters.kubernetes.reporter import gpunode_status, status_differs
 from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
@@ -44,6 +48,7 @@ from gpupool.domain.errors import GpupoolError
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
 from gpupool.node.agent import node_report
 from gpupool.node.nvml.fake import FakeInventory
+from gpupool.rfc3339 import format_time
 
 log = logging.getLogger("gpupool.devcluster.heartbeat")
 
@@ -97,6 +102,8 @@ class FakeHeartbeats:
         self.lease_duration_s = lease_duration_s(interval_s)
         self._paused: set[str] = set()
         self._limit = asyncio.Semaphore(32)
+        self._paths_writer = GpuPathWriter(client, component="gpupool-fake-agent")
+        self._no_slices = False
 
     async def beat(self) -> list[str]:
         """One heartbeat per unpaused fake GPU node; return the names that beat."""
@@ -105,6 +112,7 @@ class FakeHeartbeats:
         async for item in self.client.list(GpuNode):
             found = to_dict(item)
             gpunodes[str(found["metadata"]["name"])] = found
+        slices = await self._slices()
         now = time.time()
         jobs = []
         for node in nodes:
@@ -124,14 +132,45 @@ class FakeHeartbeats:
                 log.warning("GpuNode %s: heartbeat resumed", name)
                 self._paused.discard(name)
             jobs.append(self._publish(name, spec, gpunode, now=now))
+            if slices is not None:
+                jobs.append(self._paths(node, spec, gpunode, slices, now=now))
         results = await asyncio.gather(*jobs, return_exceptions=True)
         published = []
         for result in results:
             if isinstance(result, BaseException):
                 log.warning("heartbeat failed: %s", result)
-            else:
+            elif result:
                 published.append(result)
         return published
+
+    async def _slices(self) -> list[dict[str, Any]] | None:
+        """Every ResourceSlice, once a beat (the paths check reads those on each node); None
+        when they cannot be read (an API server without resource.k8s.io/v1)."""
+        try:
+            return [to_dict(s) async for s in self.client.list(ResourceSlice)]
+        except ApiError as err:
+            if not self._no_slices:
+                log.warning("cannot list ResourceSlices (%s): not looking for DRA drivers", err)
+                self._no_slices = True
+            return None
+
+    async def _paths(
+        self,
+        node: Mapping[str, Any],
+        spec: str,
+        gpunode: Mapping[str, Any] | None,
+        slices: list[dict[str, Any]],
+        *,
+        now: float,
+    ) -> str:
+        """What the agent's look for other GPU paths would say, for a fake node (its GpuNode
+        as read at the start of the beat: a change lands at the next)."""
+        async with self._limit:
+            name = str(node["metadata"]["name"])
+            uuids = [d["uuid"] for d in fake_status(name, spec, self.reserve_pct)["devices"]]
+            finding = decide(name, node, slices, uuids)
+            await self._paths_writer.say(finding, node, gpunode, format_time(now))
+            return ""
 
     async def _publish(
         self, name: str, spec: str, gpunode: Mapping[str, Any] | None, *, now: float

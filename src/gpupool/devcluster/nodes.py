@@ -2,12 +2,15 @@
 
 `build_node` is pure (a spec in, a JSON-ready Node out) so that later work can publish the
 matching GpuNode objects from the same specs. kwok keeps a node's `status.capacity` and
-`allocatable` as created, so the fake GPUs appear there:
+`allocatable` as created, so the fake GPUs appear there as `gpupool.io/vgpu`: cards ×
+VGPU_PER_GPU (10) virtual devices, the resource gpupool's device plugin advertises: at most ten
+slices share one card. The extender does the real per-card memory/compute accounting; this count
+only bounds how many pods a card can hold.
 
-- `nvidia.com/gpu`: the number of cards, as NVIDIA's device plugin would advertise them;
-- `gpupool.io/vgpu`: cards × VGPU_PER_GPU (10) virtual devices, the resource gpupool's device
-  plugin advertises: at most ten slices share one card. The extender does the real per-card
-  memory/compute accounting; this count only bounds how many pods a card can hold.
+A fake node is served by gpupool alone, as a node running gpupool's agent should be: it does not
+advertise `nvidia.com/gpu` (NVIDIA's device plugin's resource), which would be a second path
+handing out the same cards, unbooked by gpupool (docs/dra.md, "One node, which path"). A test
+that wants such a node patches `nvidia.com/gpu` into the Node's status (`other_device_plugin`).
 """
 
 from __future__ import annotations
@@ -119,7 +122,6 @@ def node_capacity(spec: FakeNodeSpec) -> dict[str, str]:
         "memory": spec.memory,
         "pods": str(spec.pods),
         "ephemeral-storage": "1Ti",
-        NVIDIA_GPU_RESOURCE: str(spec.gpus.count),
         VGPU_RESOURCE: str(spec.vgpus),
     }
 
@@ -147,6 +149,14 @@ def build_node(spec: FakeNodeSpec, extra_labels: Mapping[str, str] | None = None
             },
         },
     }
+
+
+def other_device_plugin(cards: int, resource: str = NVIDIA_GPU_RESOURCE) -> dict[str, Any]:
+    """The Node status patch that makes a fake node look as if another device plugin (NVIDIA's,
+    by default) advertised `cards` devices on it; 0 takes it back as the kubelet does when a
+    plugin goes away (the resource stays, at zero)."""
+    amount = str(cards)
+    return {"status": {"capacity": {resource: amount}, "allocatable": {resource: amount}}}
 
 
 # Taints the node lifecycle controller (kube-controller-manager) lifts once a node is Ready.

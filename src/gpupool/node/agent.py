@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
+from gpupool.domain.gpu_paths import PathFinding
 from gpupool.domain.reserve import allocatable_bytes
 from gpupool.node.device_plugin.server import DevicePluginServer
-from gpupool.ports import GpuNodeReporter, InventoryFacts, NodeReport
+from gpupool.ports import GpuNodeReporter, GpuPathChecker, InventoryFacts, NodeReport
+from gpupool.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +21,9 @@ DEFAULT_HEARTBEAT_S = 30.0  # DESIGN section 2: 90 s without one makes a node su
 # An unchanged report is published again this often (kubelet's nodeStatusReportFrequency): the
 # reporter then reads the GpuNode and writes it only if someone edited or deleted it.
 DEFAULT_RESYNC_S = 300.0
+# How often the agent looks for other paths handing out its cards: a Node GET and a ResourceSlice
+# LIST by node each look (the GpuNode only on a change): 2,000 requests a minute on 1,000 nodes
+DEFAULT_PATHS_S = 60.0
 
 
 def node_report(
@@ -60,6 +66,8 @@ class NodeAgent:
         reserve_pct: float,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         resync_s: float = DEFAULT_RESYNC_S,
+        paths: GpuPathChecker | None = None,
+        paths_s: float = DEFAULT_PATHS_S,
     ) -> None:
         self.node = node
         self.plugin = plugin
@@ -69,6 +77,9 @@ class NodeAgent:
         self.heartbeat_s = heartbeat_s
         self.resync_s = resync_s
         self._changed = asyncio.Event()
+        self.paths = paths
+        self.paths_s = paths_s
+        self.paths_found: PathFinding | None = None  # the last look (the metric reads it)
 
     def report(self) -> NodeReport:
         return node_report(
@@ -100,6 +111,7 @@ class NodeAgent:
         loop = asyncio.get_running_loop()
         published: NodeReport | None = None
         resync_at = 0.0
+        paths_at = 0.0
         while not stop.is_set():
             self._changed.clear()
             try:
@@ -117,6 +129,9 @@ class NodeAgent:
                     log.exception(
                         "publishing GpuNode %s failed; retrying at next heartbeat", self.node
                     )
+            if self.paths is not None and loop.time() >= paths_at:
+                await self._look_for_paths(report)
+                paths_at = loop.time() + self.paths_s
             waits = [asyncio.create_task(e.wait()) for e in (stop, self._changed)]
             try:
                 await asyncio.wait(
@@ -125,6 +140,18 @@ class NodeAgent:
             finally:
                 for task in waits:
                     task.cancel()
+
+    async def _look_for_paths(self, report: NodeReport) -> None:
+        """Another device plugin or DRA driver handing out these cards: the checker says so on
+        the GpuNode (placement then refuses the node) and the Node; logged loudly on a change."""
+        assert self.paths is not None
+        try:
+            found = await self.paths.check([g.uuid for g in report.gpus], format_time(time.time()))
+        except Exception:
+            log.exception("looking for other GPU paths on node %s failed; retrying", self.node)
+            return
+        if found is not None:
+            self.paths_found = found
 
     async def run(self, stop: asyncio.Event) -> None:
         health = asyncio.create_task(self._follow_health())

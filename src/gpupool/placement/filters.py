@@ -33,6 +33,7 @@ class Reason(IntEnum):
     WHOLE_CARDS = 12
     SHARES = 13  # every card with room already holds as many pods as its share count
     DEFRAG = 14  # the cards with room are being cleared by defragmentation: no new slices
+    OTHER_PATH = 15  # another device plugin or DRA driver hands out the node's cards too
 
 
 # Rejections that no amount of preemption on the node can cure.
@@ -43,6 +44,7 @@ UNRESOLVABLE = frozenset(
         Reason.TOO_FEW_GPUS,
         Reason.CARD_TOO_SMALL,
         Reason.MEMORY_UNKNOWN,
+        Reason.OTHER_PATH,  # preempting gpupool's pods there would not make the node gpupool's
     }
 )
 
@@ -130,7 +132,10 @@ def _static(snap: ClusterSnapshot, req: Request) -> _Static:
     hit = snap.static_memo.get(key)
     if isinstance(hit, _Static):
         return hit
-    checks: list[tuple[BoolArray, Reason]] = [(~snap.schedulable, Reason.CONDITION)]
+    checks: list[tuple[BoolArray, Reason]] = [
+        (snap.other_path, Reason.OTHER_PATH),
+        (~snap.schedulable, Reason.CONDITION),
+    ]
     usable = np.zeros_like(snap.present)
     if req.wants_gpu:
         models_ok = model_mask(snap, req)
@@ -217,6 +222,8 @@ def _explain(snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int) -> 
     models_ok = _models_ok_row(snap, req, i)
     if why is Reason.FITS:
         return ""
+    if why is Reason.OTHER_PATH:
+        return snap.other_path_note[i] or "another path hands out this node's GPUs"
     if why is Reason.CONDITION:
         return snap.condition[i] or "node is not schedulable"
     if why is Reason.NO_GPUS:

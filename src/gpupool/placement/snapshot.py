@@ -108,6 +108,10 @@ class ClusterSnapshot:
         self.condition: list[str | None] = [
             None if node.schedulable else "node is cordoned" for node in nodes
         ]
+        # nodes whose cards another path (a device plugin, a DRA driver) also hands out, and the
+        # agent's words for it (`set_other_path`): refused outright, whatever is free there
+        self.other_path: BoolArray = np.zeros(len(nodes), dtype=bool)
+        self.other_path_note: list[str | None] = [None] * len(nodes)
         self.gpu_count = np.array([node.gpu_count for node in nodes], dtype=np.int64)
         self.present: BoolArray = np.zeros((n, g), dtype=bool)
         self.healthy: BoolArray = np.zeros((n, g), dtype=bool)
@@ -237,6 +241,16 @@ class ClusterSnapshot:
         i = self.index[node]
         self.condition[i] = condition
         self.schedulable[i] = condition is None
+        self.static_memo.clear()
+        self._clock += 1
+        self.version[i] = self._clock
+
+    def set_other_path(self, node: str, note: str | None) -> None:
+        """Mark a node's cards as handed out by another path too (`note` says which and what
+        to do), or clear it."""
+        i = self.index[node]
+        self.other_path[i] = note is not None
+        self.other_path_note[i] = note
         self.static_memo.clear()
         self._clock += 1
         self.version[i] = self._clock

@@ -21,6 +21,8 @@ REASON_LABEL = {
     "WHOLE_CARDS": "too few whole free GPUs",
     "SHARES": "every card with room at its share count (pods per card)",
     "DEFRAG": "cards with room closed to new slices (defragmentation)",
+    "OTHER_PATH": "served by another GPU path too (a device plugin or DRA driver; the "
+    "GpuNode's OtherGpuPath condition says which)",
 }
 
 

@@ -192,7 +192,14 @@ class ClusterCache:
         unfit = [why for key, why in self._unfit.items() if self.leases[key].node == name]
         if unfit and condition is None:
             condition = f"fenced: {unfit[0]}"
-        if self._snap.condition[self._snap.index[name]] != condition:
+        gpunode = self.gpunodes.get(name)
+        other = gpunode.other_path if gpunode is not None else None
+        if other is not None and condition is None:
+            condition = other  # the views list the node with the others placement skips
+        i = self._snap.index[name]
+        if self._snap.other_path_note[i] != other:
+            self._snap.set_other_path(name, other)
+        if self._snap.condition[i] != condition:
             self._snap.set_condition(name, condition)
         self._apply_closed(name)
 

@@ -67,6 +67,8 @@ class GpuNodeObject:
     health_detail: str = ""  # the Heartbeat/Ready condition's message
     problem: str | None = None  # the devices could not be read (and why)
     defrag: DefragMark | None = None  # annotation gpupool.io/defrag (the controller's)
+    # the agent's OtherGpuPath condition, when True: which other path hands out these cards
+    other_path: str | None = None
 
 
 def node_of(node: NodeObject, gpunode: GpuNodeObject | None) -> Node:

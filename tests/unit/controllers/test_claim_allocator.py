@@ -246,3 +246,30 @@ def test_over_quota_a_second_claim_pod_waits_gated_with_its_position() -> None:
     assert p2["spec"]["schedulingGates"] == [{"name": names.QUOTA_GATE}]
     assert "position 1 of 1" in p2["metadata"]["annotations"][names.ANN_QUEUE]
     assert len(fake.written("create_lease")) == 1
+
+
+OTHER_PATH = {"type": "OtherGpuPath", "status": "True", "reason": "OtherDevicePlugin",
+              "message": "another path hands out the GPUs of node n1: device plugin resource "
+                         "nvidia.com/gpu (8 on the Node)"}  # fmt: skip
+
+
+def test_a_node_another_path_serves_is_never_chosen_for_a_claim() -> None:
+    pod = claim_pod("p1")
+    fake = cluster([pod])
+    fake.gpu_node_objects["n1"]["status"]["conditions"] = [OTHER_PATH]
+    run_round(fake)
+    [result] = fake.claims["ns/p1-gpu"]["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == "n2"
+
+
+def test_with_every_node_served_by_another_path_the_claim_waits_naming_it() -> None:
+    pod = claim_pod("p1")
+    fake = cluster([pod])
+    for name in ("n1", "n2"):
+        fake.gpu_node_objects[name]["status"]["conditions"] = [OTHER_PATH]
+    run_round(fake)
+    assert "allocation" not in (fake.claims["ns/p1-gpu"].get("status") or {})
+    after = fake.pods["ns/p1"]
+    assert after["spec"]["schedulingGates"] == [{"name": names.QUOTA_GATE}]
+    note = after["metadata"]["annotations"][names.ANN_QUEUE]
+    assert "2 served by another GPU path too" in note, note

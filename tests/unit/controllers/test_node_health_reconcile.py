@@ -85,3 +85,18 @@ def test_a_pod_deletion_that_fails_is_made_by_the_next_round() -> None:
     _round(cluster)
     assert cluster.pods == {}
     assert cluster.lease_objects["ns/uid-p"]["status"]["phase"] == "Lost"
+
+
+def test_a_health_change_keeps_the_agents_other_gpu_path_condition() -> None:
+    cluster = _cluster()
+    other = {"type": "OtherGpuPath", "status": "True", "reason": "OtherDevicePlugin",
+             "message": "another path hands out the GPUs of node n1: ..."}  # fmt: skip
+    cluster.gpu_node_objects["n1"]["status"]["conditions"] = [
+        {"type": "Heartbeat", "status": "True", "reason": "Healthy", "message": "ok"},
+        other,
+    ]
+    _round(cluster)
+    conditions = cluster.gpu_node_objects["n1"]["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["OtherGpuPath", "Heartbeat"]
+    assert conditions[0] == other
+    assert conditions[1]["reason"] == "Lost"

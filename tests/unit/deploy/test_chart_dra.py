@@ -76,7 +76,11 @@ def _agent_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_without_dra_the_agent_has_neither_the_flag_nor_the_access(helm: Path) -> None:
     docs = _template(helm)
     assert "--dra" not in _agent(docs)["containers"][0]["args"]
-    assert all("resource.k8s.io" not in r["apiGroups"] for r in _agent_rules(docs))
+    # only the list of ResourceSlices, to find another DRA driver on its node (gpu_paths)
+    dra_rules = [r for r in _agent_rules(docs) if "resource.k8s.io" in r["apiGroups"]]
+    assert dra_rules == [
+        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}
+    ]
 
 
 def test_with_dra_the_agent_runs_the_driver_with_its_folders_and_access(helm: Path) -> None:

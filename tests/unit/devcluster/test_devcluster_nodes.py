@@ -10,6 +10,7 @@ from gpupool.devcluster.nodes import (
     build_node,
     fake_node_from_domain,
     node_specs,
+    other_device_plugin,
     parse_gpu_spec,
 )
 from gpupool.domain.devices import Gpu, Node, uniform_node
@@ -61,7 +62,7 @@ def test_build_node_advertises_gpus_and_vgpus() -> None:
     assert labels["gpupool.io/gpu-memory-bytes"] == str(81920 * MiB)
     for key in ("capacity", "allocatable"):
         resources = node["status"][key]
-        assert resources["nvidia.com/gpu"] == "8"
+        assert "nvidia.com/gpu" not in resources  # served by gpupool alone: no second path
         assert resources["gpupool.io/vgpu"] == "80"
         assert int(resources["pods"]) > 0
 
@@ -90,7 +91,14 @@ def test_cpu_only_domain_node_has_no_gpu_model() -> None:
     )
     node = build_node(spec)
     assert "gpupool.io/gpu-model" not in node["metadata"]["labels"]
-    assert node["status"]["capacity"]["nvidia.com/gpu"] == "0"
+    assert node["status"]["capacity"]["gpupool.io/vgpu"] == "0"
+
+
+def test_other_device_plugin_patch_advertises_the_resource_and_takes_it_back() -> None:
+    patch = other_device_plugin(8)
+    assert patch["status"]["capacity"] == {"nvidia.com/gpu": "8"}
+    assert patch["status"]["allocatable"] == {"nvidia.com/gpu": "8"}
+    assert other_device_plugin(0)["status"]["capacity"] == {"nvidia.com/gpu": "0"}
 
 
 def test_mixed_models_are_rejected() -> None:

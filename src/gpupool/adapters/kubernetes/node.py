@@ -19,6 +19,7 @@ from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.wire.defrag_mark import parse_mark
 from gpupool.adapters.wire.names import (
     ANN_DEFRAG_MARK,
+    COND_OTHER_GPU_PATH,
     LABEL_GPU_COUNT,
     LABEL_GPU_MEMORY,
     LABEL_GPU_MODEL,
@@ -129,9 +130,12 @@ def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:
     except InvalidObject as err:
         gpus, problem = (), str(err)
     detail = ""
+    other: str | None = None
     for cond in status.get("conditions") or []:
         if cond.get("type") in ("Heartbeat", "Ready") and cond.get("message"):
             detail = str(cond["message"])
+        if cond.get("type") == COND_OTHER_GPU_PATH and cond.get("status") == "True":
+            other = str(cond.get("message") or "another path hands out this node's GPUs")
     return GpuNodeObject(
         name=name,
         gpus=gpus,
@@ -139,6 +143,7 @@ def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:
         health=str(status.get("health") or "Healthy"),
         health_detail=detail,
         problem=problem,
+        other_path=other,
         defrag=parse_mark(
             ((gpunode.get("metadata") or {}).get("annotations") or {}).get(ANN_DEFRAG_MARK)
         ),

@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gpupool.domain.devices import Gpu
+from gpupool.domain.gpu_paths import PathFinding
 from gpupool.ports import CardTelemetry, ContainerUsage, PodLease
 
 CARD_LABELS = ("Hostname", "gpu", "UUID", "modelName")
@@ -39,6 +40,7 @@ class AgentReading:
     telemetry: tuple[CardTelemetry, ...]
     leases: tuple[PodLease, ...] | None
     usage: Mapping[str, ContainerUsage] = field(default_factory=dict)
+    paths: PathFinding | None = None  # the last look for other GPU paths (None: not looked yet)
 
 
 class AgentCollector(Collector):
@@ -161,7 +163,31 @@ def agent_metrics(reading: AgentReading) -> list[Metric]:
         util, used, total, temp, power, ecc, xid, healthy, allocated, lease_alloc,
         lease_compute, lease_used, last_active, source_up,
     )  # fmt: skip
-    return list(families)
+    return [*families, *path_metrics(host, reading.paths)]
+
+
+def path_metrics(host: str, finding: PathFinding | None) -> list[Metric]:
+    """Whether another path hands out this node's cards (1: gpupool refuses the node), and each
+    such path's devices; nothing before the agent first looked."""
+    refused = _gauge(
+        "gpupool_agent_other_gpu_path",
+        "1 when another device plugin or DRA driver hands out this node's GPUs (gpupool then "
+        "places nothing new here; the GpuNode's OtherGpuPath condition says what to do), else 0",
+        ("Hostname",),
+    )
+    devices = _gauge(
+        "gpupool_agent_other_gpu_path_devices",
+        "Devices another path offers on this node: a device plugin's resource on the Node "
+        "(kind device-plugin) or a DRA driver's devices in its ResourceSlices (kind dra-driver)",
+        ("Hostname", "kind", "path"),
+    )
+    if finding is None:
+        return []
+    refused.add_metric([host], 1.0 if finding.refused else 0.0)
+    for other in finding.others:
+        kind = other.kind.name.lower().replace("_", "-")
+        devices.add_metric([host, kind, other.name], float(other.amount))
+    return [refused, devices]
 
 
 def _add(family: GaugeMetricFamily, labels: list[str], value: float | int | None) -> None:

@@ -128,3 +128,17 @@ ANN_AUTOSCALE_STATUS = "gpupool.io/autoscale-status"
 # name its kubelet plugin registers with and its CDI vendor; its CDI devices' kind (vendor/class)
 DRA_DRIVER = f"gpu.{GROUP}"
 DRA_CDI_KIND = f"{DRA_DRIVER}/claim"
+
+# Another path handing out a node's cards (domain.gpu_paths, docs/dra.md "One node, which path"):
+# the GpuNode condition the agent writes (status True: placement refuses the node), its reasons,
+# and the Event it records on the Node when the finding changes
+COND_OTHER_GPU_PATH = "OtherGpuPath"
+REASON_OTHER_DEVICE_PLUGIN = "OtherDevicePlugin"
+REASON_OTHER_DRA_DRIVER = "OtherDraDriver"
+REASON_OTHER_GPU_PATHS = "OtherDevicePluginAndDraDriver"
+REASON_ONLY_GPUPOOL = "OnlyGpupool"
+EVENT_OTHER_GPU_PATH = "OtherGpuPath"
+EVENT_OTHER_GPU_PATH_GONE = "OtherGpuPathGone"
+# Extended resources whose names mark NVIDIA's (or HAMi's) device plugin on a Node: nvidia.com/gpu,
+# nvidia.com/gpu.shared, nvidia.com/mig-*, HAMi's nvidia.com/gpumem and gpucores
+NVIDIA_RESOURCE_PREFIX = "nvidia.com/"

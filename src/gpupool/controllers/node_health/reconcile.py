@@ -87,8 +87,9 @@ class NodeHealthReconciler:
         )  # fmt: skip
         stamp = format_time(now)
         for change in plan.health:
-            await contain.handle("health", "GpuNode", raw.get(change.node) or _named(change.node),
-                                 partial(self._set_health, change, stamp), now)  # fmt: skip
+            held = raw.get(change.node) or _named(change.node)
+            await contain.handle("health", "GpuNode", held,
+                                 partial(self._set_health, change, stamp, held), now)  # fmt: skip
         # A lost lease's pod goes first, then the lease: a round that fails between the two
         # finds the lease still live next time and deletes (or finds gone) its pod again, where
         # the other order would leave a pod on a lost node behind an ended lease for ever.
@@ -100,22 +101,23 @@ class NodeHealthReconciler:
                                  partial(self._lose, lost, deleted, now, stamp), now)  # fmt: skip
         return plan
 
-    async def _set_health(self, change: SetHealth, stamp: str) -> None:
+    async def _set_health(self, change: SetHealth, stamp: str, held: Json) -> None:
         log.warning("GpuNode %s: %s (%s)", change.node, change.health, change.message)
+        heartbeat = {
+            "type": "Heartbeat",
+            "status": "True" if change.health == "Healthy" else "False",
+            "reason": change.health,
+            "message": change.message,
+            "lastTransitionTime": stamp,
+        }
+        # the list is replaced whole: keep the agent's conditions (OtherGpuPath) as they are
+        conditions = [
+            c
+            for c in (held.get("status") or {}).get("conditions") or []
+            if c.get("type") != "Heartbeat"
+        ]
         await self.api.patch_gpu_node_status(
-            change.node,
-            {
-                "health": change.health,
-                "conditions": [
-                    {
-                        "type": "Heartbeat",
-                        "status": "True" if change.health == "Healthy" else "False",
-                        "reason": change.health,
-                        "message": change.message,
-                        "lastTransitionTime": stamp,
-                    }
-                ],
-            },
+            change.node, {"health": change.health, "conditions": [*conditions, heartbeat]}
         )
 
     async def _lose(
