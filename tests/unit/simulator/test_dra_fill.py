@@ -35,13 +35,28 @@ def test_shares_of_whole_mib_give_the_extender_paths_figures_exactly() -> None:
         assert (dra.placed, dra.failed) == (extender.placed, extender.failed)
 
 
-def test_complements_that_round_up_leave_more_unallocated() -> None:
-    # 810 + 190 fill a card exactly on the extender path; on the DRA path 190 is 1 MiB short
+def test_complements_that_fill_a_card_fill_it_on_both_paths() -> None:
+    # 810 + 190 fill a 16 GiB card exactly on the extender path (13271.04 + 3112.96 MiB); the
+    # claims consume each slice down to a whole MiB, so they still share the card
     work = tasks([810, 190] * 8)
     config = FillConfig(seed=1)
     extender = run_fill(v100s(4), work, "best-fit", config)
     dra = run_fill(v100s(4), work, "best-fit", config, allocate=allocate_claim)
-    assert extender.unallocated_gpu_pct[100] < dra.unallocated_gpu_pct[100]
+    assert dra.unallocated_gpu_pct == extender.unallocated_gpu_pct
+    assert (dra.placed, dra.failed) == (extender.placed, extender.failed)
+
+
+def test_sizes_that_are_no_whole_mib_cost_where_a_card_would_be_filled_exactly() -> None:
+    # byte asks that are no whole MiB are consumed a whole MiB up: 8191.6 and 8192.3 MiB fill a
+    # 16384 MiB card together as asked (16383.9), not as consumed (8192 + 8193 = 16385)
+    mib = 1024 * 1024
+    sizes = [8191 * mib + 6 * mib // 10, 8192 * mib + 3 * mib // 10] * 4
+    work = [Request(f"b{k}", cpu_milli=1000, gpu_count=1, gpu_memory_bytes=size)
+            for k, size in enumerate(sizes)]  # fmt: skip
+    config = FillConfig(seed=1)
+    extender = run_fill(v100s(2), work, "best-fit", config)
+    dra = run_fill(v100s(2), work, "best-fit", config, allocate=allocate_claim)
+    assert dra.failed > extender.failed
 
 
 def test_first_fit_by_device_spreads_slices_where_gpupool_packs_them() -> None:
