@@ -29,6 +29,7 @@ from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import ExtenderArgs
 from gpupool.adapters.kubernetes.decoded import read_pod
 from gpupool.adapters.wire import names
+from gpupool.domain.compute_modes import WorkloadClass
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "gpupool"
 DECODER = Path("adapters/kubernetes/pod_view.py")
@@ -200,3 +201,30 @@ def test_the_extender_plans_no_request_of_a_pod_it_must_refuse() -> None:
     dra = ScheduledPod.from_json(claim)  # the claim allocator places it, not the extender
     assert dra.view.claim_pod and dra.view.request is not None and dra.problem is None
     assert not dra.request.wants_gpu
+
+
+def test_the_view_carries_what_bind_reads_and_the_allocation_read_once() -> None:
+    limits = {names.RES_GPU_MEMORY: "8Gi"}
+    slices = [
+        {"index": 0, "uuid": "GPU-a", "model": "A100-80GB", "offsetBytes": 0, "sizeBytes": 8},
+    ]
+    annotations = {
+        names.ANN_PLACEMENT_POLICY: "binpack",
+        names.ANN_COMPUTE_MODE: "mps",
+        names.ANN_WORKLOAD: "training",
+        names.ANN_ALLOCATION: json.dumps(slices),
+    }
+    pod = {
+        "metadata": {"name": "p", "namespace": "t", "uid": "u-p", "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+    view = read_pod(pod)
+    assert (view.placement_policy, view.compute_mode) == ("binpack", "mps")
+    assert view.workload is WorkloadClass.TRAINING and not view.claim_pod
+    assert view.allocation_models == ("A100-80GB",) and view.allocation[0].uuid == "GPU-a"
+    # slices that cannot be read still name their models (admission charges by them)
+    broken = [{"model": "H100-80GB"}]
+    annotations[names.ANN_ALLOCATION] = json.dumps(broken)
+    view = read_pod(pod)
+    assert view.allocation == () and view.allocation_problem is not None
+    assert view.allocation_models == ("H100-80GB",)

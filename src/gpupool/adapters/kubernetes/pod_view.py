@@ -155,11 +155,14 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         defrag_notice=parse_notice(annotations.get(names.ANN_DEFRAG_NOTICE)),
         placement_policy=None if gpu is None else gpu.placement_policy,
         compute_mode=None if gpu is None else gpu.compute_mode,
-        workload=WorkloadClass.parse(gpu.workload or WorkloadClass.INFERENCE.value)
-        if gpu is not None
-        else WorkloadClass.INFERENCE,
+        workload=WorkloadClass.INFERENCE if gpu is None else _workload(gpu),
         claim_pod=claim_pod,
     )
+
+
+def _workload(gpu: PodGpu) -> WorkloadClass:
+    """gpupool.io/workload (validated by `read_pod_gpu`); inference when unset."""
+    return WorkloadClass.parse(gpu.workload) if gpu.workload else WorkloadClass.INFERENCE
 
 
 def _models_of_unreadable(text: str) -> tuple[str, ...]:
