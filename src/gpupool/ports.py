@@ -73,8 +73,10 @@ class ClusterApi(EventWriter, Protocol):
 
     async def gpu_nodes(self) -> list[Json]: ...
 
-    async def node_leases(self) -> list[Json]:
-        """The GPU nodes' heartbeats: their coordination.k8s.io Leases (named after the node)."""
+    async def node_renewals(self) -> Mapping[str, float]:
+        """The GPU nodes' heartbeats, decoded: when each node's coordination.k8s.io Lease (named
+        after the node) was last renewed, epoch seconds by node name (a Lease without a readable
+        renewTime is left out, as if missing)."""
         ...
 
     async def pod(self, namespace: str, name: str) -> Json | None: ...

@@ -16,9 +16,11 @@ class BindApi:
 
     def __init__(self) -> None:
         self.writes: list[str] = []
+        self.reads = 0  # get_pod calls: each decodes the pod it fetched
         self.during_read: Callable[[], None] = lambda: None
 
     async def get_pod(self, namespace: str, name: str) -> ScheduledPod:
+        self.reads += 1
         self.during_read()
         limits = {"gpupool.io/gpu-memory": "8Gi", "gpupool.io/vgpu": "1"}
         return ScheduledPod.from_json(

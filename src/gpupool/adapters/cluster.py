@@ -25,6 +25,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.kubernetes.watch_cache import (
     DEPLOYMENTS,
     GPULEASES,
@@ -135,10 +136,10 @@ class KubeClusterApi:
                 return None
             raise
 
-    async def node_leases(self) -> list[Json]:
-        """The GPU nodes' heartbeat Leases (`node_lease`): from the watch cache when it keeps them
-        (a renewal wakes no loop: none waits on that kind), else listed."""
-        return await self._read(NODE_LEASES)
+    async def node_renewals(self) -> dict[str, float]:
+        """The GPU nodes' heartbeat Leases (`node_lease`), decoded here: from the watch cache when
+        it keeps them (a renewal wakes no loop: none waits on that kind), else listed."""
+        return lease_renewals(await self._read(NODE_LEASES))
 
     # -- writing -------------------------------------------------------------------------------
     async def patch_pod(

@@ -1,5 +1,7 @@
-"""A pod as the controllers see it (`PodView`): decoded once from its JSON at the edge
-(`adapters.kubernetes.pod_view.read_pod`), then read by every plan; nothing further in parses
+"""A pod as gpupool sees it (`PodView`): decoded once from its JSON at the edge
+(`adapters.kubernetes.pod_view.read_pod`, remembered per uid and resourceVersion in
+`adapters.kubernetes.decoded`), then read by every plan of the controllers and by the extender
+(whose `ScheduledPod` is this value seen through the extender's eyes); nothing further in parses
 its annotations again.
 
 `NodeConstraints` says which nodes a pod may run on by its own spec: `nodeSelector`, the required
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpupool.domain.allocations import Slice
+from gpupool.domain.compute_modes import WorkloadClass
 from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
@@ -145,6 +148,15 @@ class PodView:
     labels: Mapping[str, str] = field(default_factory=dict)
     has_owner: bool = False
     defrag_notice: ReclaimNotice | None = None
+    # what the extender's bind reads besides the request (validated with it: `problem` says
+    # why any is wrong): gpupool.io/placement-policy (None: the default), gpupool.io/compute-mode
+    # (mps | none; None: the class default) and gpupool.io/workload (the lease's class)
+    placement_policy: str | None = None
+    compute_mode: str | None = None
+    workload: WorkloadClass = WorkloadClass.INFERENCE
+    # a DRA claim pod (gpupool.io/claim, no gpupool resources): `request` is its claim's ask,
+    # which the claim allocator places; the extender's filter and bind take no such pod
+    claim_pod: bool = False
 
     @property
     def key(self) -> str:

@@ -14,6 +14,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.wire.times import format_time
 from gpupool.ports import Json
 
@@ -131,8 +132,8 @@ class FakeCluster:
     async def gpu_nodes(self) -> list[Json]:
         return [copy.deepcopy(n) for n in self.gpu_node_objects.values()]
 
-    async def node_leases(self) -> list[Json]:
-        return [copy.deepcopy(le) for le in self.node_lease_objects.values()]
+    async def node_renewals(self) -> dict[str, float]:
+        return lease_renewals(self.node_lease_objects.values())
 
     async def gpu_pools(self) -> list[Json]:
         return [copy.deepcopy(p) for p in self.pool_objects.values()]

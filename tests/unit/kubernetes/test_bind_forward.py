@@ -109,6 +109,9 @@ def test_a_standby_forwards_bind_to_the_leader_the_lease_names() -> None:
                 lambda: leader_api.writes == ["bind t/p n", "create t/uid-p"], 10, "the lease"
             )
             assert standby_api.writes == []
+            # The pod is decoded once, by the leader's one fresh read; the standby only checked
+            # the body's fields and passed the leader's reply on.
+            assert (leader_api.reads, standby_api.reads) == (1, 0)
             assert _forwards(standby_metrics, "ok") == 1
             assert _forwards(standby_metrics, "error") == 0
             assert leader_metrics.binds.labels("ok")._value.get() == 1

@@ -17,10 +17,10 @@ from typing import Any
 from lightkube import AsyncClient, operators
 from lightkube.resources.core_v1 import Node, Pod
 
+from gpupool.adapters.kubernetes.decoded import read_pod
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, to_dict
 from gpupool.adapters.wire.names import LABEL_TENANT
 from gpupool.state.cluster import ClusterCache, Drift

@@ -16,10 +16,10 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
 
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
+from gpupool.adapters.kubernetes.decoded import read_pod
 from gpupool.adapters.kubernetes.errors import ApiServerError, NotFound, api_error
 from gpupool.adapters.kubernetes.fast_post import Poster
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
-from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.kubernetes.resources import GpuLease, to_dict
 from gpupool.adapters.wire.names import API_VERSION, GROUP, LABEL_GANG, LABEL_TENANT
 from gpupool.rfc3339 import format_time

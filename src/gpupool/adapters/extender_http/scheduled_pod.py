@@ -1,51 +1,112 @@
-"""The pod kube-scheduler asks about, decoded once at the edge (the /filter and /prioritize body,
-the bind's fresh read of the pod) into what every later step needs: who it is, its GPU request
-(with its tenant and priority), its placement policy, the admission queue's record, the node it
-is already bound to, its compute mode and class (for the lease's `computeMode`). Nothing further
-in reads the pod's JSON again.
+"""The pod kube-scheduler asks about, as the extender reads it: gpupool's one decoded pod value
+(`state.pods.PodView`, from `adapters.kubernetes.decoded.read_pod`, the one pod decoder,
+remembered per uid and resourceVersion) with the request the extender plans. The /filter and
+/prioritize body, the bind's fresh read of the pod and a gang's listed members all come through
+that decoder; nothing here reads the pod's JSON.
 
 A pod whose request cannot be read still decodes: `problem` holds the typed error's message, and
-every node refuses the pod with it (kube-scheduler shows it to the user).
+every node refuses the pod with it (kube-scheduler shows it to the user). A pod that asks for no
+gpupool GPU (a DRA claim pod among them: the claim allocator places it) has a request whose
+`wants_gpu` is False.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.extender_http.refusal import Refusal, Why
-from gpupool.adapters.kubernetes.pod_view import read_constraints
-from gpupool.adapters.wire.admitted import Admitted, parse_admitted, read_admitted
-from gpupool.adapters.wire.gangs import read_gang
-from gpupool.adapters.wire.names import ANN_ADMITTED, DEFAULT_TENANT, LABEL_TENANT
-from gpupool.adapters.wire.pods import pod_name, read_pod_gpu
+from gpupool.adapters.kubernetes.decoded import read_pod
+from gpupool.adapters.wire.names import LABEL_TENANT
 from gpupool.domain.compute_modes import WorkloadClass
-from gpupool.domain.errors import GpupoolError
 from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
+from gpupool.state.admitted import Admitted
 from gpupool.state.nodes import NodeObject
-from gpupool.state.pods import NodeConstraints
+from gpupool.state.pods import NodeConstraints, PodView
+
+NEVER_ADMITTED = Admitted(0.0)  # what a pod without a readable gpupool.io/admitted record holds
+
+
+def _planned_request(view: PodView) -> Request:
+    """The request the extender plans: the pod's own, else a bare one (`wants_gpu` False) for a
+    pod that asks for no gpupool GPU by its resources or whose request cannot be read."""
+    if view.request is not None and view.problem is None and not view.claim_pod:
+        return view.request
+    return Request(name=view.key if view.namespace else view.name or "?")
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduledPod:
-    namespace: str
-    name: str
-    uid: str
+    view: PodView
     request: Request  # `wants_gpu` False: the pod asks for no gpupool GPU
-    policy: str | None = None  # gpupool.io/placement-policy (validated), None: the default
-    admitted: Admitted = field(default_factory=lambda: Admitted(0.0))
-    node_name: str | None = None  # spec.nodeName: the node it is bound to already
-    problem: str | None = None  # why its GPU request cannot be read
-    # A tenant's pod (the webhook stamped gpupool.io/tenant, which the pod-integrity policy
-    # keeps) whose gpupool.io/admitted record is missing or unreadable: the admission queue
-    # never admitted it, so no node may take it (defence in depth behind that policy).
-    unadmitted: bool = False
-    constraints: NodeConstraints = field(default_factory=NodeConstraints)
-    compute_mode: str | None = None  # gpupool.io/compute-mode: mps | none (validated at admission)
-    workload: WorkloadClass = WorkloadClass.INFERENCE  # gpupool.io/workload
-    gang: GangMark | None = None  # its gang: placed only when every member fits (gang_bind)
+
+    @classmethod
+    def of(cls, view: PodView) -> ScheduledPod:
+        return cls(view, _planned_request(view))
+
+    @classmethod
+    def from_json(cls, pod: Mapping[str, Any]) -> ScheduledPod:
+        """The pod, through the one remembering decoder (a version seen before is not decoded
+        again)."""
+        return cls.of(read_pod(pod))
+
+    @property
+    def namespace(self) -> str:
+        return self.view.namespace
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+    @property
+    def uid(self) -> str:
+        return self.view.uid
+
+    @property
+    def node_name(self) -> str | None:
+        """spec.nodeName: the node it is bound to already."""
+        return self.view.node
+
+    @property
+    def problem(self) -> str | None:
+        """Why its GPU request (or its gang) cannot be read."""
+        return self.view.problem
+
+    @property
+    def policy(self) -> str | None:
+        """gpupool.io/placement-policy (validated); None: the default."""
+        return self.view.placement_policy
+
+    @property
+    def admitted(self) -> Admitted:
+        return self.view.admitted or NEVER_ADMITTED
+
+    @property
+    def unadmitted(self) -> bool:
+        """A tenant's pod (the webhook stamped gpupool.io/tenant, which the pod-integrity policy
+        keeps) whose gpupool.io/admitted record is missing or unreadable: the admission queue
+        never admitted it, so no node may take it (defence in depth behind that policy)."""
+        return self.view.admitted is None and LABEL_TENANT in self.view.labels
+
+    @property
+    def constraints(self) -> NodeConstraints:
+        return self.view.constraints
+
+    @property
+    def compute_mode(self) -> str | None:
+        """gpupool.io/compute-mode: mps | none (validated at admission)."""
+        return self.view.compute_mode
+
+    @property
+    def workload(self) -> WorkloadClass:
+        return self.view.workload
+
+    @property
+    def gang(self) -> GangMark | None:
+        """Its gang: placed only when every member fits (gang_bind)."""
+        return self.view.gang
 
     @property
     def key(self) -> str:
@@ -78,36 +139,3 @@ class ScheduledPod:
         if why is None:
             return None
         return Refusal(Why.NODE_EXCLUDED, f"pod {self.ref} may not run on {node.name}: {why}")
-
-    @classmethod
-    def from_json(cls, pod: Mapping[str, Any]) -> ScheduledPod:
-        meta: Mapping[str, Any] = pod.get("metadata") or {}
-        annotations: Mapping[str, str] = meta.get("annotations") or {}
-        labels: Mapping[str, str] = meta.get("labels") or {}
-        spec: Mapping[str, Any] = pod.get("spec") or {}
-        node_name = spec.get("nodeName")
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        uid, bound = str(meta.get("uid") or ""), str(node_name) if node_name else None
-        try:
-            gpu = read_pod_gpu(pod, tenant=labels.get(LABEL_TENANT) or DEFAULT_TENANT)
-            gang = read_gang(meta)
-        except GpupoolError as err:
-            bare = Request(name=pod_name(pod))
-            return cls(namespace, name, uid, bare, node_name=bound, problem=str(err))
-        if gpu is None:
-            return cls(namespace, name, uid, Request(name=pod_name(pod)), node_name=bound)
-        tenant_pod = LABEL_TENANT in labels
-        return cls(
-            namespace,
-            name,
-            uid,
-            gpu.request,
-            policy=gpu.placement_policy,
-            admitted=read_admitted(annotations),
-            node_name=bound,
-            unadmitted=tenant_pod and parse_admitted(annotations.get(ANN_ADMITTED)) is None,
-            constraints=read_constraints(spec),
-            compute_mode=gpu.compute_mode,
-            workload=WorkloadClass.parse(gpu.workload or WorkloadClass.INFERENCE.value),
-            gang=gang,
-        )

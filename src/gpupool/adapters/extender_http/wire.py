@@ -3,8 +3,10 @@
 The Go structs carry no json tags, so the keys are the Go field names: `Pod`, `Nodes`,
 `NodeNames`, `FailedNodes`, `FailedAndUnresolvableNodes`, `Error`, `Host`, `Score`, `PodName`,
 `PodNamespace`, `PodUID`, `Node`. Parsing is strict about types and raises MalformedExtenderRequest
-(answered with HTTP 400) with a message that names the field. The pod is decoded here, once
-(`ScheduledPod`); a pod whose GPU request is wrong still decodes (every node refuses it).
+(answered with HTTP 400) with a message that names the field. The pod is decoded here, by the
+one pod decoder (`ScheduledPod.from_json`: a pod version filter decoded is not decoded again for
+prioritize, bind or a gang's listing); a pod whose GPU request is wrong still decodes (every node
+refuses it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""The readers the controller's loops and the web view use, each remembering what it decoded by
-object uid and resourceVersion: a round over the watch cache decodes only the objects that
-changed since the last one (an object with the same uid and version is the same bytes; the
-decoded values are frozen). Objects without both (hand-made ones in tests) are decoded each time.
+"""The readers the controller's loops, the web view and the extender use, each remembering what
+it decoded by object uid and resourceVersion: a round over the watch cache decodes only the
+objects that changed since the last one, and the extender decodes a pod version once whether
+kube-scheduler sends it to filter and prioritize, bind fetches it or a gang lists it (an object
+with the same uid and version is the same bytes; the decoded values are frozen). Objects without
+both (hand-made ones in tests) are decoded each time.
 
 A reader that raises remembers nothing: the same bad object fails again, as it must (the loops'
 containment counts and retries it).

@@ -1,7 +1,7 @@
 """The `gpupool.io/allocation` annotation: written from an Allocation, read back into slices.
 
-(A pod's GPU request is read once, by `gpupool.adapters.wire.pods.read_pod_gpu`; the extender
-decodes its pods with it in `extender_http/scheduled_pod.py`.)
+(A pod's GPU request is read once, by `gpupool.adapters.wire.pods.read_pod_gpu`, inside the one
+pod decoder, `pod_view.read_pod`, which the extender and the controllers share.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""A pod's JSON → the typed `state.pods.PodView` the controllers' plans read (decoded once, here).
+"""A pod's JSON → the typed `state.pods.PodView`: gpupool's one pod decoder (decoded once, here).
+
+Everything that reads a pod reads this value: the controllers' plans, the web view, and the
+extender (its `ScheduledPod` wraps the view, with the request it plans). Callers go through
+`adapters.kubernetes.decoded.read_pod`, which remembers each decoded pod by uid and
+resourceVersion, so the same pod version is decoded once per process however often it is listed,
+sent by kube-scheduler, fetched for a bind or listed as a gang member.
+`tests/unit/wire/test_one_pod_decoder.py` fails when another module starts parsing gpupool.io
+pod annotations.
 
 The reconcilers list objects, build views and pass them to the pure planners. Nothing is kept
 between reconciles: every decision is made again from the API server's state, so a restarted
@@ -17,10 +25,11 @@ from gpupool.adapters.wire.admitted import parse_admitted
 from gpupool.adapters.wire.claim_request import from_annotation, request_of
 from gpupool.adapters.wire.gangs import read_gang
 from gpupool.adapters.wire.lease_terms import capped_pod_ttl
-from gpupool.adapters.wire.pods import read_pod_gpu
+from gpupool.adapters.wire.pods import PodGpu, read_pod_gpu
 from gpupool.adapters.wire.reclaim_notice import parse_notice
 from gpupool.adapters.wire.times import parse_time
 from gpupool.domain.allocations import Slice
+from gpupool.domain.compute_modes import WorkloadClass
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
 from gpupool.state.pods import Expression, NodeConstraints, PodView
@@ -77,10 +86,13 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
     priority = raw_priority if isinstance(raw_priority, int) else 0
     request: Request | None = None
     problem: str | None = None
+    gpu: PodGpu | None = None
+    claim_pod = False
     try:
         gpu = read_pod_gpu(pod, tenant=tenant, priority=priority)
         request = None if gpu is None else gpu.request
-        if gpu is None and names.ANN_CLAIM in annotations:  # a claim pod: its claim's ask
+        claim_pod = gpu is None and names.ANN_CLAIM in annotations
+        if claim_pod:  # a claim pod: its claim's ask
             who = f"pod {meta.get('namespace')}/{meta.get('name')}"
             ask = from_annotation(str(annotations[names.ANN_CLAIM]), who)
             request = request_of(ask, str(meta.get("name") or ""), tenant, priority)
@@ -97,19 +109,16 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
     if submitted is None:
         submitted = parse_time(meta.get("creationTimestamp")) or 0.0
     models: tuple[str, ...] = ()
-    try:
-        items = json.loads(annotations.get(names.ANN_ALLOCATION) or "[]")
-        models = tuple(str(s.get("model")) for s in items if isinstance(s, dict))
-    except (ValueError, TypeError):
-        models = ()
     allocation: tuple[Slice, ...] = ()
     allocation_problem: str | None = None
     text = annotations.get(names.ANN_ALLOCATION)
     if text:
         try:
             allocation = slices_from_annotation(str(text), who=f"pod {meta.get('name')}")
+            models = tuple(s.model for s in allocation)
         except GpupoolError as err:
             allocation_problem = str(err)
+            models = _models_of_unreadable(str(text))
     return PodView(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
@@ -144,7 +153,28 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
             for o in meta.get("ownerReferences") or ()
         ),
         defrag_notice=parse_notice(annotations.get(names.ANN_DEFRAG_NOTICE)),
+        placement_policy=None if gpu is None else gpu.placement_policy,
+        compute_mode=None if gpu is None else gpu.compute_mode,
+        workload=WorkloadClass.INFERENCE if gpu is None else _workload(gpu),
+        claim_pod=claim_pod,
     )
+
+
+def _workload(gpu: PodGpu) -> WorkloadClass:
+    """gpupool.io/workload (validated by `read_pod_gpu`); inference when unset."""
+    return WorkloadClass.parse(gpu.workload) if gpu.workload else WorkloadClass.INFERENCE
+
+
+def _models_of_unreadable(text: str) -> tuple[str, ...]:
+    """The card models an allocation annotation names even when its slices cannot be read (the
+    admission queue charges a bound pod by them); () when it is not a JSON list at all."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return ()
+    if not isinstance(items, list):
+        return ()
+    return tuple(str(s.get("model")) for s in items if isinstance(s, dict))
 
 
 def _bound_at(status: Mapping[str, Any]) -> float | None:

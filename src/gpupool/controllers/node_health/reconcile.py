@@ -14,11 +14,11 @@ heartbeat was not before Leases."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from functools import partial
 
 from gpupool.adapters.kubernetes.decoded import read_gpu_node
 from gpupool.adapters.kubernetes.lease import phase_name
-from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.node_health.plan import (
     LOST_S,
@@ -56,12 +56,10 @@ class NodeHealthReconciler:
         self.contain = contain if contain is not None else Containment(LOOP, api)
         self._renewed: dict[str, float] = {}  # node -> its Lease's last renewal seen
 
-    def _heartbeats(self, names: set[str], leases: list[Json]) -> dict[str, float]:
+    def _heartbeats(self, names: set[str], renewed: Mapping[str, float]) -> dict[str, float]:
         """Each GpuNode's last heartbeat: its Lease's renewTime, or the last one seen."""
         self._renewed = {
-            name: at
-            for name, at in (self._renewed | lease_renewals(leases)).items()
-            if name in names
+            name: at for name, at in (self._renewed | dict(renewed)).items() if name in names
         }
         return dict(self._renewed)
 
@@ -77,7 +75,7 @@ class NodeHealthReconciler:
         read = contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), read_gpu_node, now)
         raw = {n.name: obj for n, obj in read}
         nodes = [n for n, _ in read]
-        heartbeats = self._heartbeats(set(raw), await self.api.node_leases())
+        heartbeats = self._heartbeats(set(raw), await self.api.node_renewals())
         leases = decode_leases(contain, await self.api.leases(), now)
         plan = contain.plan(
             "health", "GpuNode", nodes, lambda n: n.name,
