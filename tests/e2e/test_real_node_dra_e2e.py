@@ -8,11 +8,12 @@ ResourceClaimTemplate (class gpu.gpupool.io, `capacity.requests.memory`) are gat
 webhook, admitted against the tenant's GpuQuota, their claims allocated by gpupool's controller,
 and started by the kubelet, which calls the agent's NodePrepareResources over its socket and
 hands containerd the CDI device IDs it answers; containerd applies the spec (the limiter, its
-preload, the limits file, NVIDIA_VISIBLE_DEVICES), and the GPU probe inside sees its slice, not
-the card. Then: two claims share the card, each seeing its own limit; a third waits at the gate
-with its queue position; the agent restarts with two claims prepared and loses nothing; deleting
-a pod unprepares its claim (the restarted agent removes its files), ends its lease, metered, and
-the waiting pod takes its place.
+preload, the limits file, NVIDIA_VISIBLE_DEVICES), the GPU probe inside sees its slice, not the
+card, and the container's status shows the card Healthy from the agent's health stream. Then:
+two claims share the card, each seeing its own limit; a third waits at the gate with its queue
+position; the agent restarts with two claims prepared and loses nothing; deleting a pod
+unprepares its claim (the restarted agent removes its files), ends its lease, metered, and the
+waiting pod takes its place.
 
 The tests run in order on one cluster and build on each other (a scenario in steps). Marked like
 the other real-node tests: they skip, saying why, where no real node can run.
@@ -198,6 +199,15 @@ def _container_env(s: Scenario, pod: dict[str, Any]) -> dict[str, str]:
     return dict(str(e).split("=", 1) for e in env)
 
 
+def _health_shown(s: Scenario, name: str) -> list[dict[str, Any]] | None:
+    """The probe container's allocatedResourcesStatus once the kubelet shows a health."""
+    pod = s.real.api.get(f"/api/v1/namespaces/{s.tenant}/pods/{name}")
+    [status] = pod["status"].get("containerStatuses") or [{}]
+    shown = status.get("allocatedResourcesStatus")
+    healths = [r.get("health") for entry in shown or [] for r in entry.get("resources") or []]
+    return list(shown) if healths and all(healths) else None
+
+
 def _files_of(s: Scenario, claim_uid: str) -> dict[str, Path]:
     """The claim's files the agent writes at NodePrepareResources: its CDI spec (where
     containerd reads), its checkpoint, and the limits file the spec mounts."""
@@ -290,6 +300,11 @@ def test_a_deployments_12gi_claim_pod_starts_under_the_limiter_and_sees_12gi(
     assert env["NVIDIA_VISIBLE_DEVICES"] == CARD
     assert env["GPUPOOL_LEASE"] == f"{s.tenant}/{claim['metadata']['name']}"
     assert env["GPUPOOL_DRA_GPU_0"] == CARD  # the device's own edit: the kubelet named it
+    # the card's health, streamed by the agent (DRAResourceHealth), in the container's status
+    device_id = f"gpu.gpupool.io/claim={claim['metadata']['uid']}-gpu-0"
+    health = poll_until(lambda: _health_shown(s, pod["metadata"]["name"]), timeout_s=60)
+    wanted = [{"name": "claim:gpu", "resources": [{"resourceID": device_id, "health": "Healthy"}]}]
+    assert health == wanted, health
 
 
 def test_two_claims_share_the_card_each_seeing_its_own_limit(scenario: Scenario) -> None:
