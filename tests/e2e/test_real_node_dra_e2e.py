@@ -22,7 +22,9 @@ the other real-node tests: they skip, saying why, where no real node can run.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,7 +44,7 @@ from support.real_node import (
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.names import DRA_DRIVER
-from gpupool.devcluster import ClusterSpec
+from gpupool.devcluster import ClusterSpec, processes
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.realnode import host
@@ -343,13 +345,21 @@ def test_a_third_claim_pod_over_the_quota_waits_at_the_gate_with_its_position(
     assert not pod["spec"].get("nodeName")
 
 
-def test_the_agent_restarted_with_claims_prepared_loses_nothing(scenario: Scenario) -> None:
+def test_the_agent_killed_and_restarted_with_claims_prepared_loses_nothing(
+    scenario: Scenario,
+) -> None:
+    """A crash, not a clean stop: SIGKILL leaves the sockets behind and runs no cleanup; the
+    new agent takes the sockets over, the kubelet registers it again, and the checkpoints are
+    what it knows (the next step unprepares and prepares through it)."""
     s = scenario
     before = s.agent_log().count(REGISTERED)
     claims = [_claim(s, s.pods[app]) for app in ("a", "b")]
     files = {c["metadata"]["uid"]: _files_of(s, c["metadata"]["uid"]) for c in claims}
     checkpoints = {uid: f["checkpoint"].read_text() for uid, f in files.items()}
 
+    [agent] = [p for p in s.real.cluster.running_state().processes if p.name == "gpupool-agent"]
+    os.killpg(agent.pid, signal.SIGKILL)
+    assert poll_until(lambda: not processes.is_running(agent), timeout_s=30)
     s.real.cluster.restart("gpupool-agent")
 
     registered = poll_until(lambda: s.agent_log().count(REGISTERED) > before, timeout_s=60)
