@@ -50,9 +50,10 @@ from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.realnode import host
 from gpupool.devcluster.realnode.fake_gpus import driver_uuid
 from gpupool.devcluster.realnode.layout import CONTAINERD_NAMESPACE, NODE_NAME, PROBE_IMAGE, Layout
-from gpupool.devcluster.realnode.node import RealNodeSpec
+from gpupool.devcluster.realnode.node import NATIVE_BUILD, RealNodeSpec
 from gpupool.devcluster.spec import GpupoolSpec
 from gpupool.domain.units import GiB
+from gpupool.node.device_plugin.decide import PluginPaths
 from gpupool.node.dra import cdi
 from gpupool.node.dra.slices import slice_name
 
@@ -187,8 +188,8 @@ def _lease(s: Scenario, pod: dict[str, Any]) -> dict[str, Any]:
     return dict(s.real.api.get(path))
 
 
-def _container_env(s: Scenario, pod: dict[str, Any]) -> dict[str, str]:
-    """The environment containerd gave the probe's container (its OCI spec, CDI edits in)."""
+def _container_spec(s: Scenario, pod: dict[str, Any]) -> dict[str, Any]:
+    """The OCI spec containerd gave the probe's container (the CDI edits applied)."""
     [status] = pod["status"]["containerStatuses"]
     container = str(status["containerID"]).removeprefix("containerd://")
     ctr = [str(host.host_tools().ctr), "--address", str(s.layout.containerd_socket)]
@@ -197,8 +198,7 @@ def _container_env(s: Scenario, pod: dict[str, Any]) -> dict[str, str]:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    env = json.loads(done.stdout)["Spec"]["process"]["env"]
-    return dict(str(e).split("=", 1) for e in env)
+    return dict(json.loads(done.stdout)["Spec"])
 
 
 def _health_shown(s: Scenario, name: str) -> list[dict[str, Any]] | None:
@@ -298,7 +298,15 @@ def test_a_deployments_12gi_claim_pod_starts_under_the_limiter_and_sees_12gi(
     files = _files_of(s, claim["metadata"]["uid"])
     assert all(path.is_file() for path in files.values()), files
     assert files["limits"].read_text() == f"{CARD} {12 * GiB}\n"
-    env = _container_env(s, pod)
+    oci = _container_spec(s, pod)
+    env = dict(str(e).split("=", 1) for e in oci["process"]["env"])
+    mounts = {m["destination"]: m for m in oci["mounts"]}
+    assert mounts["/etc/gpupool/limits"]["source"] == str(files["limits"])
+    assert "ro" in mounts["/etc/gpupool/limits"]["options"]
+    # the limiter, mounted from the agent's --limiter-path and preloaded
+    limiter = PluginPaths().limiter_container
+    assert mounts[limiter]["source"] == str(NATIVE_BUILD / "libgpupool.so")
+    assert env["LD_PRELOAD"] == limiter
     assert env["NVIDIA_VISIBLE_DEVICES"] == CARD
     assert env["GPUPOOL_LEASE"] == f"{s.tenant}/{claim['metadata']['name']}"
     assert env["GPUPOOL_DRA_GPU_0"] == CARD  # the device's own edit: the kubelet named it
