@@ -20,6 +20,7 @@ HOST = "host"
 HOST_FILES = frozenset(
     {
         "tests/e2e/test_real_node_e2e.py",
+        "tests/e2e/test_real_node_dra_e2e.py",
         "tests/e2e/test_helm_real_node_e2e.py",
         "tests/image/test_image.py",
     }

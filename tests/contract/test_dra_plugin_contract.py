@@ -27,6 +27,8 @@ from gpupool.node.dra.checkpoint import CheckpointStore
 from gpupool.node.dra.plugin import DraPluginConfig, DraPluginServer
 from gpupool.node.dra.prepare import ClaimPreparer, PrepareSettings
 from gpupool.node.dra.proto import (
+    dra_health_pb2,
+    dra_health_pb2_grpc,
     dra_pb2,
     dra_pb2_grpc,
     pluginregistration_pb2,
@@ -47,6 +49,8 @@ class Rig:
     source: InMemoryClaimSource
     dra: Any  # DRAPluginStub
     registration: Any  # RegistrationStub
+    health: Any  # DRAResourceHealthStub
+    inventory: FakeInventory
 
 
 def run_rig(body: Callable[[Rig], Awaitable[None]], base: Path | None = None) -> None:
@@ -63,11 +67,10 @@ def run_rig(body: Callable[[Rig], Awaitable[None]], base: Path | None = None) ->
             cdi_dir=str(root / "cdi"),
         )
         source = InMemoryClaimSource()
-        preparer = ClaimPreparer(
-            settings, FakeInventory(GPUS), source, CheckpointStore(root / "st")
-        )
+        inventory = FakeInventory(GPUS)
+        preparer = ClaimPreparer(settings, inventory, source, CheckpointStore(root / "st"))
         config = DraPluginConfig(plugin_dir=root / "plugins", registry_dir=root / "registry")
-        server = DraPluginServer(config, preparer)
+        server = DraPluginServer(config, preparer, health_interval_s=0.05)
         await server.start()
         try:
             async with (
@@ -80,6 +83,8 @@ def run_rig(body: Callable[[Rig], Awaitable[None]], base: Path | None = None) ->
                     source,
                     dra_pb2_grpc.DRAPluginStub(service),  # type: ignore[no-untyped-call]
                     pluginregistration_pb2_grpc.RegistrationStub(reg),  # type: ignore[no-untyped-call]
+                    dra_health_pb2_grpc.DRAResourceHealthStub(service),  # type: ignore[no-untyped-call]
+                    inventory,
                 )
                 await asyncio.wait_for(body(rig), BOUND)
         finally:
@@ -127,6 +132,44 @@ def test_the_stubs_speak_the_kubelets_service_paths_and_field_numbers() -> None:
         "plugin_registered": 1,
         "error": 2,
     }
+    # k8s.io/kubelet pkg/apis/dra-health/v1alpha1, which a 1.36 kubelet calls on the same socket
+    health = dra_health_pb2.DESCRIPTOR.services_by_name["DRAResourceHealth"]
+    assert health.full_name == "v1alpha1.DRAResourceHealth"
+    assert [m.name for m in health.methods] == ["NodeWatchResources"]
+    assert health.methods[0].server_streaming
+    assert fields(dra_health_pb2.DeviceIdentifier) == {"pool_name": 1, "device_name": 2}
+    assert fields(dra_health_pb2.DeviceHealth) == {
+        "device": 1,
+        "health": 2,
+        "last_updated_time": 3,
+        "health_check_timeout_seconds": 4,
+        "message": 5,
+    }
+    assert fields(dra_health_pb2.NodeWatchResourcesResponse) == {"devices": 1}
+    assert (dra_health_pb2.UNKNOWN, dra_health_pb2.HEALTHY, dra_health_pb2.UNHEALTHY) == (0, 1, 2)
+
+
+def test_the_health_stream_reports_the_cards_and_a_card_turning_unhealthy() -> None:
+    async def body(rig: Rig) -> None:
+        stream = rig.health.NodeWatchResources(dra_health_pb2.NodeWatchResourcesRequest())
+        first = await stream.read()
+        [device] = first.devices
+        assert (device.device.pool_name, device.device.device_name) == ("n1", "gpu-0")
+        assert device.health == dra_health_pb2.HEALTHY
+        assert device.health_check_timeout_seconds >= 30 and device.last_updated_time > 0
+        rig.inventory.set_health(A, False)
+        while True:  # the stream repeats the node every interval; the next reading sees it
+            reading = await stream.read()
+            if reading.devices[0].health == dra_health_pb2.UNHEALTHY:
+                break
+        assert A in reading.devices[0].message and "delete the pod" in reading.devices[0].message
+        # a stopping plugin ends the stream cleanly: the kubelet reads EOF, not an error
+        await rig.server.stop()
+        while (end := await stream.read()) is not grpc.aio.EOF:
+            assert end.devices  # readings sent before the stop
+        assert await stream.code() == grpc.StatusCode.OK
+
+    run_rig(body)
 
 
 def test_the_kubelets_plugin_watcher_learns_the_driver_and_its_socket() -> None:

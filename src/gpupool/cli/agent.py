@@ -361,7 +361,7 @@ def dra_node(args: argparse.Namespace, inventory: Inventory) -> DraNode:
     )
     slices = SliceSettings(args.node_name, args.reserve_pct, args.vgpu_per_card)
     return DraNode(
-        DraPluginServer(config, preparer),
+        DraPluginServer(config, preparer, health_interval_s=args.heartbeat),
         ResourceSlicePublisher(client, slices),
         inventory,
         args.heartbeat,

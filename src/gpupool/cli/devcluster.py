@@ -441,7 +441,11 @@ def _agent(args: argparse.Namespace) -> int:
             reserve_pct=args.reserve_pct,
             heartbeat_s=args.heartbeat,
         )
-        await node_agent.run(stop)
+        if args.dra:  # the DRA driver beside the device plugin, as `gpupool agent --dra`
+            dra = agent_cli.dra_node(args, inventory)
+            await asyncio.gather(node_agent.run(stop), dra.run(stop))
+        else:
+            await node_agent.run(stop)
 
     asyncio.run(main())
     return 0

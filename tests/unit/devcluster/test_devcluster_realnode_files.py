@@ -181,3 +181,37 @@ def test_the_containerd_version_matches_its_go_module(monkeypatch: pytest.Monkey
     assert match, "containerd/v2 not required in tools/realnode/containerd/go.mod"
     assert match.group(1) == host.CONTAINERD_VERSION
     assert host.containerd_bin_dir().parent.name == f"containerd-{host.CONTAINERD_VERSION}"
+
+
+def test_the_agent_with_dra_registers_where_the_kubelet_looks_and_writes_where_containerd_reads(
+    tmp_path: Path,
+) -> None:
+    """`RealNodeSpec.dra`: the agent's DRA flags name the kubelet's plugin folders under its own
+    --root-dir (the plugin watcher's folder is not a fixed host folder, unlike device-plugins),
+    the CDI folder containerd is configured with, and a checkpoint folder of the node's own;
+    `gpupool dev-cluster agent` accepts them. Without `dra` the agent gets none of them."""
+    from gpupool.cli.main import build_parser
+    from gpupool.devcluster.nodes import parse_gpu_spec
+    from gpupool.devcluster.realnode.node import RealNode, RealNodeSpec
+
+    tools = host.HostTools(*(Path("/nonexistent") for _ in range(5)))
+    spec = RealNodeSpec(gpus=parse_gpu_spec("1xA100-80GB"), dra=True)
+    node = RealNode(tmp_path, tmp_path / "pki", "https://127.0.0.1:6443", tools, Path("k"), spec)
+    flags = node._dra_argv()
+    layout = Layout.under(tmp_path)
+    kubelet = configs.kubelet_argv(Path("kubelet"), layout, node="n", labels={})
+    [root_dir] = [a.split("=", 1)[1] for a in kubelet if a.startswith("--root-dir=")]
+    runtime = tomllib.loads(configs.containerd_config(layout, Path("/cni"), Path("/shim")))[
+        "plugins"
+    ]["io.containerd.cri.v1.runtime"]
+
+    args = build_parser("dev-cluster").parse_args(
+        ["dev-cluster", "agent", "--node-name", "n", "--fake-gpus", "1xA100-80GB", *flags]
+    )
+    assert args.dra is True
+    assert args.kubelet_registry_dir == Path(root_dir) / "plugins_registry"
+    assert args.kubelet_plugins_dir == Path(root_dir) / "plugins"
+    assert [args.cdi_dir] == runtime["cdi_spec_dirs"]
+    assert args.dra_state_dir.is_relative_to(layout.root)
+    without = RealNode(tmp_path, tmp_path, "https://x", tools, Path("k"), RealNodeSpec(spec.gpus))
+    assert without._dra_argv() == []

@@ -8,8 +8,10 @@ change a pod's tenant label once it is set. A tenant who could do either would s
 
 The rule is CEL that the API server evaluates itself, so it holds while gpupool's webhook is down.
 On CREATE it lets `queued-at` through: the mutating webhook (which runs before validation)
-stamps it, and overwrites any value the user wrote. Pods that carry no gpupool mark, before or
-after, never match, so an error in this policy can never block another pod.
+stamps it, and overwrites any value the user wrote; and `claim` on a pod with
+`spec.resourceClaims`, which the webhook stamps (or refuses) the same way, whoever creates the
+pod (a ReplicaSet too). Pods that carry no gpupool mark, before or after, never match, so an
+error in this policy can never block another pod.
 
 `objects()` is what deploy/policies/pod-integrity.yaml holds (tests/unit/webhook checks it).
 """
@@ -126,9 +128,13 @@ def policy() -> dict[str, Any]:
     written = (
         f"(request.operation == 'CREATE' ? {_cel_list(on_create)} : "
         f"{_cel_list(names.SYSTEM_ANNOTATIONS)}).filter(k, "
-        f"({new_has}) != ({old_has}) || "
+        # the webhook stamps a claim pod's ask on create (overwriting any), whoever creates the
+        # pod: a ReplicaSet's too
+        f"!(k == '{names.ANN_CLAIM}' && request.operation == 'CREATE' && "
+        f"has(object.spec.resourceClaims)) && "
+        f"(({new_has}) != ({old_has}) || "
         f"(({new_has}) && ({old_has}) && "
-        f"object.metadata.annotations[k] != oldObject.metadata.annotations[k]))"
+        f"object.metadata.annotations[k] != oldObject.metadata.annotations[k])))"
     )
     label = names.LABEL_TENANT
     return {

@@ -114,3 +114,19 @@ class Layout:
     @property
     def agent_kubeconfig(self) -> Path:
         return self.root / "agent.kubeconfig"
+
+    @property
+    def kubelet_plugins_dir(self) -> Path:
+        """Where DRA drivers put their service sockets (the agent's --kubelet-plugins-dir)."""
+        return self.kubelet_root / "plugins"
+
+    @property
+    def kubelet_registry_dir(self) -> Path:
+        """The kubelet's plugin watcher folder: under its --root-dir, unlike the device-plugin
+        folder, so it is the node's own (the agent's --kubelet-registry-dir)."""
+        return self.kubelet_root / "plugins_registry"
+
+    @property
+    def dra_state_dir(self) -> Path:
+        """The DRA plugin's checkpoints of prepared claims (the agent's --dra-state-dir)."""
+        return self.root / "gpupool-dra"

@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpupool.adapters.tls import Authority, name, write_cert, write_key
 from gpupool.adapters.wire.names import (
     API_VERSION,
+    DRA_DRIVER,
     LABEL_GPU_COUNT,
     LABEL_GPU_MEMORY,
     LABEL_GPU_MODEL,
@@ -46,6 +49,7 @@ from gpupool.devcluster.realnode.layout import (
     Layout,
 )
 from gpupool.domain.sockets import check_socket_path
+from gpupool.node.dra.slices import slice_name
 
 NODE_USER_GROUP = "system:nodes"
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -67,16 +71,58 @@ KUBELET_API_RBAC: tuple[dict[str, Any], ...] = (
     },
 )
 
+# With the DRA driver (RealNodeSpec.dra): what the chart's `dra.enabled` grants the agent
+# (templates/rbac/agent.yaml), bound to the agent's ServiceAccount; the DeviceClass is
+# deploy/dra/deviceclass.yaml.
+DRA_AGENT_ROLE = "gpupool-dev-agent-dra"
+DRA_AGENT_RBAC: tuple[dict[str, Any], ...] = (
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": DRA_AGENT_ROLE},
+        "rules": [
+            {
+                "apiGroups": ["resource.k8s.io"],
+                "resources": ["resourceslices"],
+                "verbs": ["get", "create", "update", "delete"],
+            },
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+        ],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": DRA_AGENT_ROLE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": DRA_AGENT_ROLE,
+        },
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": rbac.COMPONENT_ACCOUNTS["gpupool-heartbeat"],
+                "namespace": rbac.NAMESPACE,
+            }
+        ],
+    },
+)
+DEVICE_CLASS_FILE = REPO_ROOT / "deploy" / "dra" / "deviceclass.yaml"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+
 Launch = Callable[[str, list[str]], ProcessRecord]
 Wait = Callable[[ProcessRecord, Callable[[], bool]], None]
 
 
 @dataclass(frozen=True, slots=True)
 class RealNodeSpec:
-    """The real node's fake GPUs (served by gpupool's agent when gpupool runs)."""
+    """The real node's fake GPUs (served by gpupool's agent when gpupool runs); `dra`: the
+    agent also runs the DRA driver gpu.gpupool.io (`--dra`), registered with this kubelet and
+    writing its CDI specs where containerd reads them."""
 
     gpus: GpuSpec
     name: str = NODE_NAME
+    dra: bool = False
 
 
 @dataclass(slots=True)
@@ -219,8 +265,12 @@ class RealNode:
         kubelet = launch("kubelet", argv)
         wait(kubelet, lambda: self._node_ready(api))
         if with_agent:
+            if self.spec.dra:
+                self._dra_objects(api)
             agent = launch("gpupool-agent", self._agent_argv())
             wait(agent, lambda: self._gpus_advertised(api))
+            if self.spec.dra:
+                wait(agent, lambda: self._slice_published(api))
 
     # ---- files ----------------------------------------------------------------------------
 
@@ -296,7 +346,30 @@ class RealNode:
             "--limits-dir", str(layout.limits_dir),
             "--usage-dir", str(layout.usage_dir),
             "--heartbeat", "5",
+            *self._dra_argv(),
         ]  # fmt: skip
+
+    def _dra_argv(self) -> list[str]:
+        """The DRA driver's flags: the kubelet's plugin folders are under its --root-dir, and
+        the CDI specs go where containerd looks (its only cdi_spec_dirs)."""
+        if not self.spec.dra:
+            return []
+        layout = self.layout
+        return [
+            "--dra",
+            "--dra-state-dir", str(layout.dra_state_dir),
+            "--kubelet-plugins-dir", str(layout.kubelet_plugins_dir),
+            "--kubelet-registry-dir", str(layout.kubelet_registry_dir),
+            "--cdi-dir", str(layout.cdi_spec_dir),
+        ]  # fmt: skip
+
+    def _dra_objects(self, api: KubeApi) -> None:
+        """The DeviceClass and the agent's DRA rights, before the agent publishes."""
+        for obj in DRA_AGENT_RBAC:
+            api.create_or_replace(obj)
+        if api.find(f"{RESOURCE_API}/deviceclasses/{DRA_DRIVER}") is None:
+            device_class = yaml.safe_load(DEVICE_CLASS_FILE.read_text())
+            api.create(f"{RESOURCE_API}/deviceclasses", device_class)
 
     # ---- containerd ---------------------------------------------------------------------------
 
@@ -340,3 +413,11 @@ class RealNode:
             return False
         vgpus = ((node.get("status") or {}).get("allocatable") or {}).get(VGPU_RESOURCE, "0")
         return int(vgpus) > 0 and "devices" in (gpunode.get("status") or {})
+
+    def _slice_published(self, api: KubeApi) -> bool:
+        """The agent's DRA driver published the node's ResourceSlice."""
+        try:
+            found = api.find(f"{RESOURCE_API}/resourceslices/{slice_name(self.spec.name)}")
+        except (ApiError, urllib.error.URLError, OSError):
+            return False
+        return found is not None

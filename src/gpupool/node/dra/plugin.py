@@ -7,7 +7,8 @@ Two sockets, as the kubelet's plugin manager expects of a DRA driver:
   (type `DRAPlugin`, the driver's name, the service socket, `v1.DRAPlugin`) and reports the
   outcome with NotifyRegistrationStatus;
 - the service socket `<plugin dir>/dra.sock`, serving `k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin`:
-  NodePrepareResources and NodeUnprepareResources.
+  NodePrepareResources and NodeUnprepareResources; and `v1alpha1.DRAResourceHealth` (health.py),
+  the cards' health, which a 1.36 kubelet asks for as soon as the driver registers.
 
 Failures are per claim (the answer's `error`), never the whole call, so one bad claim does not
 hold back the others in a batch; the kubelet retries a claim that failed. `prepare` decides and
@@ -30,8 +31,10 @@ from gpupool.domain.errors import GpupoolError
 from gpupool.domain.sockets import check_socket_path
 from gpupool.node.dra.checkpoint import PreparedClaim
 from gpupool.node.dra.claims import ClaimRef
+from gpupool.node.dra.health import HealthServicer
 from gpupool.node.dra.prepare import ClaimPreparer, ClaimSourceUnavailable
 from gpupool.node.dra.proto import (
+    dra_health_pb2_grpc,
     dra_pb2,
     dra_pb2_grpc,
     pluginregistration_pb2,
@@ -166,36 +169,40 @@ class RegistrationServicer(pluginregistration_pb2_grpc.RegistrationServicer):
 class DraPluginServer:
     """Serves the DRA service and the registration service on their sockets."""
 
-    def __init__(self, config: DraPluginConfig, preparer: ClaimPreparer) -> None:
+    def __init__(
+        self, config: DraPluginConfig, preparer: ClaimPreparer, health_interval_s: float = 5.0
+    ) -> None:
         self.config = config
         self.servicer = DraServicer(preparer)
+        self.health = HealthServicer(preparer.settings.node, preparer.inventory, health_interval_s)
         self.registration = RegistrationServicer(config.socket_path)
         self._servers: list[Any] = []
 
-    async def _serve(self, path: Path, what: str, add: Any, servicer: Any) -> None:
+    async def _serve(self, path: Path, what: str, *services: tuple[Any, Any]) -> None:
         check_socket_path(str(path), what, "give the agent shorter kubelet plugin folders")
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a socket left by an earlier run
         server = grpc.aio.server()
-        add(servicer, server)
+        for add, servicer in services:
+            add(servicer, server)
         server.add_insecure_port(f"unix://{path}")
         await server.start()
         self._servers.append(server)
 
     async def start(self) -> None:
         """The service socket first: the kubelet dials it as soon as it sees the registration."""
+        self.health.open()
         await self._serve(
             self.config.socket_path,
             "the DRA plugin's socket",
-            dra_pb2_grpc.add_DRAPluginServicer_to_server,
-            self.servicer,
+            (dra_pb2_grpc.add_DRAPluginServicer_to_server, self.servicer),
+            (dra_health_pb2_grpc.add_DRAResourceHealthServicer_to_server, self.health),
         )
         await self._serve(
             self.config.registration_socket,
             "the DRA plugin's registration socket",
-            pluginregistration_pb2_grpc.add_RegistrationServicer_to_server,
-            self.registration,
+            (pluginregistration_pb2_grpc.add_RegistrationServicer_to_server, self.registration),
         )
         log.info(
             "DRA driver %s serving on %s, registration on %s",
@@ -205,7 +212,9 @@ class DraPluginServer:
         )
 
     async def stop(self, grace_s: float = 1.0) -> None:
-        """Registration socket first, so the kubelet stops routing to the service."""
+        """Registration socket first, so the kubelet stops routing to the service; the health
+        streams end cleanly first."""
+        self.health.close()
         for server in reversed(self._servers):
             await server.stop(grace_s)
         self._servers.clear()
