@@ -149,6 +149,11 @@ class ClaimApi(ClusterApi, Protocol):
         False when it is gone or was made again."""
         ...
 
+    async def leases_on_node(self, node: str) -> list[Json]:
+        """The GpuLeases on `node` as the API server holds them now (a consistent read, not the
+        watch cache): what another writer made a moment ago is in it."""
+        ...
+
     async def resource_slices(self) -> list[Json]:
         """Every ResourceSlice (cluster-scoped)."""
         ...

@@ -359,5 +359,10 @@ class KubeClusterApi:
             raise
         return True
 
+    async def leases_on_node(self, node: str) -> list[Json]:
+        # no resourceVersion: a consistent (quorum) read; spec.node is a selectable field
+        return [_dict(x) async for x in self.client.list(GpuLease, namespace="*",
+                                                          fields={"spec.node": node})]  # fmt: skip
+
     async def resource_slices(self) -> list[Json]:
         return [_dict(s) async for s in self.client.list(ResourceSlice)]

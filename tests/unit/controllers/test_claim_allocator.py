@@ -87,6 +87,7 @@ class ClaimCluster(FakeCluster):
         super().__init__(**objects)
         self.claims = {f"ns/{c['metadata']['name']}": c for c in claims}
         self.slices = slices
+        self.node_lists: list[str] = []  # the nodes whose leases were read from the API server
 
     async def resource_claim(self, namespace: str, name: str) -> Json | None:
         found = self.claims.get(f"{namespace}/{name}")
@@ -103,6 +104,10 @@ class ClaimCluster(FakeCluster):
 
     async def resource_slices(self) -> list[Json]:
         return copy.deepcopy(self.slices)
+
+    async def leases_on_node(self, node: str) -> list[Json]:
+        self.node_lists.append(node)
+        return [copy.deepcopy(x) for x in self.lease_objects.values() if x["spec"]["node"] == node]
 
 
 def claim(name: str, memory: str = "12Gi") -> Json:
@@ -273,3 +278,68 @@ def test_with_every_node_served_by_another_path_the_claim_waits_naming_it() -> N
     assert after["spec"]["schedulingGates"] == [{"name": names.QUOTA_GATE}]
     note = after["metadata"]["annotations"][names.ANN_QUEUE]
     assert "2 served by another GPU path too" in note, note
+
+
+def _ranges(leases: list[Json]) -> dict[str, list[tuple[int, int]]]:
+    by_card: dict[str, list[tuple[int, int]]] = {}
+    for lease in leases:
+        for d in lease["spec"]["devices"]:
+            by_card.setdefault(d["uuid"], []).append((d["offsetBytes"], d["sizeBytes"]))
+    return by_card
+
+
+def _disjoint(by_card: dict[str, list[tuple[int, int]]]) -> bool:
+    return all(
+        a + n <= b
+        for ranges in by_card.values()
+        for (a, n), (b, _) in itertools.pairwise(sorted(ranges))
+    )
+
+
+def _first_lease() -> Json:
+    """The lease gpupool's placement gives a first claim pod on n1 (where a second would go too)."""
+    first = cluster([claim_pod("p0")], publishing=("n1",))
+    run_round(first)
+    return copy.deepcopy(first.lease_objects["ns/uid-p0"])
+
+
+class LaggingCache(ClaimCluster):
+    """The watch cache has not heard of `unheard` yet; the API server's consistent read has."""
+
+    def __init__(self, unheard: Json, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.unheard = unheard
+
+    async def leases_on_node(self, node: str) -> list[Json]:
+        listed = await super().leases_on_node(node)
+        return listed + (
+            [copy.deepcopy(self.unheard)] if self.unheard["spec"]["node"] == node else []
+        )
+
+
+def test_a_lease_the_extender_made_since_the_cache_heard_is_planned_around() -> None:
+    theirs = _first_lease()  # the extender leased these bytes a moment ago
+    base = cluster([claim_pod("p1")], publishing=("n1",))
+    fake = LaggingCache(theirs, claims=list(base.claims.values()), slices=base.slices,
+                        pods=list(base.pods.values()), quotas=list(base.quota_objects.values()),
+                        nodes=list(base.node_objects.values()),
+                        gpu_nodes=list(base.gpu_node_objects.values()), leases=[])  # fmt: skip
+    run_round(fake)
+    [(_, mine)] = fake.written("create_lease")
+    assert fake.node_lists and set(fake.node_lists) == {"n1"}  # read before the lease was made
+    same_card = _ranges([theirs, mine])
+    assert any(len(r) == 2 for r in same_card.values())  # packed beside it, not over it
+    assert _disjoint(same_card)
+
+
+def test_bytes_a_bound_pod_holds_before_its_lease_is_written_are_not_reused() -> None:
+    first = cluster([claim_pod("p0")], publishing=("n1",))
+    run_round(first)
+    bound = copy.deepcopy(first.pods["ns/p0"])
+    held = first.lease_objects["ns/uid-p0"]
+    bound["spec"]["nodeName"] = held["spec"]["node"]  # bound; its lease trails the Binding
+    bound["status"]["phase"] = "Running"
+    fake = cluster([bound, claim_pod("p1")], publishing=("n1",))  # no lease for p0 anywhere
+    run_round(fake)
+    [(_, mine)] = fake.written("create_lease")
+    assert _disjoint(_ranges([held, mine]))

@@ -5,7 +5,11 @@ For a pod the webhook marked as a claim pod (`gpupool.io/claim`), admitting it m
 1. find its claim (a template's claim is made by kube-controller-manager for gated pods too:
    `podNeedsClaims` in `pkg/controller/resourceclaim`; the pod's `status.resourceClaimStatuses`
    names it), read it, and check it still asks what the pod was admitted for;
-2. place it with the placement core over the round's snapshot (`plan.plan_claim`);
+2. place it with the placement core over the round's snapshot (`plan.plan_claim`): the watch
+   cache's leases, and what bound pods hold whose lease is not written yet (the extender writes
+   a pod's lease just after its Binding); then read the chosen node's leases from the API server
+   (a consistent read) and plan again, once, if another writer (the extender) leased bytes there
+   that the snapshot lacked;
 3. create the GpuLease (quota, metering, expiry, reclaim and the views read it; the extender's
    cache counts it, so no extended-resource pod is put on the same bytes);
 4. write the claim's `status.allocation` (status subresource, uid precondition);
@@ -25,7 +29,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from gpupool.adapters.kubernetes.decoded import lease_from_json, read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import (
+    lease_from_json,
+    read_gpu_node,
+    read_node,
+    read_pod,
+)
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire import names
@@ -48,6 +57,7 @@ from gpupool.state.admitted import Admitted
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.nodes import NodeObject
+from gpupool.state.pod_hold import held_by
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.claims")
@@ -125,7 +135,7 @@ class ClaimAllocator:
                 )
         else:
             if held is None:  # else a round stopped before the claim's status: write the same
-                held = self._place(view, admit, target).lease
+                held = await self._place_confirmed(view, admit, target)
                 if not await self.api.create_lease(lease_to_json(held)):
                     raise ClaimWaits("its GpuLease exists already; the next round reads it")
                 self._cache.set_lease(held)
@@ -152,6 +162,27 @@ class ClaimAllocator:
         except GpupoolError as err:
             raise ClaimWaits(str(err)) from None
 
+    async def _place_confirmed(
+        self, view: PodView, admit: AdmitPod, target: ClaimTarget
+    ) -> LeaseRecord:
+        """The placement, checked against the chosen node's leases as the API server holds them
+        now: a lease the extender made since the watch cache last heard is folded in and the
+        pod planned again (once; then the next round)."""
+        for _ in range(2):
+            lease = self._place(view, admit, target).lease
+            listed = _decoded(lease_from_json, await self.api.leases_on_node(lease.node))
+            unseen = [x for x in listed if x.holds_capacity and x.key not in self._cache.leases]
+            if not unseen:
+                return lease
+            log.info("%d lease(s) on %s the snapshot lacked: planning %s again",
+                     len(unseen), lease.node, view.key)  # fmt: skip
+            for other in unseen:
+                self._cache.set_lease(other)
+                self._leases[other.pod.uid] = other
+        raise ClaimWaits(
+            "other leases kept appearing on the nodes it was planned on; the next round retries"
+        )
+
     async def _read_round(self, now: float) -> None:
         """The round's snapshot, read once per admission round (`now` is its stamp); the
         round's own allocations are added to it as they are made."""
@@ -164,6 +195,11 @@ class ClaimAllocator:
         live = [x for x in leases if x.holds_capacity]
         cache = ClusterCache()
         cache.rebuild(nodes, gpunodes, live)
+        # bound pods whose lease is not written yet (it trails the Binding): their bytes are taken
+        for pod in _decoded(read_pod, await self.api.tenant_pods()):
+            hold = held_by(pod)
+            if hold is not None:
+                cache.hold_unleased(hold)  # a standing lease of its name wins
         self._cache, self._nodes = cache, nodes
         self._leases = {x.pod.uid: x for x in live}
         self._publishing = publishing_nodes(await self.api.resource_slices())
