@@ -198,3 +198,11 @@ def test_a_reclaim_mark_on_a_lease_that_is_not_borrowed_ends_it_released() -> No
     plain = replace(evicted, borrowed=0)
     (move,) = plan_leases([plain], {"uid-p": pod("Succeeded")}, T0 + 1800).moves
     assert phase_name(move.phase) == "Released" and "borrowed or preemptible" in move.message
+
+
+def test_a_claim_pods_reservation_is_never_swept() -> None:
+    """Its ResourceClaim stays allocated to the card: kube-scheduler binds it there however late,
+    so the lease keeps those bytes counted until the pod is gone."""
+    waiting = replace(pod("Pending", node=None), claim_pod=True)
+    plan = plan_leases([lease()], {"uid-p": waiting}, T0 + 10**6, reserved_timeout_s=120)
+    assert plan.sweep == () and plan.moves == ()

@@ -25,6 +25,9 @@ Released | Expired | Lost | Reclaimed, the transitions `ALLOWED` permits; each m
   elsewhere): swept, i.e. deleted once a fresh read of the pod confirms it is still unbound.
   Deleted, not Released: the lease is named after the pod uid, so an ended one would stop the
   pod's next bind from creating its lease; the pod never ran on it, so nothing is metered.
+  A claim pod's lease is never swept: its ResourceClaim stays allocated to that node and card
+  (kube-scheduler binds the pod there whenever it can, however late), so the lease keeps the
+  bytes counted until the pod is gone.
 """
 
 from __future__ import annotations
@@ -159,6 +162,7 @@ def plan_leases(
             not pod.node
             and lease.phase is LeasePhase.RESERVED
             and not pod.deleting
+            and not pod.claim_pod  # its allocated claim still holds the bytes
             and reserved_timeout_s is not None
             and lease.start + reserved_timeout_s <= now
         ):
