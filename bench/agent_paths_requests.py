@@ -9,7 +9,9 @@ Brings up a small dev cluster with all of gpupool and an audit log of LIST/WATCH
 `--settle` seconds, then counts over `--window` seconds, per minute: LIST and WATCH requests by
 resource (the API server's /metrics), and from the audit log by client and resource, split into
 requests scoped to one node (a fieldSelector: the real agents) and cluster-wide ones (the fake
-heartbeat, the controller, the extender, ...). The cluster and the agents are torn down at the end.
+heartbeat, the controller, the extender, ...); also what was asked from the agents' start to the
+window, and what each GpuNode's OtherGpuPath condition says at the end (the agents did look).
+The cluster and the agents are torn down at the end.
 """
 
 from __future__ import annotations
@@ -60,6 +62,14 @@ def requests_by_client(audit_log: Path, start: int, end: int) -> Counter[tuple[s
     return out
 
 
+def _said(gpunode: dict[str, Any]) -> str | None:
+    """The reason of the GpuNode's OtherGpuPath condition (the agent looked), else None."""
+    for cond in (gpunode.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "OtherGpuPath":
+            return str(cond.get("reason"))
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
@@ -99,9 +109,11 @@ def main() -> None:
                         *args.agent_args.split()]  # fmt: skip
                 log = (work / "agent.log").open("wb")
                 agents.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+            started = audit_log.stat().st_size
             say(f"{len(agents)} agents started; settling {args.settle:g}s")
             time.sleep(args.settle)
             offset = audit_log.stat().st_size
+            at_start = requests_by_client(audit_log, started, offset)
             window = RequestWindow(api, None)
             say(f"counting for {args.window:g}s")
             time.sleep(args.window)
@@ -109,6 +121,7 @@ def main() -> None:
             clients = requests_by_client(audit_log, offset, audit_log.stat().st_size)
             per_min = 60.0 / float(counted["window_s"])
             alive = sum(1 for a in agents if a.poll() is None)
+            said = {n: _said(api.get(f"{GPUNODES}/{n}")) for n in sorted(state.nodes)}
         finally:
             for proc in agents:
                 proc.terminate()
@@ -133,8 +146,14 @@ def main() -> None:
         "settle_s": args.settle,
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
+        "agents_said": said,
         "requests": counted,
         "per_minute_by_client": table,
+        "note": "a WATCH is counted when it is opened; a watch kept open through the window "
+        "is not counted again",
+        "from_agent_start_to_window_by_client": {
+            f"{who}: {verb.upper()} {resource}": n for (who, verb, resource), n in at_start.items()
+        },
     }
     text = json.dumps(result, indent=2)
     print(text)
