@@ -151,6 +151,7 @@ class Api:
         self.patches: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
         self.version = 10
+        self.conflicts = 0  # the next PATCHes answered 409, as for a stale resourceVersion
 
     def push(self, kind: str, event: str, obj: dict[str, Any]) -> None:
         self.version += 1
@@ -165,6 +166,13 @@ class Api:
         query = parse_qs(urlsplit(str(request.url)).query)
         self.requests.append((request.method, request.path, query))
         if request.method == "PATCH":
+            if self.conflicts:
+                self.conflicts -= 1
+                status = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "reason": "Conflict", "code": 409, "message": "changed"}  # fmt: skip
+                # lightkube reads an error as the API server's only under exactly this type
+                json_type = {"Content-Type": "application/json"}
+                return web.Response(body=json.dumps(status).encode(), status=409, headers=json_type)
             self.patches.append(await request.json())
             return web.json_response({**gpunode(), **(await request.json())})
         if request.method == "POST":
@@ -268,6 +276,35 @@ def test_the_look_lists_and_watches_by_field_and_decides_again_only_on_a_change_
             assert [e["reason"] for e in api.events] == ["OtherGpuPath"]
             # nothing was listed again, the Node was never read by GET
             assert len(api.gets()) == 6
+        finally:
+            stop.set()
+            keeping.cancel()
+            await client.close()
+            await served.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_write_that_met_a_newer_gpunode_is_tried_again_at_its_next_change() -> None:
+    async def run() -> None:
+        api = Api()
+        api.conflicts = 1
+        served = serve(api)
+        client = client_for(await served.__anext__())
+        look = GpuPathWatch(client, "n1")
+        stop = asyncio.Event()
+        keeping = asyncio.create_task(look.run(stop))
+        try:
+            await asyncio.wait_for(look.changed(), timeout=10)
+            await asyncio.wait_for(api.watching.wait(), timeout=10)
+            await look.check(CARDS, "2026-01-01T00:00:00Z")
+            assert api.patches == []  # 409: nothing written
+            # the newer GpuNode arrives; what changed there does not matter by itself, but the
+            # look is due again, and this time it writes
+            api.push(GPUNODE_KIND, "MODIFIED", gpunode(health="Suspect"))
+            await asyncio.wait_for(look.changed(), timeout=10)
+            await look.check(CARDS, "2026-01-01T00:00:01Z")
+            assert [p["status"]["conditions"][0]["reason"] for p in api.patches] == ["OnlyGpupool"]
         finally:
             stop.set()
             keeping.cancel()
