@@ -7,6 +7,7 @@ interfaces). Keep this module small: a Protocol, the values it returns, nothing 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -291,7 +292,12 @@ class GpuNodeReporter(Protocol):
 
 class GpuPathChecker(Protocol):
     """Looks for other paths handing out the node's cards (`domain.gpu_paths`) and says what
-    it found on the GpuNode and the Node; None when it could not look."""
+    it found on the GpuNode and the Node; None when it could not look. It keeps what it reads
+    up to date while `run` runs, and `changed` returns when a look is due."""
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+    async def changed(self) -> None: ...
 
     async def check(self, card_uuids: Collection[str], stamp: str) -> PathFinding | None: ...
 

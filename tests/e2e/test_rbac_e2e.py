@@ -235,6 +235,10 @@ CASES: list[tuple[str, str, str, str, str | None, str | None, bool]] = [
     # another path on its node (docs/dra.md "One node, which path"): the ResourceSlices there,
     # an Event on the Node; without dra.enabled it publishes no slice of its own
     ("gpupool-heartbeat", "list", "resourceslices", "resource.k8s.io", None, None, True),
+    # ... kept by watch (its own Node, the slices and its GpuNode, each by a field selector)
+    ("gpupool-heartbeat", "watch", "resourceslices", "resource.k8s.io", None, None, True),
+    ("gpupool-heartbeat", "watch", "nodes", "", None, None, True),
+    ("gpupool-heartbeat", "watch", "gpunodes", "gpupool.io", None, None, True),
     ("gpupool-heartbeat", "create", "resourceslices", "resource.k8s.io", None, None, False),
     ("gpupool-heartbeat", "create", "events", "", "default", None, True),
     # its node's heartbeat Lease: made once, renewed with a merge patch; nothing else there

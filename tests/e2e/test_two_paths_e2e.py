@@ -118,7 +118,7 @@ def _metrics_with(url: str, line: str) -> str | None:
 @pytest.fixture
 def agent(gpupool_cluster: E2ECluster, tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real `gpupool agent` (fake cards, no kubelet: its device plugin keeps retrying the
-    registration) for the last fake node, looking for other paths every second, with the dev
+    registration) for the last fake node, watching for other paths, with the dev
     cluster's fake agent paused there, so what the node shows is the real agent's; yields the
     node and its metrics address."""
     c = gpupool_cluster
@@ -131,7 +131,7 @@ def agent(gpupool_cluster: E2ECluster, tmp_path: Path) -> Iterator[tuple[str, st
         [sys.executable, "-m", "gpupool.cli.main", "agent", "--node-name", node,
          "--fake-gpus", str(c.gpus), "--kubeconfig", str(c.kubeconfig),
          "--device-plugin-dir", str(tmp_path / "plugins"), "--limits-dir", str(tmp_path / "lim"),
-         "--usage-dir", str(tmp_path / "usage"), "--paths-every", "1",
+         "--usage-dir", str(tmp_path / "usage"),
          "--metrics-address", f"{LOOPBACK}:{port}"],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

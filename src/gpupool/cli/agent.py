@@ -24,7 +24,7 @@ from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.gpu_paths import PathFinding
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
-from gpupool.node.agent import DEFAULT_HEARTBEAT_S, DEFAULT_PATHS_S, NodeAgent
+from gpupool.node.agent import DEFAULT_HEARTBEAT_S, NodeAgent
 from gpupool.node.device_plugin.decide import PluginPaths, allocation_key
 from gpupool.node.device_plugin.server import (
     DEFAULT_PLUGIN_DIR,
@@ -148,17 +148,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     parser.add_argument(
-        "--paths-every",
-        type=float,
-        default=DEFAULT_PATHS_S,
-        metavar="SECONDS",
-        help=(
-            "look this often for another device plugin or DRA driver handing out this node's "
-            "GPUs; one found makes gpupool refuse the node (GpuNode condition OtherGpuPath) "
-            f"(default: {DEFAULT_PATHS_S:g})"
-        ),
-    )
-    parser.add_argument(
         "--kubeconfig",
         type=Path,
         default=os.environ.get("KUBECONFIG") or None,
@@ -263,7 +252,8 @@ def gpu_node_reporter(args: argparse.Namespace) -> GpuNodeReporter | None:
 
 def gpu_path_checker(args: argparse.Namespace) -> GpuPathChecker | None:
     """The look for other paths handing out this node's cards, when an API server is
-    configured (docs/dra.md, "One node, which path")."""
+    configured (docs/dra.md, "One node, which path"): it watches the node's Node, the
+    ResourceSlices on it and its GpuNode, and decides again when one of them changes."""
     if not _has_api_server(args):
         return None
     from gpupool.adapters.kubeclient import async_client
@@ -278,8 +268,6 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--node-name is required (or set $NODE_NAME, e.g. from the downward API)"
     if args.vgpu_per_card < 1:
         return f"--vgpu-per-card must be 1 or more; got {args.vgpu_per_card}"
-    if not args.paths_every > 0:
-        return f"--paths-every must be a positive number of seconds; got {args.paths_every:g}"
     if not 0 <= args.reserve_pct < 100:
         return f"--reserve-pct must be from 0 to below 100; got {args.reserve_pct:g}"
     bad = [x for x in args.ignore_xids.replace(" ", "").split(",") if x and not x.isdigit()]
@@ -387,7 +375,6 @@ async def run_agent(args: argparse.Namespace, stop: asyncio.Event) -> None:
         reserve_pct=args.reserve_pct,
         heartbeat_s=args.heartbeat,
         paths=gpu_path_checker(args),
-        paths_s=args.paths_every,
     )
     runner = None
     if args.metrics_address != "off":

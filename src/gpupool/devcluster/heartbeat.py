@@ -2,15 +2,17 @@
 
 A real `gpupool agent` is a kubelet device plugin: it registers over the kubelet's gRPC socket on
 its node, and kwok nodes have no kubelet. So the dev cluster runs this loop instead, in one
-process (`gpupool dev-cluster heartbeat`, started by `up`): every `interval_s` it lists the fake
-GPU nodes (label `type=kwok` with `gpupool.io/gpu-model`), renews each node's Lease (namespace
+process (`gpupool dev-cluster heartbeat`, started by `up`): it keeps the kwok nodes (label
+`type=kwok`), the GpuNodes and the ResourceSlices by watch (one LIST of each at start, then a
+WATCH each, as the controller's cache does), and every `interval_s`, for each fake GPU node
+(label `gpupool.io/gpu-model`), renews the node's Lease (namespace
 gpupool-node-lease, the heartbeat the controller's node health reads) and builds each node's
 report from its labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve
 and status fields): the GpuNode is created when missing and its status written only when it
 differs from that report, as the real agent does. It also looks for other paths handing out
 each node's cards (a device plugin's `nvidia.com/gpu` patched into the Node, another DRA driver's
 ResourceSlice) and writes the GpuNode's `OtherGpuPath` condition and the Node's Event as the real
-agent does (`adapters.kubernetes.gpu_paths`; one ResourceSlice LIST per beat).
+agent does (`adapters.kubernetes.gpu_paths`), from the watched objects: no LIST per beat.
 
 A GpuNode annotated `gpupool.io/fake-heartbeat: paused` is skipped: that node stops
 heartbeating, as if its agent died (`kubectl annotate gpunode NODE gpupool.io/fake-heartbeat=
@@ -33,10 +35,16 @@ from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.gpu_paths import GpuPathWriter, ResourceSlice, decide
+from gpupool.adapters.kubernetes.gpu_paths import (
+    SLICES_KIND,
+    GpuPathWriter,
+    ResourceSlice,
+    decide,
+)
 from gpupool.adapters.kubernetes.node_lease import lease_duration_s, renew_node_lease
 from gpupool.adapters.kubernetes.reporter import gpunode_status, status_differs
-from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
+from gpupool.adapters.kubernetes.resources import GpuNode
+from gpupool.adapters.kubernetes.watch_cache import GPUNODES, WatchCache, Watched
 from gpupool.adapters.wire.names import (
     ANN_FAKE_HEARTBEAT,
     API_VERSION,
@@ -86,33 +94,37 @@ def fake_status(name: str, spec: str, reserve_pct: float = DEFAULT_RESERVE_PCT) 
     return gpunode_status(report)
 
 
+# What the fake agents keep by watch (their ServiceAccount may list and watch each).
+KWOK_NODES = Watched("nodes", Node, False, {"type": "kwok"})
+FAKE_AGENT_KINDS = (KWOK_NODES, GPUNODES, Watched(SLICES_KIND, ResourceSlice, False))
+
+
 class FakeHeartbeats:
     """One beat: every fake GPU node's Lease renewed, its GpuNode created if missing and its
-    status written if it differs from the node's report."""
+    status written if it differs from the node's report. The nodes, GpuNodes and ResourceSlices
+    come from `cache` (kept by `run_heartbeats`), never listed per beat."""
 
     def __init__(
         self,
         client: AsyncClient,
+        cache: WatchCache,
         *,
         reserve_pct: float = DEFAULT_RESERVE_PCT,
         interval_s: float = DEFAULT_INTERVAL_S,
     ) -> None:
         self.client = client
+        self.cache = cache
         self.reserve_pct = reserve_pct
         self.lease_duration_s = lease_duration_s(interval_s)
         self._paused: set[str] = set()
         self._limit = asyncio.Semaphore(32)
         self._paths_writer = GpuPathWriter(client, component="gpupool-fake-agent")
-        self._no_slices = False
 
     async def beat(self) -> list[str]:
         """One heartbeat per unpaused fake GPU node; return the names that beat."""
-        nodes = [to_dict(n) async for n in self.client.list(Node, labels={"type": "kwok"})]
-        gpunodes: dict[str, dict[str, Any]] = {}
-        async for item in self.client.list(GpuNode):
-            found = to_dict(item)
-            gpunodes[str(found["metadata"]["name"])] = found
-        slices = await self._slices()
+        nodes = await self.cache.values(KWOK_NODES.kind)
+        gpunodes = {str(g["metadata"]["name"]): g for g in await self.cache.values(GPUNODES.kind)}
+        slices = self._slices()
         now = time.time()
         jobs = []
         for node in nodes:
@@ -143,23 +155,19 @@ class FakeHeartbeats:
                 published.append(result)
         return published
 
-    async def _slices(self) -> list[dict[str, Any]] | None:
-        """Every ResourceSlice, once a beat (the paths check reads those on each node); None
-        when they cannot be read (an API server without resource.k8s.io/v1)."""
-        try:
-            return [to_dict(s) async for s in self.client.list(ResourceSlice)]
-        except ApiError as err:
-            if not self._no_slices:
-                log.warning("cannot list ResourceSlices (%s): not looking for DRA drivers", err)
-                self._no_slices = True
+    def _slices(self) -> list[Mapping[str, Any]] | None:
+        """Every ResourceSlice (the paths check reads those on each node); None until they are
+        in (never, on an API server without resource.k8s.io/v1: the cache logs why)."""
+        if not self.cache.reflectors[SLICES_KIND].synced.is_set():
             return None
+        return self.cache.stores[SLICES_KIND].values()
 
     async def _paths(
         self,
         node: Mapping[str, Any],
         spec: str,
         gpunode: Mapping[str, Any] | None,
-        slices: list[dict[str, Any]],
+        slices: list[Mapping[str, Any]],
         *,
         now: float,
     ) -> str:
@@ -210,9 +218,12 @@ async def run_heartbeats(
 ) -> None:
     """Beat every `interval_s` until `stop` is set (a failed beat is logged and retried)."""
     client = async_client(kubeconfig, field_manager="gpupool-fake-agent")
-    beats = FakeHeartbeats(client, reserve_pct=reserve_pct, interval_s=interval_s)
+    cache = WatchCache(client, FAKE_AGENT_KINDS)
+    beats = FakeHeartbeats(client, cache, reserve_pct=reserve_pct, interval_s=interval_s)
+    watching = asyncio.create_task(cache.run(stop))
     first = True
     try:
+        await _synced_or_stop(cache, stop)
         while not stop.is_set():
             try:
                 published = await beats.beat()
@@ -226,4 +237,21 @@ async def run_heartbeats(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=interval_s)
     finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
         await client.close()
+
+
+async def _synced_or_stop(cache: WatchCache, stop: asyncio.Event) -> None:
+    """Until the nodes and GpuNodes are in (the first beat needs them), or `stop` is set. The
+    ResourceSlices are not waited for: an API server may not serve them."""
+    synced = asyncio.gather(
+        *(cache.reflectors[w.kind].synced.wait() for w in (KWOK_NODES, GPUNODES))
+    )
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((synced, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        synced.cancel()
+        stopping.cancel()

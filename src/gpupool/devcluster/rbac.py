@@ -38,14 +38,14 @@ COMPONENT_ACCOUNTS: dict[str, str] = {
     "gpupool-web": "gpupool-web",
 }
 
-# Dev cluster only, not in deploy/rbac: a real agent reads just its own Node (`get`), but the
-# fake heartbeat serves every kwok node from one process and finds them by listing.
+# Dev cluster only, not in deploy/rbac: a real agent watches just its own Node (by field
+# selector), but the fake heartbeat serves every kwok node from one process and watches them all.
 FAKE_AGENT_RBAC: tuple[dict[str, Any], ...] = (
     {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": "gpupool-dev-fake-agent"},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}],
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}],
     },
     {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -21,9 +21,6 @@ DEFAULT_HEARTBEAT_S = 30.0  # DESIGN section 2: 90 s without one makes a node su
 # An unchanged report is published again this often (kubelet's nodeStatusReportFrequency): the
 # reporter then reads the GpuNode and writes it only if someone edited or deleted it.
 DEFAULT_RESYNC_S = 300.0
-# How often the agent looks for other paths handing out its cards: a Node GET and a ResourceSlice
-# LIST by node each look (the GpuNode only on a change): 2,000 requests a minute on 1,000 nodes
-DEFAULT_PATHS_S = 60.0
 
 
 def node_report(
@@ -67,7 +64,6 @@ class NodeAgent:
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         resync_s: float = DEFAULT_RESYNC_S,
         paths: GpuPathChecker | None = None,
-        paths_s: float = DEFAULT_PATHS_S,
     ) -> None:
         self.node = node
         self.plugin = plugin
@@ -78,7 +74,6 @@ class NodeAgent:
         self.resync_s = resync_s
         self._changed = asyncio.Event()
         self.paths = paths
-        self.paths_s = paths_s
         self.paths_found: PathFinding | None = None  # the last look (the metric reads it)
 
     def report(self) -> NodeReport:
@@ -111,7 +106,6 @@ class NodeAgent:
         loop = asyncio.get_running_loop()
         published: NodeReport | None = None
         resync_at = 0.0
-        paths_at = 0.0
         while not stop.is_set():
             self._changed.clear()
             try:
@@ -129,9 +123,6 @@ class NodeAgent:
                     log.exception(
                         "publishing GpuNode %s failed; retrying at next heartbeat", self.node
                     )
-            if self.paths is not None and loop.time() >= paths_at:
-                await self._look_for_paths(report)
-                paths_at = loop.time() + self.paths_s
             waits = [asyncio.create_task(e.wait()) for e in (stop, self._changed)]
             try:
                 await asyncio.wait(
@@ -140,6 +131,28 @@ class NodeAgent:
             finally:
                 for task in waits:
                     task.cancel()
+
+    async def _follow_paths(self, stop: asyncio.Event) -> None:
+        """Look for other paths each time what the look reads changes (the checker watches the
+        node's objects: no request while nothing changes), until `stop` is set."""
+        if self.paths is None:
+            return
+        watching = asyncio.create_task(self.paths.run(stop))
+        try:
+            while not stop.is_set():
+                due = asyncio.create_task(self.paths.changed())
+                stopping = asyncio.create_task(stop.wait())
+                try:
+                    await asyncio.wait((due, stopping), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for task in (due, stopping):
+                        task.cancel()
+                if due.done() and not due.cancelled():
+                    await self._look_for_paths(self.report())
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
 
     async def _look_for_paths(self, report: NodeReport) -> None:
         """Another device plugin or DRA driver handing out these cards: the checker says so on
@@ -156,10 +169,11 @@ class NodeAgent:
     async def run(self, stop: asyncio.Event) -> None:
         health = asyncio.create_task(self._follow_health())
         heartbeat = asyncio.create_task(self._heartbeat(stop))
+        paths = asyncio.create_task(self._follow_paths(stop))
         try:
             await self.plugin.run(stop)
         finally:
-            for task in (health, heartbeat):
+            for task in (health, heartbeat, paths):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

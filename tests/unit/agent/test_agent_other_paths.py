@@ -1,7 +1,7 @@
-"""The agent's look for other paths: at its heartbeat it hands its cards to the checker (our
-GpuPathChecker interface, a recording fake here), keeps the last finding, and /metrics shows
-it: 1 and each other path's devices when refused, 0 when gpupool alone serves the node, nothing
-before the first look."""
+"""The agent's look for other paths: each time the checker (our GpuPathChecker interface, a
+recording fake here) says something it reads changed, the agent hands it its cards and keeps the
+last finding, and only then; /metrics shows it: 1 and each other path's devices when refused, 0
+when gpupool alone serves the node, nothing before the first look."""
 
 from __future__ import annotations
 
@@ -30,14 +30,28 @@ def refused_finding() -> PathFinding:
 
 
 class Checker:
-    """A GpuPathChecker that records the cards it was handed and answers a set finding."""
+    """A GpuPathChecker that records the cards it was handed and answers a set finding; a test
+    says when something changed (`change`)."""
 
     def __init__(self, finding: PathFinding | None) -> None:
         self.finding = finding
         self.asked: list[tuple[str, ...]] = []
         self.looked = asyncio.Event()
+        self.due = asyncio.Event()
+        self.running = False
+
+    def change(self) -> None:
+        self.due.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.running = True
+        await stop.wait()
+
+    async def changed(self) -> None:
+        await self.due.wait()
 
     async def check(self, card_uuids: Collection[str], stamp: str) -> PathFinding | None:
+        self.due.clear()
         self.asked.append(tuple(card_uuids))
         self.looked.set()
         return self.finding
@@ -51,24 +65,38 @@ class Reporter:
         return None
 
 
-def test_the_heartbeat_looks_with_the_nodes_cards_and_keeps_the_finding(tmp_path: Path) -> None:
+def test_the_agent_looks_with_the_nodes_cards_on_each_change_and_only_then(
+    tmp_path: Path,
+) -> None:
     inventory = FakeInventory.from_spec("2xA100-80GB", node="n1")
     plugin = DevicePluginServer(
         PluginConfig(node="n1", plugin_dir=tmp_path), inventory, UnwiredAllocationSource()
     )
     checker = Checker(refused_finding())
     agent = NodeAgent(node="n1", plugin=plugin, reporter=Reporter(), reserve_pct=10.0,
-                      paths=checker, paths_s=3600.0)  # fmt: skip
+                      paths=checker, heartbeat_s=0.01)  # fmt: skip
+    cards = tuple(g.uuid for g in inventory.devices())
 
-    async def beat_once() -> None:
+    async def follow() -> None:
         stop = asyncio.Event()
-        task = asyncio.create_task(agent._heartbeat(stop))
+        task = asyncio.create_task(agent._follow_paths(stop))
+        heartbeat = asyncio.create_task(agent._heartbeat(stop))
+        for _ in range(20):  # many heartbeats and no change: no look
+            await asyncio.sleep(0.01)
+        assert checker.running and checker.asked == []
+        checker.change()
+        await asyncio.wait_for(checker.looked.wait(), timeout=10)
+        checker.looked.clear()
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert checker.asked == [cards]
+        checker.change()
         await asyncio.wait_for(checker.looked.wait(), timeout=10)
         stop.set()
-        await asyncio.wait_for(task, timeout=10)
+        await asyncio.wait_for(asyncio.gather(task, heartbeat), timeout=10)
 
-    asyncio.run(beat_once())
-    assert checker.asked == [tuple(g.uuid for g in inventory.devices())]
+    asyncio.run(follow())
+    assert checker.asked == [cards, cards]
     assert agent.paths_found is checker.finding
 
 

@@ -76,10 +76,14 @@ def _agent_rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_without_dra_the_agent_has_neither_the_flag_nor_the_access(helm: Path) -> None:
     docs = _template(helm)
     assert "--dra" not in _agent(docs)["containers"][0]["args"]
-    # only the list of ResourceSlices, to find another DRA driver on its node (gpu_paths)
+    # only list and watch of ResourceSlices, to find another DRA driver on its node (gpu_paths)
     dra_rules = [r for r in _agent_rules(docs) if "resource.k8s.io" in r["apiGroups"]]
     assert dra_rules == [
-        {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": ["list"]}
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceslices"],
+            "verbs": ["list", "watch"],
+        }
     ]
 
 

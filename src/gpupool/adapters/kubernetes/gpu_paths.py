@@ -1,14 +1,16 @@
 """The agent's look for other paths handing out its node's cards (`domain.gpu_paths` decides).
 
-`GpuPathWatch.check` reads the node's Node (its extended resources) and the ResourceSlices on it,
-decides, and, when the finding changed, writes the GpuNode's `OtherGpuPath` condition (True:
-placement refuses the node) and records an Event on the Node. The real agent runs it at every
-heartbeat; the dev cluster's fake agents (`devcluster.heartbeat`) run it for each kwok node.
-RBAC: get nodes, list resourceslices, patch gpunodes/status, create events.
+`GpuPathWatch` keeps the node's Node (its extended resources), the ResourceSlices on it and its
+GpuNode by watch, decides when one of them changes in a way that matters, and, when the finding
+differs from what the GpuNode says, writes the GpuNode's `OtherGpuPath` condition (True:
+placement refuses the node) and records an Event on the Node. The dev cluster's fake agents
+(`devcluster.heartbeat`) decide with `decide` and write with `GpuPathWriter` for each kwok node.
+RBAC: list and watch nodes, resourceslices and gpunodes; patch gpunodes/status; create events.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -19,7 +21,8 @@ from lightkube.generic_resource import create_global_resource
 from lightkube.resources.core_v1 import Node
 from lightkube.types import PatchType
 
-from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
+from gpupool.adapters.kubernetes.resources import GpuNode
+from gpupool.adapters.kubernetes.watch_cache import WatchCache, Watched
 from gpupool.adapters.wire.conditions import find_condition, with_condition
 from gpupool.adapters.wire.names import (
     COND_OTHER_GPU_PATH,
@@ -36,6 +39,7 @@ from gpupool.adapters.wire.names import (
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.gpu_paths import PathFinding, PathKind, PublishedSlice, find_paths
 from gpupool.domain.quantity import parse_quantity
+from gpupool.state.objects import Change
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,48 @@ ResourceSlice: Any = create_global_resource(
     "resource.k8s.io", "v1", "ResourceSlice", "resourceslices"
 )
 Json = Mapping[str, Any]
+
+# What the agent keeps in its cache (`watched_for`), by kind.
+NODE_KIND, SLICES_KIND, GPUNODE_KIND = "node", "resourceslices", "gpunode"
+# A failed write is tried again after this long (a change in between tries it sooner).
+RETRY_S = 30.0
+# The agent's safety-net relist. The controller's 10 minutes, on every node, would be 3 LISTs
+# per node per 10 minutes: 364 a minute on the 1,213-node trace, against issue 24's budget of 6
+# for all of gpupool. One node's few objects are listed at start and on a 410; the API server
+# ends each watch within its --min-request-timeout (30 to 60 minutes), and the reflector then
+# resumes from its version, which also restarts this timer.
+AGENT_RELIST_S = 6 * 3600.0
+
+
+def watched_for(node: str) -> tuple[Watched, ...]:
+    """What one agent keeps, each by a field selector: its Node, the ResourceSlices on its node,
+    its GpuNode. Three watches and, at start, three LISTs of at most a few objects each."""
+    return (
+        Watched(NODE_KIND, Node, False, fields={"metadata.name": node}),
+        Watched(SLICES_KIND, ResourceSlice, False, fields={"spec.nodeName": node}),
+        Watched(GPUNODE_KIND, GpuNode, False, fields={"metadata.name": node}),
+    )
+
+
+def path_inputs(kind: str, obj: Json) -> object:
+    """What the look reads of one kept object: the Node's extended resources (not its status
+    heartbeat, addresses or images), a slice's node, driver and devices, the GpuNode's
+    `OtherGpuPath` condition (someone edited or removed it: the agent says it again)."""
+    if kind == NODE_KIND:
+        return advertised(obj)
+    spec = obj.get("spec") or {}
+    if kind == SLICES_KIND:
+        return (spec.get("nodeName"), spec.get("driver"), spec.get("devices"))
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return find_condition(conditions, COND_OTHER_GPU_PATH)
+
+
+def matters(change: Change) -> bool:
+    """Whether `change` can change the finding or what the GpuNode must say: an object that
+    came or went, or one whose `path_inputs` moved."""
+    if change.old is None or change.new is None:
+        return True
+    return path_inputs(change.kind, change.old) != path_inputs(change.kind, change.new)
 
 
 def advertised(node: Json) -> dict[str, int]:
@@ -202,63 +248,82 @@ class GpuPathWriter:
 
 
 class GpuPathWatch:
-    """The real agent's look at its one node: reads the Node and the ResourceSlices on it,
-    decides, and says what changed on the GpuNode; `last` is the last finding (the agent's
-    metric). The GpuNode is read only when the finding differs from what this agent last
-    found there, or every RECHECK looks (someone may have edited or recreated it): two requests
-    a look, not three."""
+    """The real agent's look at its one node, by watch: it keeps its Node, the ResourceSlices on
+    its node and its GpuNode (`watched_for`: listed once, then watched with bookmarks; listed
+    again only when the API server answers 410, or after `relist_s`), and decides again only
+    when one of them changed in a way the decision reads (`matters`); what it found is written
+    on the GpuNode only when it differs from what the GpuNode says. A quiet node costs no
+    request at all. `last` is the last finding (the agent's metric)."""
 
-    RECHECK = 10
-
-    def __init__(self, client: AsyncClient, node: str) -> None:
+    def __init__(self, client: AsyncClient, node: str, *, relist_s: float = AGENT_RELIST_S) -> None:
         self.client = client
         self.node = node
         self.writer = GpuPathWriter(client, component="gpupool-agent")
+        self.cache = WatchCache(client, watched_for(node), relist_s=relist_s)
+        self.cache.subscribe(self._heard)
         self.last: PathFinding | None = None
-        self._held: tuple[str, str, str] | None = None  # the condition last found on the GpuNode
-        self._looks = 0
+        self._wake = asyncio.Event()
+        self._wake.set()  # the first look, once the cache is in
+        self._conflicted = False  # the last write met a newer GpuNode: look at its next change
+        self._missing_node = False
+
+    def _heard(self, change: Change) -> None:
+        if matters(change) or (self._conflicted and change.kind == GPUNODE_KIND):
+            self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the node's objects until `stop` is set."""
+        await self.cache.run(stop)
+
+    async def changed(self) -> None:
+        """Returns once something the look reads changed since the last `check` (the first
+        time: once the node's objects are in)."""
+        await self._wake.wait()
+        for reflector in self.cache.reflectors.values():
+            await reflector.synced.wait()
 
     async def check(self, card_uuids: Collection[str], stamp: str) -> PathFinding | None:
-        """Decide now and write what changed; None when something cannot be read (logged; the
-        GpuNode keeps what it said)."""
-        try:
-            node_json = to_dict(await self.client.get(Node, self.node))
-            slices = [
-                to_dict(s)
-                async for s in self.client.list(ResourceSlice, fields={"spec.nodeName": self.node})
-            ]
-            finding = decide(self.node, node_json, slices, card_uuids)
-            self.last = finding
-            self._looks += 1
-            wanted = path_condition(finding, stamp)
-            key = (wanted["status"], wanted["reason"], wanted["message"])
-            if key == self._held and self._looks % self.RECHECK:
-                return finding
-            gpunode = await self._gpunode()
-        except ApiError as err:
-            log.warning(
-                "node %s: cannot look for other GPU paths (%s); the GpuNode keeps what it said",
-                self.node,
-                err.status.message,
-            )
+        """Decide from the kept objects and write what changed; None when the node's objects
+        are not in yet, its Node is not found, or the write failed (logged; retried after
+        RETRY_S; the GpuNode keeps what it said)."""
+        self._wake.clear()
+        if not all(r.synced.is_set() for r in self.cache.reflectors.values()):
+            self._wake.set()  # `changed` waits for them
             return None
-        self._held = None
-        if await self.writer.say(finding, node_json, gpunode, stamp) or (
-            gpunode is not None
-            and not condition_differs(
-                find_condition(
-                    (gpunode.get("status") or {}).get("conditions") or [], COND_OTHER_GPU_PATH
-                ),
-                wanted,
+        nodes = self.cache.stores[NODE_KIND].values()
+        if not nodes:
+            if not self._missing_node:
+                log.warning("node %s: no such Node; not looking for other GPU paths", self.node)
+                self._missing_node = True
+            return None
+        self._missing_node = False
+        node_json = nodes[0]
+        finding = decide(self.node, node_json, self.cache.stores[SLICES_KIND].values(), card_uuids)
+        self.last = finding
+        gpunodes = self.cache.stores[GPUNODE_KIND].values()
+        gpunode = gpunodes[0] if gpunodes else None
+        try:
+            wrote = await self.writer.say(finding, node_json, gpunode, stamp)
+        except Exception as err:  # ApiError, or the transport's: the API server is not there
+            why = err.status.message if isinstance(err, ApiError) else repr(err)
+            log.warning(
+                "node %s: cannot say what it found about other GPU paths (%s); the GpuNode "
+                "keeps what it said; trying again in %gs",
+                self.node,
+                why,
+                RETRY_S,
             )
-        ):
-            self._held = key
+            asyncio.get_running_loop().call_later(RETRY_S, self._wake.set)
+            return None
+        # not written though it differs: the GpuNode changed since the cache read it (409)
+        self._conflicted = (
+            not wrote and gpunode is not None and _condition_differs_on(gpunode, finding, stamp)
+        )
         return finding
 
-    async def _gpunode(self) -> Json | None:
-        try:
-            return to_dict(await self.client.get(GpuNode, self.node))
-        except ApiError as err:
-            if err.status.code == 404:
-                return None
-            raise
+
+def _condition_differs_on(gpunode: Json, finding: PathFinding, stamp: str) -> bool:
+    held = find_condition(
+        (gpunode.get("status") or {}).get("conditions") or [], COND_OTHER_GPU_PATH
+    )
+    return condition_differs(held, path_condition(finding, stamp))

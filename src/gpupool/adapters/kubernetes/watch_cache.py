@@ -50,19 +50,24 @@ class CacheObserver(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Watched:
-    """One kind a process keeps: its name in the cache, its lightkube resource, its selector."""
+    """One kind a process keeps: its name in the cache, its lightkube resource, its selectors."""
 
     kind: str
     resource: Any
     namespaced: bool
     labels: dict[str, Any] = field(default_factory=dict)
     namespace: str = "*"  # a namespaced kind: every namespace, or this one
+    # a field selector (lightkube's `fields=`), e.g. {"spec.nodeName": node}: a node agent keeps
+    # only what is on its node, so its cost does not grow with the cluster
+    fields: dict[str, Any] = field(default_factory=dict)
 
     def scope(self) -> dict[str, Any]:
         """lightkube's list/watch arguments for these objects."""
         kw: dict[str, Any] = {"namespace": self.namespace} if self.namespaced else {}
         if self.labels:
             kw["labels"] = self.labels
+        if self.fields:
+            kw["fields"] = self.fields
         return kw
 
 
@@ -129,11 +134,12 @@ class Reflector:
     def _stream(self) -> Any:
         """The watch request, with bookmarks (lightkube's `watch` has no parameter for them)."""
         scope = self.watched.scope()
-        labels = scope.get("labels")
+        labels, fields = scope.get("labels"), scope.get("fields")
         params: dict[str, Any] = {
             "resourceVersion": self.version or None,
             "allowWatchBookmarks": "true",
             "labelSelector": build_selector(labels) if labels else None,
+            "fieldSelector": build_selector(fields, for_fields=True) if fields else None,
         }
         generic = self.client._client  # lightkube's request builder, as its own watch uses it
         request = generic.prepare_request(
