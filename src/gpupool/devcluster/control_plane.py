@@ -16,6 +16,7 @@ from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.spec import GpupoolSpec
 
 POD_CIDR = "10.244.0.1/16"
+NODE_MONITOR_GRACE = "30m"  # kube-controller-manager's wait before a silent node is Unknown
 KWOK_SELECTOR = "type=kwok"  # the label of the nodes kwok keeps alive (nodes.LABEL_TYPE)
 CONTROLLER_MANAGER_QPS = 200
 # DRA for a later driver: resource.k8s.io/v1 is served by default since 1.34 (it is in
@@ -117,6 +118,12 @@ def controller_manager_argv(
         # is on the same machine and has room for more.
         f"--kube-api-qps={CONTROLLER_MANAGER_QPS}",
         f"--kube-api-burst={2 * CONTROLLER_MANAGER_QPS}",
+        # kwok refreshes its nodes' status every 10-20 minutes (the node-heartbeat-with-lease
+        # stage) and renews no node Lease, so at the default 50 s every kwok node went Unknown
+        # and Ready again several times a minute: changes no real idle cluster makes (kubelets
+        # renew their Leases), which woke gpupool's loops and views. Longer than kwok's slowest
+        # refresh; the real node's kubelet renews its Lease as usual.
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE}",
     ]
 
 

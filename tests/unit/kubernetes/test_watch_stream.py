@@ -1,0 +1,112 @@
+"""The reflector's watch stream (`watch_cache.Reflector.watch`) against an in-process API server
+that writes watch events as the real one does: a Pod BOOKMARK, whose `spec.containers` is null,
+moves the version on and ends nothing; an ERROR 410 asks for a relist (Gone); events arrive as
+the API server's JSON, not re-encoded through a client model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from aiohttp import web
+from lightkube.config.kubeconfig import KubeConfig
+
+from gpupool.adapters.kubeclient import async_client
+from gpupool.adapters.kubernetes.watch_cache import TENANT_PODS, Gone, Reflector
+from gpupool.state.objects import Change, ObjectStore
+
+
+def pod(version: str, note: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": version,
+                         "labels": {"gpupool.io/tenant": "a"}, "annotations": {"note": note}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {}}  # fmt: skip
+
+
+BOOKMARK = {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "30"},
+            "spec": {"containers": None}, "status": {}}  # fmt: skip
+GONE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
+        "message": "too old resource version: 5 (40)", "code": 410}  # fmt: skip
+
+
+@asynccontextmanager
+async def api(events: list[dict[str, Any]]) -> AsyncIterator[tuple[int, list[dict[str, str]]]]:
+    """Serves one watch of Pods with `events`, then ends the stream; records each query."""
+    queries: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        queries.append(dict(request.query))
+        response = web.StreamResponse()
+        response.content_type = "application/json"
+        await response.prepare(request)
+        for event in events:
+            await response.write(json.dumps(event).encode() + b"\n")
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1], queries  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+def reflector(port: int, changes: list[Change]) -> Reflector:
+    config = KubeConfig.from_dict({
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }).get()  # fmt: skip
+    found = Reflector(async_client(config), TENANT_PODS, ObjectStore("pods"), changes.append)
+    found.version = "10"  # as after a list
+    return found
+
+
+def test_a_pod_bookmark_moves_the_version_and_ends_nothing() -> None:
+    async def run() -> tuple[Reflector, list[Change], list[dict[str, str]]]:
+        events = [
+            {"type": "ADDED", "object": pod("20", "first")},
+            {"type": "BOOKMARK", "object": BOOKMARK},
+            {"type": "MODIFIED", "object": pod("31", "second")},
+        ]
+        changes: list[Change] = []
+        async with api(events) as (port, queries):
+            watcher = reflector(port, changes)
+            await watcher.watch()  # returns when the server ends the stream
+            await watcher.client.close()
+        return watcher, changes, queries
+
+    watcher, changes, queries = asyncio.run(run())
+    [query] = queries
+    assert query["watch"] == "true" and query["allowWatchBookmarks"] == "true"
+    assert query["resourceVersion"] == "10" and query["labelSelector"] == "gpupool.io/tenant"
+    assert [c.new["metadata"]["annotations"]["note"] for c in changes if c.new] == [
+        "first",
+        "second",
+    ]
+    assert watcher.version == "31"
+    # the object is the API server's JSON as sent
+    assert changes[-1].new == pod("31", "second")
+
+
+def test_an_expired_version_asks_for_a_relist() -> None:
+    async def run() -> None:
+        async with api([{"type": "ERROR", "object": GONE}]) as (port, _queries):
+            watcher = reflector(port, [])
+            try:
+                await watcher.watch()
+            finally:
+                await watcher.client.close()
+
+    with pytest.raises(Gone, match="too old resource version"):
+        asyncio.run(run())
