@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pool_fixture import NOW, gpunode, lease, pod
 
+from gpupool.adapters import views_json
+from gpupool.adapters.web import delta
 from gpupool.domain.units import GiB
 from gpupool.quota.lease import LeasePhase
 from gpupool.quota.spec import TenantQuota
@@ -179,3 +181,18 @@ def test_of_two_leases_that_do_not_both_fit_the_first_that_came_is_placed() -> N
     view = live.view(NOW)
     assert [u.lease for u in view.pool.unplaced] == ["t/uid-a"]
     assert view == build_status(live.inputs(), NOW)
+
+
+def test_a_kept_node_view_keeps_its_json_and_the_diff_passes_it() -> None:
+    live = LiveStatus()
+    for name in NODES:
+        live.set_node(name, NodeObject(name))
+        live.set_gpunode(name, gpunode(name, 4))
+    before = views_json.status_doc(live.view(NOW), None, None)
+    live.set_node("node-2", NodeObject("node-2", cordoned=True))
+    after = views_json.status_doc(live.view(NOW), None, None)
+    shared = [a is b for a, b in zip(before["nodes"], after["nodes"], strict=True)]
+    assert shared == [True, True, False, True, True]
+    ops = delta.diff(before, after)
+    assert delta.apply(before, ops) == after
+    assert {op["path"].split("/")[2] for op in ops if op["path"].startswith("/nodes/")} == {"2"}
