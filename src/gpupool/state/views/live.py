@@ -25,10 +25,10 @@ held, in the order it came, so a test compares `view(now)` with `build_status(in
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from gpupool.placement.snapshot import BoolArray, IntArray
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.cluster import ClusterCache, lease_request
 from gpupool.state.lease import LeaseRecord
-from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.nodes import GpuNodeObject, NodeObject, condition_of
 from gpupool.state.pods import PodView
 from gpupool.state.views.inputs import QuotaStatus
 from gpupool.state.views.leases import LeasesView, build_leases
@@ -136,6 +136,10 @@ class LiveStatus:
         self._sizes = CommonSizes((), ())
         self._parts: dict[str, _Part] = {}
         self._dirty: set[str] = set()  # node names whose part must be built again
+        # node names whose Node alone changed, with the Node they had at the last render: when
+        # the cards it describes are the same, only the node's condition can move
+        self._renamed: dict[str, NodeObject | None] = {}
+        self._sums = _Sums()
         self._sizes_moved = False
         self._lists_moved = False  # leases, pods or quotas: leases, queue and tenants again
         self._view: StatusView | None = None
@@ -144,8 +148,8 @@ class LiveStatus:
     def set_node(self, name: str, node: NodeObject | None) -> bool:
         if self._nodes.get(name) == node:
             return False
-        _put(self._nodes, name, node)
-        self._dirty.add(name)
+        old = _put(self._nodes, name, node)
+        self._renamed.setdefault(name, old)
         return True
 
     def set_gpunode(self, name: str, gpunode: GpuNodeObject | None) -> bool:
@@ -219,7 +223,7 @@ class LiveStatus:
     def view(self, now: float) -> StatusView:
         """The views of what is held at `now`; the last one itself when nothing moved."""
         last = self._view
-        pool_moved = bool(self._dirty) or self._sizes_moved or last is None
+        pool_moved = bool(self._dirty or self._renamed) or self._sizes_moved or last is None
         if not pool_moved and not self._lists_moved and last is not None and last.now == now:
             return last
         pool = self._pool() if pool_moved or last is None else last.pool
@@ -245,7 +249,13 @@ class LiveStatus:
             self._sizes_moved = False
             sizes = CommonSizes.learn(self._requests.values())
             refigure, self._sizes = sizes != self._sizes, sizes
+        renamed, self._renamed = self._renamed, {}
         dirty, self._dirty = self._dirty, set()
+        dirty |= {
+            name
+            for name, old in renamed.items()
+            if name not in dirty and not self._condition_only(name, old)
+        }
         if len(dirty) > FULL_AT and len(dirty) * 4 > len(self._parts):
             self._build_all()
             return self._assemble()
@@ -255,6 +265,20 @@ class LiveStatus:
             self._build_one(name)
         return self._assemble()
 
+    def _condition_only(self, name: str, old: NodeObject | None) -> bool:
+        """When the Node of `name` changed but not the cards it describes (a node that turned
+        not ready, or was cordoned): its part with the condition `ClusterCache` would give it,
+        and True; False when the part must be built again."""
+        part, node, gpunode = self._parts.get(name), self._nodes.get(name), self._gpunodes.get(name)
+        if part is None or part.node is None or part.unplaced or old is None or node is None:
+            return False  # (a node with unplaced leases may be fenced: built again)
+        if gpunode is None and (node.problem, node.label_gpus) != (old.problem, old.label_gpus):
+            return False
+        condition = condition_of(node, gpunode)
+        if condition != part.node.condition:
+            self._set(name, replace(part, node=replace(part.node, condition=condition)))
+        return True
+
     def _leases_on(self, name: str) -> list[LeaseRecord]:
         keys = sorted(self._on_node.get(name, ()), key=self._order.__getitem__)
         return [self._leases[k] for k in keys]
@@ -263,12 +287,12 @@ class LiveStatus:
         node, gpunode = self._nodes.get(name), self._gpunodes.get(name)
         leases = self._leases_on(name)
         if node is None and gpunode is None and not leases:
-            self._parts.pop(name, None)
+            self._set(name, None)
             return
         cache = ClusterCache()
         cache.rebuild([node] if node else [], [gpunode] if gpunode else [], leases)
         pool = build_pool(cache, self._sizes)
-        self._parts[name] = _part(pool.nodes[0] if pool.nodes else None, list(pool.unplaced), cache)
+        self._set(name, _part(pool.nodes[0] if pool.nodes else None, list(pool.unplaced), cache))
 
     def _build_all(self) -> None:
         ordered = [self._leases[k] for k in sorted(self._leases, key=self._order.__getitem__)]
@@ -280,9 +304,9 @@ class LiveStatus:
             unplaced.setdefault(u.node, []).append(u)
         views = {n.name: n for n in pool.nodes}
         names = set(self._nodes) | set(self._gpunodes) | set(self._on_node)
-        self._parts = {
-            name: _part(views.get(name), unplaced.get(name, []), cache) for name in names
-        }
+        self._parts, self._sums = {}, _Sums()
+        for name in names:
+            self._set(name, _part(views.get(name), unplaced.get(name, []), cache))
 
     def _refigure(self, names: set[str]) -> None:
         """The cards' fragmentation of `names` under the current sizes, in one call."""
@@ -300,33 +324,80 @@ class LiveStatus:
         at = 0
         for name, part in parts:
             n = len(part.free)
-            self._parts[name] = _with_frag(part, frag[at : at + n])
+            self._set(name, _with_frag(part, frag[at : at + n]))
             at += n
 
+    def _set(self, name: str, part: _Part | None) -> None:
+        old = _put(self._parts, name, part)
+        if old is not part:
+            self._sums.move(name, old, part)
+
     def _assemble(self) -> PoolView:
-        names = sorted(n for n, p in self._parts.items() if p.node is not None)
-        parts = [self._parts[n] for n in names]
-        nodes = tuple(p.node for p in parts if p.node is not None)
-        unplaced = sorted(
-            (u for p in self._parts.values() for u in p.unplaced), key=lambda u: u.lease
+        sums = self._sums
+        nodes = tuple(cast(NodeView, self._parts[n].node) for n in sums.names)
+        if sums.frag is None:
+            healthy = [f for n in sums.names for f in self._parts[n].healthy_frag]
+            # numpy's mean over the same figures in the same order: `pool_fragmentation`'s
+            sums.frag = float(np.array(healthy, dtype=np.float64).mean()) if healthy else 0.0
+        unplaced = sorted((u for us in sums.unplaced.values() for u in us), key=lambda u: u.lease)
+        totals = PoolTotals(
+            nodes=len(nodes),
+            cards=sums.cards,
+            models=tuple(sorted(m for m, k in sums.models.items() if k)),
+            memory_bytes=sums.memory,
+            used_bytes=sums.used,
+            free_bytes=sums.free,
+            fragmentation=sums.frag,
+            slices=sums.slices,
+            by_health=tuple(sorted((h, k) for h, k in sums.health.items() if k)),
+            unschedulable=sums.unschedulable,
         )
-        return PoolView(nodes, _totals(nodes, parts), tuple(unplaced))
+        return PoolView(nodes, totals, tuple(unplaced))
 
 
-def _totals(nodes: tuple[NodeView, ...], parts: list[_Part]) -> PoolTotals:
-    """`pool_totals(nodes, pool_fragmentation(...))` from the parts' kept sums: the same ints,
-    and the same mean (numpy's, over the healthy cards' figures in the same order)."""
-    healthy = [f for p in parts for f in p.healthy_frag]
-    health: Mapping[str, int] = Counter(n.health for n in nodes)
-    return PoolTotals(
-        nodes=len(nodes),
-        cards=sum(len(n.cards) for n in nodes),
-        models=tuple(sorted(frozenset().union(*(p.models for p in parts)))),
-        memory_bytes=sum(p.memory for p in parts),
-        used_bytes=sum(p.used for p in parts),
-        free_bytes=sum(p.free_sum for p in parts),
-        fragmentation=float(np.array(healthy, dtype=np.float64).mean()) if healthy else 0.0,
-        slices=sum(p.slices for p in parts),
-        by_health=tuple(sorted(health.items())),
-        unschedulable=sum(1 for n in nodes if n.condition is not None),
-    )
+class _Sums:
+    """The pool's totals as sums over the parts, moved part by part (`pool_totals`' figures:
+    integers, so the order they are added in does not matter), the names of the nodes in order,
+    and the parts' unplaced leases. `frag`, the mean fragmentation, is None when a part's healthy
+    cards' figures moved (a mean is figured again, in order, not moved)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []  # of the parts with a node, sorted
+        self.cards = self.memory = self.used = self.free = self.slices = self.unschedulable = 0
+        self.health: Counter[str] = Counter()
+        self.models: Counter[str] = Counter()
+        self.unplaced: dict[str, tuple[Unplaced, ...]] = {}
+        self.frag: float | None = None
+
+    def move(self, name: str, old: _Part | None, new: _Part | None) -> None:
+        if old is not None:
+            self._add(name, old, -1)
+        if new is not None:
+            self._add(name, new, 1)
+        if (old.healthy_frag if old else ()) != (new.healthy_frag if new else ()) or (
+            old is None or old.node is None
+        ) != (new is None or new.node is None):
+            self.frag = None
+
+    def _add(self, name: str, part: _Part, sign: int) -> None:
+        if part.unplaced:
+            if sign > 0:
+                self.unplaced[name] = part.unplaced
+            else:
+                del self.unplaced[name]
+        node = part.node
+        if node is None:
+            return
+        if sign > 0:
+            bisect.insort(self.names, name)
+        else:
+            del self.names[bisect.bisect_left(self.names, name)]
+        self.cards += sign * len(node.cards)
+        self.memory += sign * part.memory
+        self.used += sign * part.used
+        self.free += sign * part.free_sum
+        self.slices += sign * part.slices
+        self.unschedulable += sign * (node.condition is not None)
+        self.health[node.health] += sign
+        for model in part.models:
+            self.models[model] += sign
