@@ -8,10 +8,12 @@ redoes only what the changes reach:
 - the pool map per node: a node's part (its `NodeView` and its leases that could not be placed)
   depends only on its Node, its GpuNode and the leases that name it, so a changed node is built
   again alone (a one-node `ClusterCache` and `build_pool`, the full build's own code) and the
-  others are kept. Their fragmentation also depends on the common request sizes, learnt from all
-  leases (`CommonSizes.learn`): when those move, every card's figure is figured again in one
-  vectorised call over the cards' kept free memory, and only the nodes whose figures moved get a
-  new `NodeView`. The totals are summed from per-node figures kept beside each node;
+  others are kept; a Node that changed but not the cards it describes (it turned not ready, was
+  cordoned) only moves its part's condition (`condition_of`). Their fragmentation also depends
+  on the common request sizes, learnt from all leases (`CommonSizes.learn`): when those move,
+  every card's figure is figured again in one vectorised call over the cards' kept free memory,
+  and only the nodes whose figures moved get a new `NodeView`. The totals are moved part by
+  part (`pool_parts.PoolSums`);
 - leases, queue and tenants (lists, not maps: cheap) from their kept inputs, when those changed
   or `now` did (held times, GiB-hours and waits move with it); the pool map does not move with
   time, so a new `now` alone keeps it.
@@ -25,16 +27,13 @@ held, in the order it came, so a test compares `view(now)` with `build_status(in
 
 from __future__ import annotations
 
-import bisect
-from collections import Counter
-from dataclasses import dataclass, replace
-from typing import TypeVar, cast
+from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 
 from gpupool.domain.requests import Request
 from gpupool.placement.fragmentation import CommonSizes, card_fragmentation
-from gpupool.placement.snapshot import BoolArray, IntArray
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.cluster import ClusterCache, lease_request
 from gpupool.state.lease import LeaseRecord
@@ -42,7 +41,8 @@ from gpupool.state.nodes import GpuNodeObject, NodeObject, condition_of
 from gpupool.state.pods import PodView
 from gpupool.state.views.inputs import QuotaStatus
 from gpupool.state.views.leases import LeasesView, build_leases
-from gpupool.state.views.pool import NodeView, PoolTotals, PoolView, Unplaced, build_pool
+from gpupool.state.views.pool import PoolView, Unplaced, build_pool
+from gpupool.state.views.pool_parts import Part, PoolSums, part_of, with_frag
 from gpupool.state.views.queue import QueueItem, build_queue
 from gpupool.state.views.status import StatusView, ViewInputs
 from gpupool.state.views.tenants import TenantView, build_tenants
@@ -50,64 +50,6 @@ from gpupool.state.views.tenants import TenantView, build_tenants
 V = TypeVar("V")
 
 FULL_AT = 64  # more changed nodes than this (and a quarter of them): one full pass instead
-
-
-@dataclass(frozen=True, slots=True)
-class _Part:
-    """One node name's part of the pool map and what its totals and fragmentation need."""
-
-    node: NodeView | None  # None: not a GPU node gpupool knows (its leases are unplaced)
-    unplaced: tuple[Unplaced, ...]
-    # per card, in the node's order: what the fragmentation of a card is figured from
-    free: IntArray
-    compute_free: IntArray
-    total: IntArray
-    mem_known: BoolArray
-    healthy_frag: tuple[float, ...]  # the healthy cards' fragmentation, in order
-    models: frozenset[str]
-    memory: int
-    used: int
-    free_sum: int
-    slices: int
-
-
-def _part(node: NodeView | None, unplaced: list[Unplaced], cache: ClusterCache) -> _Part:
-    empty = np.zeros(0, dtype=np.int64)
-    if node is None:
-        no = empty.astype(bool)
-        return _Part(None, tuple(unplaced), empty, empty, empty, no, (), frozenset(), 0, 0, 0, 0)
-    snap = cache.snapshot()
-    i, n = snap.index[node.name], len(node.cards)
-    return _Part(
-        node=node,
-        unplaced=tuple(unplaced),
-        free=snap.gmem_free[i, :n].copy(),
-        compute_free=snap.comp_free[i, :n].copy(),
-        total=snap.gmem_total[i, :n].copy(),
-        mem_known=snap.mem_known[i, :n].copy(),
-        healthy_frag=tuple(c.fragmentation for c in node.cards if c.healthy),
-        models=frozenset(c.model for c in node.cards),
-        memory=node.memory_bytes,
-        used=node.used_bytes,
-        free_sum=node.free_bytes,
-        slices=node.slices,
-    )
-
-
-def _with_frag(part: _Part, frag: list[float]) -> _Part:
-    """`part` with its cards' fragmentation `frag` (the same object when none moved)."""
-    node = part.node
-    if node is None or [c.fragmentation for c in node.cards] == frag:
-        return part
-    cards = tuple(
-        c if c.fragmentation == f else replace(c, fragmentation=f)
-        for c, f in zip(node.cards, frag, strict=True)
-    )
-    return replace(
-        part,
-        node=replace(node, cards=cards),
-        healthy_frag=tuple(f for c, f in zip(cards, frag, strict=True) if c.healthy),
-    )
 
 
 def _put(store: dict[str, V], key: str, value: V | None) -> V | None:
@@ -134,12 +76,12 @@ class LiveStatus:
         self._on_node: dict[str, set[str]] = {}  # node name -> keys of the leases naming it
         self._requests: dict[str, Request] = {}  # what the common sizes are learnt from
         self._sizes = CommonSizes((), ())
-        self._parts: dict[str, _Part] = {}
+        self._parts: dict[str, Part] = {}
         self._dirty: set[str] = set()  # node names whose part must be built again
         # node names whose Node alone changed, with the Node they had at the last render: when
         # the cards it describes are the same, only the node's condition can move
         self._renamed: dict[str, NodeObject | None] = {}
-        self._sums = _Sums()
+        self._sums = PoolSums()
         self._sizes_moved = False
         self._lists_moved = False  # leases, pods or quotas: leases, queue and tenants again
         self._view: StatusView | None = None
@@ -292,7 +234,7 @@ class LiveStatus:
         cache = ClusterCache()
         cache.rebuild([node] if node else [], [gpunode] if gpunode else [], leases)
         pool = build_pool(cache, self._sizes)
-        self._set(name, _part(pool.nodes[0] if pool.nodes else None, list(pool.unplaced), cache))
+        self._set(name, part_of(pool.nodes[0] if pool.nodes else None, list(pool.unplaced), cache))
 
     def _build_all(self) -> None:
         ordered = [self._leases[k] for k in sorted(self._leases, key=self._order.__getitem__)]
@@ -304,9 +246,9 @@ class LiveStatus:
             unplaced.setdefault(u.node, []).append(u)
         views = {n.name: n for n in pool.nodes}
         names = set(self._nodes) | set(self._gpunodes) | set(self._on_node)
-        self._parts, self._sums = {}, _Sums()
+        self._parts, self._sums = {}, PoolSums()
         for name in names:
-            self._set(name, _part(views.get(name), unplaced.get(name, []), cache))
+            self._set(name, part_of(views.get(name), unplaced.get(name, []), cache))
 
     def _refigure(self, names: set[str]) -> None:
         """The cards' fragmentation of `names` under the current sizes, in one call."""
@@ -324,80 +266,13 @@ class LiveStatus:
         at = 0
         for name, part in parts:
             n = len(part.free)
-            self._set(name, _with_frag(part, frag[at : at + n]))
+            self._set(name, with_frag(part, frag[at : at + n]))
             at += n
 
-    def _set(self, name: str, part: _Part | None) -> None:
+    def _set(self, name: str, part: Part | None) -> None:
         old = _put(self._parts, name, part)
         if old is not part:
             self._sums.move(name, old, part)
 
     def _assemble(self) -> PoolView:
-        sums = self._sums
-        nodes = tuple(cast(NodeView, self._parts[n].node) for n in sums.names)
-        if sums.frag is None:
-            healthy = [f for n in sums.names for f in self._parts[n].healthy_frag]
-            # numpy's mean over the same figures in the same order: `pool_fragmentation`'s
-            sums.frag = float(np.array(healthy, dtype=np.float64).mean()) if healthy else 0.0
-        unplaced = sorted((u for us in sums.unplaced.values() for u in us), key=lambda u: u.lease)
-        totals = PoolTotals(
-            nodes=len(nodes),
-            cards=sums.cards,
-            models=tuple(sorted(m for m, k in sums.models.items() if k)),
-            memory_bytes=sums.memory,
-            used_bytes=sums.used,
-            free_bytes=sums.free,
-            fragmentation=sums.frag,
-            slices=sums.slices,
-            by_health=tuple(sorted((h, k) for h, k in sums.health.items() if k)),
-            unschedulable=sums.unschedulable,
-        )
-        return PoolView(nodes, totals, tuple(unplaced))
-
-
-class _Sums:
-    """The pool's totals as sums over the parts, moved part by part (`pool_totals`' figures:
-    integers, so the order they are added in does not matter), the names of the nodes in order,
-    and the parts' unplaced leases. `frag`, the mean fragmentation, is None when a part's healthy
-    cards' figures moved (a mean is figured again, in order, not moved)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []  # of the parts with a node, sorted
-        self.cards = self.memory = self.used = self.free = self.slices = self.unschedulable = 0
-        self.health: Counter[str] = Counter()
-        self.models: Counter[str] = Counter()
-        self.unplaced: dict[str, tuple[Unplaced, ...]] = {}
-        self.frag: float | None = None
-
-    def move(self, name: str, old: _Part | None, new: _Part | None) -> None:
-        if old is not None:
-            self._add(name, old, -1)
-        if new is not None:
-            self._add(name, new, 1)
-        if (old.healthy_frag if old else ()) != (new.healthy_frag if new else ()) or (
-            old is None or old.node is None
-        ) != (new is None or new.node is None):
-            self.frag = None
-
-    def _add(self, name: str, part: _Part, sign: int) -> None:
-        if part.unplaced:
-            if sign > 0:
-                self.unplaced[name] = part.unplaced
-            else:
-                del self.unplaced[name]
-        node = part.node
-        if node is None:
-            return
-        if sign > 0:
-            bisect.insort(self.names, name)
-        else:
-            del self.names[bisect.bisect_left(self.names, name)]
-        self.cards += sign * len(node.cards)
-        self.memory += sign * part.memory
-        self.used += sign * part.used
-        self.free += sign * part.free_sum
-        self.slices += sign * part.slices
-        self.unschedulable += sign * (node.condition is not None)
-        self.health[node.health] += sign
-        for model in part.models:
-            self.models[model] += sign
+        return self._sums.pool(self._parts)
