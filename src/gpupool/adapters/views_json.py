@@ -40,6 +40,10 @@ _NODES: dict[int, tuple[NodeView, dict[str, Any]]] = {}
 MAX_NODES_KEPT = 50_000  # then start afresh (a tenant's views are new objects on each render)
 
 
+_KEPT: dict[int, dict[str, Any]] = {}  # the same plain values, by their own id
+_TEXT: dict[int, bytes] = {}  # their compact JSON, by the plain value's id, once asked for
+
+
 def _node(value: NodeView) -> dict[str, Any]:
     hit = _NODES.get(id(value))
     if hit is not None and hit[0] is value:
@@ -47,8 +51,22 @@ def _node(value: NodeView) -> dict[str, Any]:
     out = {key: plain(getattr(value, name)) for name, key in _keys(NodeView)}
     if len(_NODES) >= MAX_NODES_KEPT:
         _NODES.clear()
+        _KEPT.clear()
+        _TEXT.clear()
     _NODES[id(value)] = (value, out)
+    _KEPT[id(out)] = out
     return out
+
+
+def kept_text(value: object) -> bytes | None:
+    """The compact JSON (`separators=(",", ":")`) of `value` when it is a node's kept plain
+    value (made once, then re-used by every document holding it); None for anything else."""
+    if _KEPT.get(id(value)) is not value:
+        return None
+    text = _TEXT.get(id(value))
+    if text is None:
+        text = _TEXT[id(value)] = json.dumps(value, separators=(",", ":")).encode()
+    return text
 
 
 def plain(value: Any) -> Any:
