@@ -126,7 +126,7 @@ async def bench(args: argparse.Namespace) -> dict[str, object]:
     async def read() -> ViewInputs:
         return inputs
 
-    source = StateSource(read, lambda: now[0])
+    source = StateSource.reading(read, lambda: now[0])
     access = Access(Reviews(), time.monotonic, ttl_s=3600)
     runner = web.AppRunner(make_app(source, access, secure_cookie=False))
     await runner.setup()

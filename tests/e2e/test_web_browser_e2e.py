@@ -28,6 +28,7 @@ from support.cdp import Chromium, Page, chromium_binary
 from support.waiting import wait_until
 
 from gpupool.devcluster import rbac
+from gpupool.devcluster.errors import ApiError
 
 if TYPE_CHECKING:
     from conftest import E2ECluster
@@ -108,7 +109,12 @@ def _lease_of(c: E2ECluster, ns: str, pod: str) -> dict[str, Any] | None:
     ref = (got["metadata"].get("annotations") or {}).get("gpupool.io/lease")
     if not ref:
         return None
-    lease: dict[str, Any] = c.api.get(f"{API}/namespaces/{ns}/gpuleases/{ref.split('/')[1]}")
+    try:  # the extender names the lease on the pod before it creates it (after the Binding)
+        lease: dict[str, Any] = c.api.get(f"{API}/namespaces/{ns}/gpuleases/{ref.split('/')[1]}")
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
     return lease
 
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from gpupool.adapters.wire.names import VIEWS_API_VERSION
+from gpupool.state.views.pool import NodeView
 from gpupool.state.views.status import StatusView
 
 API_VERSION = VIEWS_API_VERSION
@@ -30,9 +31,49 @@ def _keys(cls: type) -> tuple[tuple[str, str], ...]:
     return keys
 
 
+# The plain form of each node's view, by the view object: the web view keeps a node's
+# `NodeView` between renders while the node is unchanged (state.views.live), so a new document
+# re-uses its part of the last one, and the live stream's diff passes it by identity. The views
+# are frozen; the plain values are shared, and must not be modified by their readers. The
+# entries hold their views, so an id is not re-used while it is kept.
+_NODES: dict[int, tuple[NodeView, dict[str, Any]]] = {}
+MAX_NODES_KEPT = 50_000  # then start afresh (a tenant's views are new objects on each render)
+
+
+_KEPT: dict[int, dict[str, Any]] = {}  # the same plain values, by their own id
+_TEXT: dict[int, bytes] = {}  # their compact JSON, by the plain value's id, once asked for
+
+
+def _node(value: NodeView) -> dict[str, Any]:
+    hit = _NODES.get(id(value))
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    out = {key: plain(getattr(value, name)) for name, key in _keys(NodeView)}
+    if len(_NODES) >= MAX_NODES_KEPT:
+        _NODES.clear()
+        _KEPT.clear()
+        _TEXT.clear()
+    _NODES[id(value)] = (value, out)
+    _KEPT[id(out)] = out
+    return out
+
+
+def kept_text(value: object) -> bytes | None:
+    """The compact JSON (`separators=(",", ":")`) of `value` when it is a node's kept plain
+    value (made once, then re-used by every document holding it); None for anything else."""
+    if _KEPT.get(id(value)) is not value:
+        return None
+    text = _TEXT.get(id(value))
+    if text is None:
+        text = _TEXT[id(value)] = json.dumps(value, separators=(",", ":")).encode()
+    return text
+
+
 def plain(value: Any) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
+    if type(value) is NodeView:
+        return _node(value)
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
     if isinstance(value, dict):

@@ -18,7 +18,6 @@ from typing import Any
 from aiohttp import web
 
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.views_read import read_views
 from gpupool.adapters.kubernetes.watch_cache import (
     GPULEASES,
     GPUNODES,
@@ -29,9 +28,10 @@ from gpupool.adapters.kubernetes.watch_cache import (
 )
 from gpupool.adapters.tls import server_context
 from gpupool.adapters.web.access import Access, KubeReviews
+from gpupool.adapters.web.feed import CacheFeed
 from gpupool.adapters.web.server import make_app
 from gpupool.adapters.web.source import StateSource
-from gpupool.adapters.web.ticks import stepped
+from gpupool.adapters.web.ticks import stepped, until_step
 from gpupool.cli.daemon import configure_logging, run_loop, stop_on_signals
 
 log = logging.getLogger("gpupool.web")
@@ -56,7 +56,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--resync-seconds",
         type=float,
         default=30.0,
-        help="render the view at least this often (a watched change renders it sooner)",
+        help=(
+            "what moves with time (held times, GiB-hours, waits) moves in steps of this many "
+            "seconds; a watched change shows at once"
+        ),
     )
     parser.add_argument(
         "--auth-cache-seconds",
@@ -82,16 +85,19 @@ WEB_KINDS = (NODES, GPUNODES, GPULEASES, TENANT_PODS, GPUQUOTAS)  # what the vie
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
     client = async_client(args.kubeconfig, field_manager="gpupool-web")
-    # One copy of the cluster fed by list+watch: a change re-renders the view from it, with no
-    # LIST; heartbeats change nothing shown until the periodic render.
+    # One copy of the cluster fed by list+watch, and the views kept between renders: a change
+    # rebuilds what it reaches (feed.py), with no LIST; heartbeats reach nothing.
     cache = WatchCache(client, WEB_KINDS)
-    cache.subscribe(lambda _change: source.poke())
-    # figures that move with time move once per resync period (ticks.py: a change's patch stays
-    # small)
+    # figures that move with time move once per step (ticks.py: a change's patch stays small,
+    # and an idle view renders once a step)
     clock = stepped(time.time, args.resync_seconds)
     source = StateSource(
-        lambda: read_views(client, cache=cache), clock, resync_s=args.resync_seconds
+        lambda now: feed.render(now),
+        clock,
+        resync_s=args.resync_seconds,
+        until_step=until_step(time.time, args.resync_seconds),
     )
+    feed = CacheFeed(cache, source.poke)
     access = Access(
         KubeReviews(client),
         time.monotonic,
@@ -128,6 +134,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
 def run(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         print("gpupool web: error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    if not args.resync_seconds > 0:
+        print("gpupool web: error: --resync-seconds must be more than 0", file=sys.stderr)
         return 2
     configure_logging(args.log_level)
 

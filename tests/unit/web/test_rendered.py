@@ -5,10 +5,20 @@ nothing kept from an older snapshot."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "views"))
+
+from pool_fixture import NOW, small_pool
+
+from gpupool.adapters import views_json
 from gpupool.adapters.web.delta import apply
-from gpupool.adapters.web.rendered import Rendered
+from gpupool.adapters.web.rendered import Rendered, dumps
+from gpupool.adapters.web.server import state_doc
+from gpupool.state.views.scope import Scope
+from gpupool.state.views.status import build_status
 
 
 def _maker(doc: dict[str, Any], calls: list[int]) -> Any:
@@ -49,3 +59,14 @@ def test_only_the_latest_snapshot_is_kept() -> None:
     assert json.loads(older.body) == {"v": 1} and older.value is None
     assert rendered.get(2, "k", _maker({"v": 0}, calls)).body == b'{"v":2}'
     assert len(calls) == 2
+
+
+def test_kept_nodes_are_written_from_their_text_byte_for_byte() -> None:
+    view = build_status(small_pool(), NOW)
+    doc = state_doc(view, Scope.operator("op"), None, None)
+    doc["status"]["notes"] = ['a "quoted" note \\ with ünïcode and \x00 in it']
+    nodes = doc["status"]["nodes"]
+    assert all(views_json.kept_text(n) is not None for n in nodes)  # the memo holds them
+    patch = {"ops": [{"op": "replace", "path": "/status/nodes/1", "value": nodes[1]}]}
+    for value in (doc, patch, nodes, {"nothing": "kept"}, [doc, doc]):
+        assert dumps(value) == json.dumps(value, separators=(",", ":")).encode()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from gpupool.adapters.web.ticks import stepped
+import pytest
+
+from gpupool.adapters.web.ticks import stepped, until_step
 
 
 def test_the_clock_moves_in_whole_steps() -> None:
@@ -17,3 +19,16 @@ def test_the_clock_moves_in_whole_steps() -> None:
 
 def test_no_step_is_the_clock_itself() -> None:
     assert stepped(lambda: 12.5, 0.0)() == 12.5
+
+
+def test_the_wait_ends_just_past_the_next_step() -> None:
+    now = [1_800_000_010.0]
+    wait = until_step(lambda: now[0], 30.0)
+    assert 20.0 < wait() < 20.1
+    now[0] += wait()
+    assert stepped(lambda: now[0], 30.0)() == 1_800_000_030.0
+
+
+def test_a_step_is_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        until_step(lambda: 0.0, 0.0)

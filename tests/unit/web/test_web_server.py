@@ -60,7 +60,7 @@ async def _serve(dev_insecure: bool = False) -> AsyncIterator[tuple[str, StateSo
     async def read() -> ViewInputs:
         return Pool.inputs
 
-    source = StateSource(read, lambda: NOW)
+    source = StateSource.reading(read, lambda: NOW)
     await source.refresh()
     access = Access(FakeReviews(), lambda: 0.0, dev_insecure=dev_insecure)
     runner = web.AppRunner(make_app(source, access, secure_cookie=False))

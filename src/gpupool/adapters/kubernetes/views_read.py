@@ -132,7 +132,8 @@ async def read_views(
     `namespaces`: read only these (a tenant's view); empty: cluster-wide when allowed.
     `tenants`: quotas to read by name when the caller may not list them all, beside those its
     leases and pods name (a tenant whose pods all wait has no lease yet). `cache`: a watch
-    cache of the cluster-wide reads (the web view's); they then cost no LIST."""
+    cache of the cluster-wide reads; they then cost no LIST (the web view folds the cache's
+    changes into its kept views instead: adapters/web/feed.py)."""
 
     async def items(resource: Any, **kw: Any) -> list[Json]:
         kind = CACHED.get(resource)

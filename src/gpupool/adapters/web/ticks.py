@@ -23,3 +23,15 @@ def stepped(clock: Callable[[], float], step_s: float) -> Callable[[], float]:
         return math.floor(clock() / step_s) * step_s
 
     return read
+
+
+def until_step(clock: Callable[[], float], step_s: float) -> Callable[[], float]:
+    """Seconds from `clock` to just past its next whole multiple of `step_s` (`step_s` > 0): when
+    the view renders for the clock's next step, that step has begun."""
+    if not step_s > 0:
+        raise ValueError(f"a step is a positive number of seconds, not {step_s}")
+
+    def read() -> float:
+        return step_s - clock() % step_s + 0.01
+
+    return read
