@@ -137,6 +137,11 @@ class Containment:
         if failure.new:
             self._pending.append((failure, as_object(ref.kind, obj)))
 
+    def next_retry(self) -> float | None:
+        """When an object set aside is due to be tried again: a deadline of the loop's (wall
+        time; None: nothing set aside)."""
+        return self.book.next_retry()
+
     def succeeded(self, ref: ObjectRef) -> None:
         if self.book.succeeded(ref):
             log.info("%s (%s): %s %s processed again", self.loop, ref.step, ref.kind, ref.key)

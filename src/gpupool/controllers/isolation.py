@@ -100,6 +100,10 @@ class SetAside:
         entry = self._entries.get(ref)
         return entry is None or now >= entry.retry_at
 
+    def next_retry(self) -> float | None:
+        """When the first object set aside is due again (None: none set aside)."""
+        return min((e.retry_at for e in self._entries.values()), default=None)
+
     def retrying(self, ref: ObjectRef, now: float) -> bool:
         """The object is set aside and due: this round tries it again (a retry)."""
         entry = self._entries.get(ref)
