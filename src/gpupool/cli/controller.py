@@ -49,6 +49,7 @@ from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
+from gpupool.controllers.wakes import wake_kind
 from gpupool.quota.queue import FifoMode
 
 log = logging.getLogger("gpupool.controller")
@@ -162,7 +163,9 @@ def _autoscale_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-# What owes each loop a round besides its period (heartbeats never do: `noise.only_heartbeat`).
+# What owes each loop a round besides its deadlines (heartbeats never do:
+# `noise.only_heartbeat`; a Node's readiness alone or a GpuQuota's status alone neither:
+# `controllers.wakes`).
 NODE_HEALTH_KINDS = frozenset({"gpunodes", "gpuleases"})
 LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
 ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})
@@ -172,7 +175,7 @@ DEFRAG_KINDS = frozenset({"gpupools", "gpunodes", "pdbs"})
 
 async def follow(cache: WatchCache, changed: Changed, stop: asyncio.Event) -> None:
     """Feed the cache and tell the loops what changed, until cancelled."""
-    cache.subscribe(lambda change: changed(change.kind, change.key))
+    cache.subscribe(lambda change: changed(wake_kind(change), change.key))
     await cache.run(stop)
 
 
