@@ -158,6 +158,15 @@ class Containment:
         set aside, and one set aside is left out until its backoff has passed."""
         out: list[tuple[T, Json]] = []
         keys: list[str] = []
+        if not self.book:  # nothing set aside (the usual round): no bookkeeping per object
+            for obj in objects:
+                try:
+                    value = read(obj)
+                except Exception as err:
+                    self.fail(ObjectRef(step, kind, object_key(obj)), err, now, obj)
+                    continue
+                out.append((value, obj))
+            return out
         for obj in objects:
             ref = ObjectRef(step, kind, object_key(obj))
             keys.append(ref.key)
