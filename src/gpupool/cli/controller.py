@@ -260,8 +260,9 @@ def run(args: argparse.Namespace) -> int:
         last: list[AdmissionRound] = []  # the last admission round (its next timed work)
 
         def admission_due() -> float | None:
-            work = next_admission_work(last[-1]) if last else None
-            return soonest(work, in_admission.next_retry())
+            if not last:
+                return in_admission.next_retry(time.time())
+            return soonest(next_admission_work(last[-1]), in_admission.next_retry(last[-1].now))
 
         async def admission_then_reclaim() -> None:
             # Reclaim decides over the admission round's reads and quota decision (one snapshot,

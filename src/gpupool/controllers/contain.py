@@ -137,10 +137,10 @@ class Containment:
         if failure.new:
             self._pending.append((failure, as_object(ref.kind, obj)))
 
-    def next_retry(self) -> float | None:
-        """When an object set aside is due to be tried again: a deadline of the loop's (wall
-        time; None: nothing set aside)."""
-        return self.book.next_retry()
+    def next_retry(self, after: float) -> float | None:
+        """When an object set aside is next due to be tried again after `after` (the round's
+        time): a deadline of the loop's (wall time; None: none)."""
+        return self.book.next_retry(after)
 
     def succeeded(self, ref: ObjectRef) -> None:
         if self.book.succeeded(ref):

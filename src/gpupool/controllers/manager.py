@@ -92,15 +92,20 @@ async def run_loops(
     by_name = {lp.name: lp for lp in loops}
     failures: dict[str, int] = {}  # loop -> its rounds failed in a row
 
-    def next_due(loop: Loop, failed: bool, ended: float) -> float | None:
-        """The monotonic time the loop's timed work comes due after its round ended then."""
+    def next_due(loop: Loop, failed: bool, ended: float, began_wall: float) -> float | None:
+        """The monotonic time the loop's timed work comes due after its round (begun at wall
+        time `began_wall`) ended at `ended`."""
         if failed:
             n = failures[loop.name] = failures.get(loop.name, 0) + 1
             backoff: float = retry_s * 2.0 ** min(n - 1, 10)
             return ended + min(backoff, resync_s)
         failures.pop(loop.name, None)
         at = loop.due_at() if loop.due_at is not None else None
-        return None if at is None else ended + max(0.0, float(at) - wall())
+        if at is None:
+            return None
+        if at <= began_wall:  # due before the round began and still due: not a reason to spin
+            return ended + min(retry_s, resync_s)
+        return ended + max(0.0, float(at) - wall())
 
     def changed(kind: str, key: str) -> None:
         if queue.mark(kind, key, monotonic()):
@@ -136,6 +141,7 @@ async def run_loops(
                 if observer is not None:
                     observer.queue_waited(name, waited)
                 failed = False
+                began_wall = wall()
                 try:
                     await loop.reconcile()
                 except asyncio.CancelledError:
@@ -151,7 +157,7 @@ async def run_loops(
                 if observer is not None:
                     observer.reconcile_took(loop.name, ended - started)
                 try:
-                    queue.schedule(name, next_due(loop, failed, ended))
+                    queue.schedule(name, next_due(loop, failed, ended, began_wall))
                 except Exception:  # a deadline that cannot be computed: the period stands
                     log.exception("the next deadline of %s could not be computed", loop.name)
             if standing_by:

@@ -103,3 +103,27 @@ def test_a_round_that_fails_as_a_whole_is_retried_after_retry_s_not_the_period()
 
     asyncio.run(main())
     assert len(calls) == 2
+
+
+def test_a_deadline_that_was_due_before_the_round_and_still_is_waits_retry_s() -> None:
+    """A due_at the round did not move (an object due but not in play): the loop does not spin;
+    it runs again after retry_s (an hour here), so only the first round runs."""
+    ran: list[int] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def reconcile() -> None:
+            ran.append(1)
+
+        task = asyncio.ensure_future(
+            run_loops([Loop("stale", reconcile, due_at=lambda: 0.0)], stop, resync_s=3600.0,
+                      debounce_s=0.0, retry_s=3600.0)
+        )  # fmt: skip
+        await wait_until_async(lambda: len(ran) == 1, 5, "the first round")
+        await asyncio.sleep(0.3)  # a spinning loop would run many rounds now
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert ran == [1]

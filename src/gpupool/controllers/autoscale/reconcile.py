@@ -88,7 +88,7 @@ class AutoscaleReconciler:
         scrape = None
         if self._workloads and self._last_round is not None:
             scrape = self._last_round + self.interval_s
-        return soonest(scrape, self.contain.next_retry())
+        return soonest(scrape, self.contain.next_retry(self._last_round or 0.0))
 
     async def _reconcile(self, now: float) -> list[WorkloadPlan]:
         found = [

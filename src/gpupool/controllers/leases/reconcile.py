@@ -119,6 +119,7 @@ class LeaseReconciler:
         self.charges = ChargeReporter(api, on_report=on_integrity)
         self._raw_leases: dict[str, Json] = {}  # this round's GpuLeases by namespace/name
         self._next: float | None = None  # the last round's next timed work (wall time)
+        self._round_at = 0.0  # when the last round began (wall time)
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
               gone: frozenset[str] = frozenset(),
@@ -172,7 +173,7 @@ class LeaseReconciler:
         )  # fmt: skip
 
     async def reconcile(self) -> LeasePlan:
-        now = self.clock()
+        now = self._round_at = self.clock()
         self._next = None
         try:
             return await self._reconcile(now)
@@ -181,7 +182,7 @@ class LeaseReconciler:
 
     def due_at(self) -> float | None:
         """When the loop next has timed work, as its last round saw it (wall time)."""
-        return soonest(self._next, self.contain.next_retry())
+        return soonest(self._next, self.contain.next_retry(self._round_at))
 
     async def _reconcile(self, now: float) -> LeasePlan:
         raw_leases = await self.api.leases()

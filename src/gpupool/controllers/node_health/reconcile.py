@@ -62,6 +62,7 @@ class NodeHealthReconciler:
         self.contain = contain if contain is not None else Containment(LOOP, api)
         self._renewed: dict[str, float] = {}  # node -> its Lease's last renewal seen
         self._next: float | None = None  # the last round's next check (wall time)
+        self._round_at = 0.0  # when the last round began (wall time)
 
     def _heartbeats(self, names: set[str], leases: list[Json]) -> dict[str, float]:
         """Each GpuNode's last heartbeat: its Lease's renewTime, or the last one seen."""
@@ -73,7 +74,7 @@ class NodeHealthReconciler:
         return dict(self._renewed)
 
     async def reconcile(self) -> HealthPlan:
-        now = self.clock()
+        now = self._round_at = self.clock()
         self._next = None
         try:
             return await self._reconcile(now)
@@ -82,7 +83,7 @@ class NodeHealthReconciler:
 
     def due_at(self) -> float | None:
         """When the loop next has timed work, as its last round saw it (wall time)."""
-        return soonest(self._next, self.contain.next_retry())
+        return soonest(self._next, self.contain.next_retry(self._round_at))
 
     async def _reconcile(self, now: float) -> HealthPlan:
         contain = self.contain
