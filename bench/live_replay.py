@@ -91,6 +91,7 @@ class PodTracker:
 
     def __init__(self) -> None:
         self.created: dict[str, float] = {}
+        self.ungated: dict[str, float] = {}  # first seen with no scheduling gate
         self.bound: dict[str, tuple[float, str]] = {}  # name -> (time, node)
         self.running: dict[str, float] = {}
         self.unschedulable: dict[str, str] = {}  # name -> the scheduler's message
@@ -109,6 +110,8 @@ class PodTracker:
         if name is None:
             return
         now = time.perf_counter()
+        if spec is not None and not spec.schedulingGates and name not in self.ungated:
+            self.ungated[name] = now
         if spec is not None and spec.nodeName and name not in self.bound:
             self.bound[name] = (now, spec.nodeName)
         if status is not None:

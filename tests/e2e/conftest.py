@@ -31,8 +31,13 @@ from gpupool.devcluster.spec import ClusterState, GpupoolSpec
 E2E_NODES = 4
 E2E_GPUS = "8xA100-80GB"
 # The full-stack cluster's node health runs on short times so a lost node shows within seconds.
+# GPUPOOL_E2E_CONTROLLER_RESYNC=300: the controller's default safety net instead of 1 s (only
+# changes and the loops' own deadlines start rounds).
 FULL_STACK = GpupoolSpec(
-    heartbeat_s=1.0, controller_resync_s=1.0, suspect_after_s=5.0, lost_after_s=10.0
+    heartbeat_s=1.0,
+    controller_resync_s=float(os.environ.get("GPUPOOL_E2E_CONTROLLER_RESYNC", "1")),
+    suspect_after_s=5.0,
+    lost_after_s=10.0,
 )
 REPO = Path(__file__).resolve().parents[2]
 

@@ -38,6 +38,9 @@ from gpupool.devcluster.spec import ClusterSpec
 GPUPOOL = str(Path(sys.executable).parent / "gpupool")
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 GROUP = "/apis/gpupool.io/v1alpha1"
+# The controller's safety-net period: 1 s here; GPUPOOL_E2E_CONTROLLER_RESYNC=300 runs these
+# tests with the default, so that only changes and the loops' own deadlines start rounds.
+CONTROLLER_RESYNC = os.environ.get("GPUPOOL_E2E_CONTROLLER_RESYNC", "1")
 LIVE = (None, "Reserved", "Bound", "Active")  # lease phases that hold a card's memory
 
 
@@ -158,7 +161,7 @@ def process_stack(root: Path, gpus: str, label: str, *, nodes: int = 2) -> Itera
                 stdout=logs["webhook"], stderr=subprocess.STDOUT, env=env,
             )
         )  # fmt: skip
-        controller_argv = [GPUPOOL, "controller", "--resync", "1"]
+        controller_argv = [GPUPOOL, "controller", "--resync", CONTROLLER_RESYNC]
         controller_argv += ["--kubeconfig", identity("gpupool-controller")]
         controller = Controller(controller_argv, root / "controller.log", env)
         controller.start()

@@ -229,7 +229,9 @@ def test_the_notice_is_withdrawn_when_the_waiting_pod_goes(room: Stack) -> None:
     assert b3 is not None and b3["metadata"]["uid"] == b3_uid
     events = events_with(api, nb, "b3", "ReclaimWithdrawn")
     withdrawn = [e for e in events if e["reason"] == "ReclaimWithdrawn"]
-    assert withdrawn and "the pod is gone" in withdrawn[0]["message"], withdrawn
+    # the round may see a1 still terminating (deletionTimestamp set) or already gone
+    why = withdrawn[0]["message"] if withdrawn else ""
+    assert "the pod is gone" in why or "is being deleted" in why, withdrawn
 
 
 def _priority_class(api: KubeApi) -> str:

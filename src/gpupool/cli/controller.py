@@ -33,12 +33,14 @@ from gpupool.cli.daemon import (
     run_loop,
     stop_on_signals,
 )
-from gpupool.controllers.admission.reconcile import AdmissionReconciler
+from gpupool.controllers.admission.due import next_admission_work
+from gpupool.controllers.admission.reconcile import AdmissionReconciler, AdmissionRound
 from gpupool.controllers.autoscale.reconcile import INTERVAL_S, AutoscaleReconciler
 from gpupool.controllers.budget.drain_reconcile import BudgetDrainReconciler
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.defrag.reconcile import DefragReconciler
 from gpupool.controllers.dra.reconcile import ClaimAllocator
+from gpupool.controllers.due import soonest
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.manager import Changed, Loop, run_loops
@@ -47,10 +49,12 @@ from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
+from gpupool.controllers.wakes import wake_kind
 from gpupool.quota.queue import FifoMode
 
 log = logging.getLogger("gpupool.controller")
 DEFAULT_METRICS_ADDRESS = ":9411"
+RESYNC_S = 300.0
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -77,9 +81,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--resync",
         type=float,
-        default=5.0,
+        default=RESYNC_S,
         metavar="SECONDS",
-        help="each loop runs at least this often (a watched change starts it sooner)",
+        help="the safety net: each loop runs at least this often; a watched change, or the "
+        "time its timed work comes due (an expiry, a grace period's end, a heartbeat's "
+        f"timeout), starts it sooner (default: {RESYNC_S:g})",
     )
     parser.add_argument(
         "--lease-retention",
@@ -157,7 +163,10 @@ def _autoscale_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-# What owes each loop a round besides its period (heartbeats never do: `noise.only_heartbeat`).
+# What owes each loop a round besides its deadlines (heartbeats never do:
+# `noise.only_heartbeat`; a Node's readiness alone or a GpuQuota's status alone neither:
+# `controllers.wakes`).
+NODE_HEALTH_KINDS = frozenset({"gpunodes", "gpuleases"})
 LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
 ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})
 WORKLOAD_KINDS = frozenset({"deployments", "statefulsets"})
@@ -166,7 +175,7 @@ DEFRAG_KINDS = frozenset({"gpupools", "gpunodes", "pdbs"})
 
 async def follow(cache: WatchCache, changed: Changed, stop: asyncio.Event) -> None:
     """Feed the cache and tell the loops what changed, until cancelled."""
-    cache.subscribe(lambda change: changed(change.kind, change.key))
+    cache.subscribe(lambda change: changed(wake_kind(change), change.key))
     await cache.run(stop)
 
 
@@ -248,11 +257,20 @@ def run(args: argparse.Namespace) -> int:
         pools = PoolStatusReconciler(api, contain=in_admission)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 
+        last: list[AdmissionRound] = []  # the last admission round (its next timed work)
+
+        def admission_due() -> float | None:
+            if not last:
+                return in_admission.next_retry(time.time())
+            return soonest(next_admission_work(last[-1]), in_admission.next_retry(last[-1].now))
+
         async def admission_then_reclaim() -> None:
             # Reclaim decides over the admission round's reads and quota decision (one snapshot,
             # one decision); a round whose admission fails reclaims nothing until the next.
             # /metrics shows the same round; a failure to show it never stops reclaim.
+            last.clear()
             round_ = await admission.reconcile()
+            last.append(round_)
             try:
                 reading = await observer.observe(round_)
             except Exception:
@@ -273,12 +291,17 @@ def run(args: argparse.Namespace) -> int:
         election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:
             await run_loops(
-                [
-                    Loop("node-health", nodes.reconcile, frozenset({"gpunodes", "gpuleases"})),
-                    Loop("leases", leases.reconcile, LEASE_KINDS),
-                    Loop("admission+reclaim", admission_then_reclaim, ADMISSION_KINDS),
-                    Loop("autoscale", autoscale.reconcile, WORKLOAD_KINDS),
-                    Loop("defrag", defrag.reconcile, DEFRAG_KINDS),
+                [  # admission first: a new pod's gate waits for no other loop's round
+                    Loop(
+                        "admission+reclaim",
+                        admission_then_reclaim,
+                        ADMISSION_KINDS,
+                        due_at=admission_due,
+                    ),
+                    Loop("node-health", nodes.reconcile, NODE_HEALTH_KINDS, due_at=nodes.due_at),
+                    Loop("leases", leases.reconcile, LEASE_KINDS, due_at=leases.due_at),
+                    Loop("autoscale", autoscale.reconcile, WORKLOAD_KINDS, due_at=autoscale.due_at),
+                    Loop("defrag", defrag.reconcile, DEFRAG_KINDS, due_at=defrag.due_at),
                 ],
                 stop,
                 resync_s=args.resync,

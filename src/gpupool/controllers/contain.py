@@ -137,6 +137,11 @@ class Containment:
         if failure.new:
             self._pending.append((failure, as_object(ref.kind, obj)))
 
+    def next_retry(self, after: float) -> float | None:
+        """When an object set aside is next due to be tried again after `after` (the round's
+        time): a deadline of the loop's (wall time; None: none)."""
+        return self.book.next_retry(after)
+
     def succeeded(self, ref: ObjectRef) -> None:
         if self.book.succeeded(ref):
             log.info("%s (%s): %s %s processed again", self.loop, ref.step, ref.kind, ref.key)
@@ -153,6 +158,15 @@ class Containment:
         set aside, and one set aside is left out until its backoff has passed."""
         out: list[tuple[T, Json]] = []
         keys: list[str] = []
+        if not self.book:  # nothing set aside (the usual round): no bookkeeping per object
+            for obj in objects:
+                try:
+                    value = read(obj)
+                except Exception as err:
+                    self.fail(ObjectRef(step, kind, object_key(obj)), err, now, obj)
+                    continue
+                out.append((value, obj))
+            return out
         for obj in objects:
             ref = ObjectRef(step, kind, object_key(obj))
             keys.append(ref.key)

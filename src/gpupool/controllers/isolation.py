@@ -100,6 +100,11 @@ class SetAside:
         entry = self._entries.get(ref)
         return entry is None or now >= entry.retry_at
 
+    def next_retry(self, after: float) -> float | None:
+        """When the first object set aside is due again after `after` (None: none). One due
+        already that its loop did not try (it was not in the round) waits for a later round."""
+        return min((e.retry_at for e in self._entries.values() if e.retry_at > after), default=None)
+
     def retrying(self, ref: ObjectRef, now: float) -> bool:
         """The object is set aside and due: this round tries it again (a retry)."""
         entry = self._entries.get(ref)

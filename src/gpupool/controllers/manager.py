@@ -1,7 +1,10 @@
 """Runs the reconcilers, each when it is owed a round (`controllers.work_queue`): after a change
 to a kind it wakes on (the process's watch cache; heartbeats do not count), when it is woken
-from outside (the elector's on_elected), and at least every period of its own. A loop with
-nothing owed does not run: an idle cluster costs what the loops' periods ask for.
+from outside (the elector's on_elected), when the deadline its last round computed comes (its
+`due_at`: the next lease expiry, grace end, heartbeat timeout, retry of an object set aside),
+and at least every period of its own (the safety net, `resync_s`, in minutes). A loop with
+nothing owed does not run: an idle cluster costs what the loops' deadlines ask for. A round
+that fails as a whole is tried again after `retry_s`, doubling while it keeps failing.
 
 Inside a round each loop contains its objects' failures (`controllers.contain`: an object that
 fails is set aside with an Event and retried with backoff, the others go on); a reconcile that
@@ -55,6 +58,9 @@ class Loop:
     reconcile: Callable[[], Awaitable[object]]
     wakes_on: frozenset[str] = frozenset()  # watched kinds whose changes owe it a round
     period_s: float | None = None  # a round at least this often; None: run_loops' resync_s
+    # After a round: the wall-clock time its timed work next comes due, as that round saw it
+    # (None: nothing timed; the loop waits for a change or its period).
+    due_at: Callable[[], float | None] | None = None
 
 
 Changed = Callable[[str, str], None]  # (kind, key) of a watched object that changed
@@ -64,13 +70,15 @@ async def run_loops(
     loops: Sequence[Loop],
     stop: asyncio.Event,
     *,
-    resync_s: float = 5.0,
-    debounce_s: float = 0.2,
+    resync_s: float = 300.0,
+    debounce_s: float = 0.05,
+    retry_s: float = 5.0,
     watch: Callable[[Changed], Coroutine[Any, Any, None]] | None = None,
     leading: Callable[[], bool] | None = None,
     wake: asyncio.Event | None = None,
     observer: RoundObserver | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
 ) -> None:
     """`watch(changed)` runs for as long as the loops do and calls `changed(kind, key)` for each
     watched change. `leading` None: always reconcile (one replica). `wake`, set from outside,
@@ -82,6 +90,22 @@ async def run_loops(
         (LoopSpec(lp.name, lp.wakes_on, lp.period_s or resync_s) for lp in loops), monotonic()
     )
     by_name = {lp.name: lp for lp in loops}
+    failures: dict[str, int] = {}  # loop -> its rounds failed in a row
+
+    def next_due(loop: Loop, failed: bool, ended: float, began_wall: float) -> float | None:
+        """The monotonic time the loop's timed work comes due after its round (begun at wall
+        time `began_wall`) ended at `ended`."""
+        if failed:
+            n = failures[loop.name] = failures.get(loop.name, 0) + 1
+            backoff: float = retry_s * 2.0 ** min(n - 1, 10)
+            return ended + min(backoff, resync_s)
+        failures.pop(loop.name, None)
+        at = loop.due_at() if loop.due_at is not None else None
+        if at is None:
+            return None
+        if at <= began_wall:  # due before the round began and still due: not a reason to spin
+            return ended + min(retry_s, resync_s)
+        return ended + max(0.0, float(at) - wall())
 
     def changed(kind: str, key: str) -> None:
         if queue.mark(kind, key, monotonic()):
@@ -110,10 +134,14 @@ async def run_loops(
                     log.info("leader: reconciling")
                     led = True
                 started = monotonic()
+                some = queue.keys(name) if log.isEnabledFor(logging.DEBUG) else []
                 waited, changes = queue.start(name, started)
-                log.debug("round %s: %d watched changes, owed for %.2f s", name, changes, waited)
+                log.debug("round %s: %d watched changes (%s), owed for %.2f s",
+                          name, changes, ", ".join(some), waited)  # fmt: skip
                 if observer is not None:
                     observer.queue_waited(name, waited)
+                failed = False
+                began_wall = wall()
                 try:
                     await loop.reconcile()
                 except asyncio.CancelledError:
@@ -121,14 +149,20 @@ async def run_loops(
                 except NotLeader as err:
                     log.info("reconcile %s stopped: %s", loop.name, err)
                 except Exception:
-                    log.exception("reconcile %s failed; retrying next round", loop.name)
+                    failed = True
+                    log.exception("reconcile %s failed; retrying", loop.name)
                     if observer is not None:
                         observer.reconcile_failed(loop.name, ROUND_KIND)
+                ended = monotonic()
                 if observer is not None:
-                    observer.reconcile_took(loop.name, monotonic() - started)
+                    observer.reconcile_took(loop.name, ended - started)
+                try:
+                    queue.schedule(name, next_due(loop, failed, ended, began_wall))
+                except Exception:  # a deadline that cannot be computed: the period stands
+                    log.exception("the next deadline of %s could not be computed", loop.name)
             if standing_by:
                 queue.mark_all(monotonic())  # a standby owes every loop a round once elected
-                pause = resync_s
+                pause = min(resync_s, retry_s)
             else:
                 pause = queue.wait_s(monotonic())
             if pause > 0:  # else a loop is owed a round already (a change during this one)

@@ -1,9 +1,11 @@
 """What the controller shows on /metrics, taken from the round it has just run.
 
 `MetricsObserver.observe` turns the admission round (its pods, GpuLeases, GpuQuotas and quota
-decision: the numbers GpuQuota status shows) into the quota layer's reading, and reads Nodes and
-GpuNodes to build the same snapshot the extender and reclaim use (`state.ClusterCache`) for the
-cards' allocated bytes and fragmentation, and audits the live leases' charges against the
+decision: the numbers GpuQuota status shows) into the quota layer's reading, and keeps the same
+snapshot the extender and reclaim use (`state.ClusterCache`, `controllers.cards`: synced from
+the round's Nodes, GpuNodes and GpuLeases by what changed, not rebuilt each round) for the
+cards' allocated bytes and fragmentation (computed again only when the snapshot or the pods'
+requests changed), and audits the live leases' charges against the
 GpuNodes' cards (`leases.charge_audit`: the tenants' leases charged other than what they hold).
 Nothing here decides or writes to the cluster.
 """
@@ -26,10 +28,10 @@ from gpupool.adapters.metrics.fragmentation import card_fragmentation
 from gpupool.controllers.admission.plan import TenantStatus
 from gpupool.controllers.admission.reconcile import AdmissionRound
 from gpupool.controllers.budget.plan import plan_budgets
+from gpupool.controllers.cards import CardState
 from gpupool.controllers.leases.charge_reconcile import audit_of
 from gpupool.ports import ClusterApi, Json
 from gpupool.quota.spec import TenantQuota
-from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 
 GIB = 1024**3
@@ -69,15 +71,22 @@ def tenant_readings(
 
 
 def card_readings(
-    nodes: list[Json], gpunodes: list[Json], round_: AdmissionRound
+    nodes: list[Json],
+    gpunodes: list[Json],
+    round_: AdmissionRound,
+    cards: CardState | None = None,
 ) -> tuple[CardReading, ...]:
-    cache = ClusterCache()
-    cache.rebuild(
+    """Each card's bytes and fragmentation. `cards`: the snapshot kept between rounds (synced
+    by what changed); None: one built for this call."""
+    cards = cards if cards is not None else CardState()
+    snap = cards.sync(
         [read_node(n) for n in nodes], [read_gpu_node(g) for g in gpunodes], round_.leases
     )
-    snap = cache.snapshot()
-    requests = [v.request for v in round_.pods if v.request is not None and not v.terminal]
-    frag = card_fragmentation(snap, requests)
+    requests = tuple(v.request for v in round_.pods if v.request is not None and not v.terminal)
+    key = (cards.cache.generation, requests)
+    if cards.readings is not None and cards.readings[0] == key:
+        return cards.readings[1]  # nothing they read changed since the last round
+    frag = card_fragmentation(snap, list(requests))
     out = []
     for i, node in enumerate(snap.nodes):
         for slot, gpu in enumerate(node.gpus):
@@ -92,7 +101,8 @@ def card_readings(
                     fragmentation=float(frag[i, slot]),
                 )
             )
-    return tuple(out)
+    cards.readings = (key, tuple(out))
+    return cards.readings[1]
 
 
 def budget_readings(round_: AdmissionRound) -> tuple[BudgetReading, ...]:
@@ -114,13 +124,16 @@ def charge_readings(round_: AdmissionRound, gpunodes: list[Json]) -> tuple[tuple
 
 
 def reading_of(
-    round_: AdmissionRound, nodes: list[Json], gpunodes: list[Json]
+    round_: AdmissionRound,
+    nodes: list[Json],
+    gpunodes: list[Json],
+    cards: CardState | None = None,
 ) -> ControllerReading:
     phases = Counter(le.phase.value for le in round_.leases)
     health = Counter(read_gpu_node(g).health for g in gpunodes)
     return ControllerReading(
         tenants=tenant_readings(round_.plan.tenants, round_.quotas, round_.leases, round_.now),
-        cards=card_readings(nodes, gpunodes, round_),
+        cards=card_readings(nodes, gpunodes, round_, cards),
         leases_by_phase=tuple(sorted(phases.items())),
         admissions=tuple(
             Admission(a.pod.tenant, a.borrowed > 0, round_.now - a.pod.submitted_at)
@@ -136,11 +149,12 @@ class MetricsObserver:
     def __init__(self, api: ClusterApi, metrics: ControllerMetrics) -> None:
         self.api = api
         self.metrics = metrics
+        self.cards = CardState()  # the cards' snapshot, kept between rounds
 
     async def observe(self, round_: AdmissionRound) -> ControllerReading:
         """Shows the round on /metrics; returns the reading (GpuPool status uses its cards)."""
         nodes = await self.api.nodes()
         gpunodes = await self.api.gpu_nodes()
-        reading = reading_of(round_, nodes, gpunodes)
+        reading = reading_of(round_, nodes, gpunodes, self.cards)
         self.metrics.observe(reading)
         return reading

@@ -1,10 +1,11 @@
 """Which loops are owed a round, and since when: the controller's work queue.
 
 A loop is owed a round when an object of a kind it wakes on changed (the watch cache's changes,
-heartbeats left out), when it asked to be woken (a leader just elected: every loop), or when its
-period has passed since its last round (work that comes due with time: expiries, graces,
-heartbeat ages). A loop with nothing owed does not run, so an idle cluster costs the rounds its
-periods ask for and nothing per object that did not change.
+heartbeats left out), when it asked to be woken (a leader just elected: every loop), when the
+deadline its last round computed comes (`schedule`: the work that comes due with time, such as
+the next lease expiry, grace end or heartbeat timeout), or when its period has passed since its
+last round (the safety net, in minutes). A loop with nothing owed does not run, so an idle
+cluster costs the rounds its deadlines ask for and nothing per object that did not change.
 
 Pure: times are the caller's monotonic seconds. One entry per loop (a loop decides over its whole
 snapshot, so several changes before it runs make one round, as client-go's queue folds repeated
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 class LoopSpec:
     name: str
     wakes_on: frozenset[str]  # watched kinds whose changes owe this loop a round
-    period_s: float  # a round at least this often
+    period_s: float  # a round at least this often (the safety net)
 
 
 class LoopQueue:
@@ -30,6 +31,7 @@ class LoopQueue:
         self._last: dict[str, float] = {}  # loop -> when its last round started
         self._owed: dict[str, float] = {s.name: now for s in self.specs}  # all owed at start
         self._keys: dict[str, set[str]] = {s.name: set() for s in self.specs}
+        self._deadline: dict[str, float] = {}  # loop -> when its timed work comes due
 
     def mark(self, kind: str, key: str, now: float) -> bool:
         """An object of `kind` changed; True when some loop is now owed a round."""
@@ -45,18 +47,33 @@ class LoopQueue:
         for spec in self.specs:
             self._owed.setdefault(spec.name, now)
 
+    def schedule(self, name: str, at: float | None) -> None:
+        """`name`'s next timed work comes due `at` (None: none; its period still owes a round).
+        Set after each round from what the round saw; a change before then runs it sooner."""
+        if at is None:
+            self._deadline.pop(name, None)
+        else:
+            self._deadline[name] = at
+
+    def _next(self, spec: LoopSpec) -> float:
+        """When `spec`'s loop comes due with time: its deadline or its period, the sooner."""
+        last = self._last.get(spec.name)
+        if last is None:
+            return float("-inf")
+        return min(last + spec.period_s, self._deadline.get(spec.name, float("inf")))
+
     def due(self, now: float) -> list[str]:
-        """The loops to run now, in their order: owed, or past their period."""
-        out = []
-        for spec in self.specs:
-            last = self._last.get(spec.name)
-            if spec.name in self._owed or last is None or now - last >= spec.period_s:
-                out.append(spec.name)
-        return out
+        """The loops to run now, in their order: owed, past their deadline or their period."""
+        return [s.name for s in self.specs if s.name in self._owed or now >= self._next(s)]
+
+    def keys(self, name: str, most: int = 5) -> list[str]:
+        """A few of the keys that owe `name` its round (for the round's log)."""
+        return sorted(self._keys[name])[:most]
 
     def start(self, name: str, now: float) -> tuple[float, int]:
         """`name`'s round starts: (seconds it waited since first owed, keys it folds)."""
         self._last[name] = now
+        self._deadline.pop(name, None)  # the round computes the next one
         owed_at = self._owed.pop(name, now)
         keys = len(self._keys[name])
         self._keys[name].clear()
@@ -67,8 +84,8 @@ class LoopQueue:
         return len(self._owed)
 
     def wait_s(self, now: float) -> float:
-        """Seconds until the earliest period comes due (0 when something is due now)."""
+        """Seconds until the earliest deadline or period comes due (0 when something is due
+        now)."""
         if self._owed:
             return 0.0
-        waits = [self._last.get(s.name, now) + s.period_s - now for s in self.specs]
-        return max(0.0, min(waits, default=0.0))
+        return max(0.0, min((self._next(s) - now for s in self.specs), default=0.0))

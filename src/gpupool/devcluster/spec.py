@@ -39,7 +39,7 @@ class GpupoolSpec:
     policy: str = "gpupool"
     run_extender: bool = True
     heartbeat_s: float = 10.0
-    controller_resync_s: float = 5.0
+    controller_resync_s: float = 300.0
     suspect_after_s: float | None = None
     lost_after_s: float | None = None
     log_level: str = "INFO"

@@ -72,3 +72,12 @@ def test_plan_isolated_raises_when_the_failure_is_in_no_single_item() -> None:
 
     with pytest.raises(RuntimeError, match="the plan itself"):
         plan_isolated([1, 2, 3], broken)
+
+
+def test_the_next_retry_is_the_soonest_after_the_round_not_one_it_left_untried() -> None:
+    book = SetAside(Backoff(base_s=1.0))
+    book.failed(ObjectRef("read", "Pod", "ns/a"), "boom", 100.0)  # due again at 101
+    book.failed(ObjectRef("read", "Pod", "ns/b"), "boom", 104.0)  # due again at 105
+    assert book.next_retry(after=100.0) == 101.0
+    assert book.next_retry(after=102.0) == 105.0  # a was due and not tried: no deadline
+    assert book.next_retry(after=106.0) is None

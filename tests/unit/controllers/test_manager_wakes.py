@@ -4,6 +4,7 @@ a loop with nothing owed and its period far off does not run again."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from support.waiting import wait_until_async
@@ -52,3 +53,77 @@ def test_a_change_starts_only_the_loops_that_wake_on_its_kind() -> None:
 
     asyncio.run(main())
     assert ran == ["pods-loop", "nodes-loop", "pods-loop", "nodes-loop", "pods-loop"]
+
+
+def test_a_loop_runs_again_when_the_deadline_its_round_computed_comes() -> None:
+    """No change and the period an hour off: only the deadline (0.1 s after the first round,
+    none after the second) starts the second round, and nothing a third."""
+    ran: list[float] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def reconcile() -> None:
+            ran.append(time.monotonic())
+
+        def due_at() -> float | None:
+            return time.time() + 0.1 if len(ran) == 1 else None
+
+        task = asyncio.ensure_future(
+            run_loops([Loop("timed", reconcile, due_at=due_at)], stop, resync_s=3600.0,
+                      debounce_s=0.0)
+        )  # fmt: skip
+        await wait_until_async(lambda: len(ran) == 2, 5, "the round at the deadline")
+        await asyncio.sleep(0.3)  # a third round would come now if anything owed one
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert len(ran) == 2
+
+
+def test_a_round_that_fails_as_a_whole_is_retried_after_retry_s_not_the_period() -> None:
+    calls: list[int] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def reconcile() -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("the API server is away")
+
+        task = asyncio.ensure_future(
+            run_loops([Loop("flaky", reconcile)], stop, resync_s=3600.0, debounce_s=0.0,
+                      retry_s=0.05)
+        )  # fmt: skip
+        await wait_until_async(lambda: len(calls) == 2, 5, "the retry")
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert len(calls) == 2
+
+
+def test_a_deadline_that_was_due_before_the_round_and_still_is_waits_retry_s() -> None:
+    """A due_at the round did not move (an object due but not in play): the loop does not spin;
+    it runs again after retry_s (an hour here), so only the first round runs."""
+    ran: list[int] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+
+        async def reconcile() -> None:
+            ran.append(1)
+
+        task = asyncio.ensure_future(
+            run_loops([Loop("stale", reconcile, due_at=lambda: 0.0)], stop, resync_s=3600.0,
+                      debounce_s=0.0, retry_s=3600.0)
+        )  # fmt: skip
+        await wait_until_async(lambda: len(ran) == 1, 5, "the first round")
+        await asyncio.sleep(0.3)  # a spinning loop would run many rounds now
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert ran == [1]

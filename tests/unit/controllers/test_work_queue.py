@@ -53,3 +53,29 @@ def test_mark_all_owes_every_loop_a_round() -> None:
     queue = _after_first_rounds()
     queue.mark_all(7.0)
     assert queue.due(7.0) == ["node-health", "admission"] and queue.depth() == 2
+
+
+def test_a_deadline_owes_a_round_before_the_period_and_the_wait_counts_to_it() -> None:
+    queue = _after_first_rounds()
+    queue.schedule("admission", 12.0)  # its timed work (an expiry, say) at 12 s, period 60 s
+    assert queue.wait_s(4.0) == 6.0  # node-health's period still comes first
+    queue.start("node-health", 10.0)
+    assert queue.wait_s(10.0) == 2.0 and queue.due(11.9) == []
+    assert queue.due(12.0) == ["admission"]
+
+
+def test_a_round_clears_its_deadline_and_none_leaves_only_the_period() -> None:
+    queue = _after_first_rounds()
+    queue.schedule("admission", 12.0)
+    queue.mark("pods", "t/p1", 5.0)  # a change comes first: the round runs then
+    queue.start("admission", 5.0)
+    assert queue.due(12.0) == ["node-health"]  # the deadline went with the round
+    queue.schedule("admission", None)
+    queue.start("node-health", 12.0)
+    assert queue.wait_s(12.0) == 10.0  # node-health's period; admission's is 60 s from 5
+
+
+def test_a_deadline_past_its_period_changes_nothing() -> None:
+    queue = _after_first_rounds()
+    queue.schedule("node-health", 500.0)
+    assert queue.due(10.0) == ["node-health"]  # the period (the safety net) stands

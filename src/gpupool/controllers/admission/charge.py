@@ -33,14 +33,13 @@ def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> lis
     for pod in pods:
         lease = live.get(pod.uid)
         if lease is not None and pod.admitted is not None:
-            admitted = replace(
-                pod.admitted,
-                borrowed=max(0, lease.borrowed),
-                preemptible=lease.preemptible,
-                resource=lease.resource,
-                amount=max(0, lease.amount),
-            )
-            pod = replace(pod, admitted=admitted)
+            held = (max(0, lease.borrowed), lease.preemptible, lease.resource, max(0, lease.amount))
+            record = pod.admitted
+            if (record.borrowed, record.preemptible, record.resource, record.amount) != held:
+                admitted = replace(
+                    record, borrowed=held[0], preemptible=held[1], resource=held[2], amount=held[3]
+                )  # copied only when the lease says otherwise (the usual pod needs no copy)
+                pod = replace(pod, admitted=admitted)
         out.append(pod)
     return out
 

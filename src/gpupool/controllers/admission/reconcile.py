@@ -51,7 +51,7 @@ from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
-from gpupool.state.nodes import node_of
+from gpupool.state.nodes import GpuNodeObject, NodeObject, node_of
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.admission")
@@ -187,6 +187,10 @@ class AdmissionReconciler:
         self.mode = mode
         self.claims = claims
         self.contain = contain if contain is not None else Containment(LOOP, api)
+        # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
+        # the same objects for an unchanged version, so an unchanged node's cards are reused
+        self._node_cards: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
+        self._sizes: dict[str, int] | None = None  # card_sizes_of those cards
 
     async def reconcile(self) -> AdmissionRound:
         now = self.clock()
@@ -207,7 +211,7 @@ class AdmissionReconciler:
             "budget", "GpuQuota", quotas, lambda q: q.name,
             lambda some: plan_budgets(some, leases, now), now, lambda q: quota_ref(q.name),
         )  # fmt: skip
-        sizes = card_sizes_of(await self._cards(now))
+        sizes = await self._card_sizes(now)
         tenants = sorted({q.name for q in quotas} | set(problems) | {v.tenant for v in views})
 
         def plan_for(some: Sequence[str]) -> AdmissionPlan:
@@ -261,17 +265,37 @@ class AdmissionReconciler:
             log.info("admitted %s: %s", admit.pod.key, admit.reason)
             await self.api.event(pod, "Admitted", admit.reason, now_rfc3339=stamp)
 
+    async def _card_sizes(self, now: float) -> dict[str, int]:
+        """The cluster's card sizes by model, computed again only when a node's cards changed."""
+        before = self._node_cards
+        cards = await self._cards(now)
+        same = before.keys() == self._node_cards.keys() and all(
+            before[n][2] is self._node_cards[n][2] for n in before
+        )
+        if not same or self._sizes is None:
+            self._sizes = card_sizes_of(cards)
+        return dict(self._sizes)
+
     async def _cards(self, now: float) -> list[Gpu]:
         """The cluster's cards (a node whose cards cannot be read adds none; a Node or GpuNode
         that cannot be decoded is set aside)."""
         read = self.contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), read_gpu_node, now)
         gpunodes = {g.name: g for g, _ in read}
         cards: list[Gpu] = []
+        kept: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
         for node, _ in self.contain.decode(READ, "Node", await self.api.nodes(), read_node, now):
-            try:
-                cards.extend(node_of(node, gpunodes.get(node.name)).gpus)
-            except GpupoolError:
-                continue
+            gpunode = gpunodes.get(node.name)
+            last = self._node_cards.get(node.name)
+            if last is not None and last[0] is node and last[1] is gpunode:
+                gpus = last[2]  # the same decoded objects as last round: the same cards
+            else:
+                try:
+                    gpus = node_of(node, gpunode).gpus
+                except GpupoolError:
+                    gpus = ()
+            kept[node.name] = (node, gpunode, gpus)
+            cards.extend(gpus)
+        self._node_cards = kept
         return cards
 
     async def _show(self, pod: Json, queued: QueuedPod, stamp: str) -> None:

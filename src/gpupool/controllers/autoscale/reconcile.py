@@ -31,6 +31,7 @@ from gpupool.controllers.autoscale.plan import (
     within_quota,
 )
 from gpupool.controllers.contain import Containment
+from gpupool.controllers.due import soonest
 from gpupool.controllers.reads import decode_leases, decode_pods
 from gpupool.domain.errors import GpupoolError
 from gpupool.placement.autoscale import Direction
@@ -68,6 +69,7 @@ class AutoscaleReconciler:
         self.clock = clock
         self.interval_s = interval_s
         self._last_round: float | None = None
+        self._workloads = False  # the last round found autoscaled workloads
 
     async def reconcile(self) -> list[WorkloadPlan]:
         now = self.clock()
@@ -79,12 +81,22 @@ class AutoscaleReconciler:
         finally:
             await self.contain.report(now)
 
+    def due_at(self) -> float | None:
+        """The next scrape (`interval_s` after the last) while autoscaled workloads exist, or
+        an object set aside retried; none else (a Deployment or StatefulSet change wakes the
+        loop)."""
+        scrape = None
+        if self._workloads and self._last_round is not None:
+            scrape = self._last_round + self.interval_s
+        return soonest(scrape, self.contain.next_retry(self._last_round or 0.0))
+
     async def _reconcile(self, now: float) -> list[WorkloadPlan]:
         found = [
             (kind, obj)
             for kind, obj in await self.workloads.workloads()
             if autoscaled((obj.get("metadata") or {}).get("annotations") or {})
         ]
+        self._workloads = bool(found)
         if not found:
             return []
         pods = [

@@ -35,6 +35,7 @@ from gpupool.state.pods import PodView
 log = logging.getLogger("gpupool.controller.defrag")
 
 CONDITION = "Defragmentation"
+BUSY_S = 5.0  # while defragmenting, a round at least this often
 
 
 def _pool_ref(name: str) -> Json:
@@ -144,10 +145,25 @@ async def read_live(api: DefragApi, gpunodes: list[GpuNodeObject], now: float) -
 
 
 class DefragReconciler:
-    def __init__(self, api: DefragApi, clock: Clock, metrics: DefragMetrics | None = None) -> None:
+    def __init__(
+        self,
+        api: DefragApi,
+        clock: Clock,
+        metrics: DefragMetrics | None = None,
+        *,
+        busy_s: float = BUSY_S,
+    ) -> None:
         self.api = api
         self.clock = clock
         self.metrics = metrics
+        self.busy_s = busy_s
+        self._active_at: float | None = 0.0  # the last active round (wall); at first: due
+
+    def due_at(self) -> float | None:
+        """While a pool defragments or a mark stands, `busy_s` after the last round (notices'
+        deadlines, evictions retried, marks released); none else (a GpuPool, GpuNode or PDB
+        change wakes the loop)."""
+        return None if self._active_at is None else self._active_at + self.busy_s
 
     async def reconcile(self) -> DefragRound:
         pool_objs = await self.api.gpu_pools()
@@ -156,7 +172,8 @@ class DefragReconciler:
         gpunodes = [read_gpu_node(g) for g in gpunode_objs]
         marks = {g.name: g.defrag for g in gpunodes if g.defrag is not None}
         now = self.clock()
-        if not marks and not any(p.defrag is not None for p in pools):
+        self._active_at = now if marks or any(p.defrag is not None for p in pools) else None
+        if self._active_at is None:
             plan = plan_defrag_round(pools, build_placement([], [], []), [], [], {}, now)
             await self._conditions(plan, pool_objs, now)
             return plan

@@ -14,7 +14,11 @@ audit never stops the round. One object's failure fails only that object (`contr
 a lease or pod that cannot be read, a lease whose plan raises, a write the API server refuses:
 that object is set aside with a ReconcileFailed event and retried with backoff, and the round
 goes on for the others (the next round plans the same move again from what the API server
-holds)."""
+holds).
+
+After each round `due_at` says when its timed work next comes due (`leases.due`: the next
+expiry, eviction, reservation timeout or collection; an object set aside retried); the manager
+runs the loop then, or sooner on a change."""
 
 from __future__ import annotations
 
@@ -28,8 +32,10 @@ from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.controllers.contain import Containment, object_key
+from gpupool.controllers.due import soonest
 from gpupool.controllers.leases.charge_audit import card_sizes
 from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of, readable_nodes
+from gpupool.controllers.leases.due import next_lease_work
 from gpupool.controllers.leases.expiry import plan_expiry
 from gpupool.controllers.leases.expiry_reconcile import apply_expiry
 from gpupool.controllers.leases.plan import (
@@ -112,6 +118,8 @@ class LeaseReconciler:
         self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
         self.charges = ChargeReporter(api, on_report=on_integrity)
         self._raw_leases: dict[str, Json] = {}  # this round's GpuLeases by namespace/name
+        self._next: float | None = None  # the last round's next timed work (wall time)
+        self._round_at = 0.0  # when the last round began (wall time)
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
               gone: frozenset[str] = frozenset(),
@@ -165,11 +173,16 @@ class LeaseReconciler:
         )  # fmt: skip
 
     async def reconcile(self) -> LeasePlan:
-        now = self.clock()
+        now = self._round_at = self.clock()
+        self._next = None
         try:
             return await self._reconcile(now)
         finally:
             await self.contain.report(now)
+
+    def due_at(self) -> float | None:
+        """When the loop next has timed work, as its last round saw it (wall time)."""
+        return soonest(self._next, self.contain.next_retry(self._round_at))
 
     async def _reconcile(self, now: float) -> LeasePlan:
         raw_leases = await self.api.leases()
@@ -203,6 +216,10 @@ class LeaseReconciler:
             await self._lease_step("collect", item.lease, partial(self._collect, item.lease), now)
         for lease in plan.sweep:
             await self._lease_step("sweep", lease, partial(self._sweep, lease), now)
+        self._next = next_lease_work(
+            leases, by_uid, now, retention_s=self.retention_s,
+            reserved_timeout_s=self.reserved_timeout_s, budgets=budgets,
+        )  # fmt: skip
         return plan
 
     async def _lease_step(

@@ -90,3 +90,37 @@ def plan_node_health(
         elif node.health in ("Suspect", "Lost"):
             health.append(SetHealth(node.name, reported_health(node), "heartbeat resumed"))
     return HealthPlan(tuple(health), tuple(lose), tuple(dict.fromkeys(delete)))
+
+
+RECHECK_S = 5.0  # a Suspect or Lost node is looked at this often for its heartbeat's return
+
+
+def next_check(
+    nodes: Sequence[GpuNodeObject],
+    heartbeats: Mapping[str, float],
+    now: float,
+    *,
+    suspect_s: float = SUSPECT_S,
+    lost_s: float = LOST_S,
+    recheck_s: float = RECHECK_S,
+) -> float | None:
+    """When node health next has something to decide that no watched change announces: the
+    earliest time a node's last heartbeat grows `suspect_s` or `lost_s` old, and, while a node
+    is Suspect or Lost, `recheck_s` from now (a renewal wakes no loop: its return is looked
+    for). None: no node has heartbeat yet. A renewal before the deadline only makes that round
+    find nothing to do and compute the next."""
+    out: float | None = None
+    for node in nodes:
+        last = heartbeats.get(node.name)
+        if last is None:
+            continue  # never heartbeat: never judged
+        if node.health in ("Suspect", "Lost"):
+            at = now + recheck_s
+        elif now - last < suspect_s:
+            at = last + suspect_s
+        elif now - last < lost_s:
+            at = last + lost_s
+        else:
+            continue  # lost already: this round's writes wake the next
+        out = at if out is None else min(out, at)
+    return out

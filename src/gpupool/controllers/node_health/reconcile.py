@@ -9,7 +9,11 @@ backoff; the other nodes go on.
 A node whose Lease goes missing (deleted while its agent is dead) keeps the last renewal this
 replica saw: it goes Suspect, then Lost, as a stale one does. One never seen (a GpuNode made by
 hand, a replica started after the Lease was deleted) is not judged, as a node that never
-heartbeat was not before Leases."""
+heartbeat was not before Leases.
+
+A renewal wakes no round: after each round `due_at` says when the next node's heartbeat grows
+old enough to judge (`node_health.plan.next_check`), or when an object set aside is retried;
+the manager runs the loop then (or sooner, on a GpuNode or GpuLease change)."""
 
 from __future__ import annotations
 
@@ -20,12 +24,14 @@ from functools import partial
 from gpupool.adapters.kubernetes.decoded import read_gpu_node
 from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.controllers.contain import Containment
+from gpupool.controllers.due import soonest
 from gpupool.controllers.node_health.plan import (
     LOST_S,
     SUSPECT_S,
     HealthPlan,
     LoseLease,
     SetHealth,
+    next_check,
     plan_node_health,
 )
 from gpupool.controllers.reads import READ, decode_leases
@@ -55,6 +61,8 @@ class NodeHealthReconciler:
         self.lost_s = lost_s
         self.contain = contain if contain is not None else Containment(LOOP, api)
         self._renewed: dict[str, float] = {}  # node -> its Lease's last renewal seen
+        self._next: float | None = None  # the last round's next check (wall time)
+        self._round_at = 0.0  # when the last round began (wall time)
 
     def _heartbeats(self, names: set[str], renewed: Mapping[str, float]) -> dict[str, float]:
         """Each GpuNode's last heartbeat: its Lease's renewTime, or the last one seen."""
@@ -64,11 +72,16 @@ class NodeHealthReconciler:
         return dict(self._renewed)
 
     async def reconcile(self) -> HealthPlan:
-        now = self.clock()
+        now = self._round_at = self.clock()
+        self._next = None
         try:
             return await self._reconcile(now)
         finally:
             await self.contain.report(now)
+
+    def due_at(self) -> float | None:
+        """When the loop next has timed work, as its last round saw it (wall time)."""
+        return soonest(self._next, self.contain.next_retry(self._round_at))
 
     async def _reconcile(self, now: float) -> HealthPlan:
         contain = self.contain
@@ -83,6 +96,8 @@ class NodeHealthReconciler:
                                           suspect_s=self.suspect_s, lost_s=self.lost_s),
             now, lambda n: raw[n.name],
         )  # fmt: skip
+        self._next = next_check(nodes, heartbeats, now, suspect_s=self.suspect_s,
+                                lost_s=self.lost_s)  # fmt: skip
         stamp = format_time(now)
         for change in plan.health:
             held = raw.get(change.node) or _named(change.node)
