@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from support.builders import pod_json
+from support.scheduler_metrics import unschedulable_attempts
 from support.waiting import wait_until
 
 from gpupool.adapters.kubernetes.audit import Audit, read_cluster
@@ -157,23 +158,7 @@ def _lease_path(ns: str, name: str = "") -> str:
 
 
 def _unschedulable_attempts(c: Cluster) -> float:
-    """kube-scheduler's `scheduler_schedule_attempts_total{result="unschedulable"}` (its /metrics
-    is open on the loopback, self-signed)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    url = f"https://127.0.0.1:{c.state.ports['kube-scheduler']}/metrics"
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
-    )
-    with opener.open(url, timeout=10) as resp:
-        text = resp.read().decode()
-    metric = "scheduler_schedule_attempts_total{"
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith(metric) and 'result="unschedulable"' in line
-    )
+    return unschedulable_attempts(c.state.ports["kube-scheduler"])
 
 
 def _controller(c: Cluster) -> ProcessRecord:

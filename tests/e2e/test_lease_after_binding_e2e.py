@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from support.builders import pod_json
+from support.scheduler_metrics import unschedulable_attempts
 from support.waiting import wait_until
 
 from gpupool.adapters.kubernetes.audit import read_cluster
@@ -191,11 +192,11 @@ def test_an_extender_killed_between_binding_and_lease_double_books_nothing(
         # b (40Gi) would land on a's bytes (40 + 40 > 72Gi): refused, again and again
         api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("b", gpu_memory="40Gi", grace_s=0))
 
-        def refusals() -> int:
-            return sum(e.get("count") or 1 for e in c.events(ns, "b")
-                       if e["reason"] == "FailedScheduling")  # fmt: skip
+        def refused() -> bool:
+            return any(e["reason"] == "FailedScheduling" for e in c.events(ns, "b"))
 
-        first = wait_until(refusals, 90, lambda: f"a refusal of pod b\n{c.tail()}")
+        wait_until(refused, 90, lambda: f"a refusal of pod b\n{c.tail()}")
+        first = unschedulable_attempts(state.ports["kube-scheduler"])
         # c (24Gi) fits beside a: bound, on bytes a does not hold
         api.create(f"/api/v1/namespaces/{ns}/pods", pod_json("c", gpu_memory="24Gi", grace_s=0))
         wait_until(
@@ -205,7 +206,10 @@ def test_an_extender_killed_between_binding_and_lease_double_books_nothing(
         )
         api.patch(f"/api/v1/nodes/{NODE}", {"metadata": {"labels": {"e2e-poke": ns}}})
         wait_until(
-            lambda: c.pod(ns, "b")["spec"].get("nodeName") or refusals() > first,
+            lambda: (
+                c.pod(ns, "b")["spec"].get("nodeName")
+                or unschedulable_attempts(state.ports["kube-scheduler"]) > first
+            ),
             90,
             "kube-scheduler's next try of pod b",
         )
