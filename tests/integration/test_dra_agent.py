@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -74,6 +74,11 @@ class RecordingPublisher:
         self.seen: list[tuple[Gpu, ...]] = []
         self.fail_first = fail_first
 
+        self.withdrawn = 0
+
+    async def withdraw(self) -> None:
+        self.withdrawn += 1
+
     async def publish(self, gpus: Sequence[Gpu]) -> int:
         self.seen.append(tuple(gpus))
         if self.fail_first and len(self.seen) == 1:
@@ -94,7 +99,8 @@ def test_the_runner_serves_the_plugin_and_republishes_when_a_card_turns_unhealth
         )
         config = DraPluginConfig(plugin_dir=short_dir / "p", registry_dir=short_dir / "r")
         publisher = RecordingPublisher(fail_first=True)
-        node = DraNode(DraPluginServer(config, preparer), publisher, inventory, interval_s=0.05)
+        node = DraNode(DraPluginServer(config, preparer), publisher, inventory, interval_s=0.05,
+                       runtime=_runtime("containerd://2.1.4"))  # fmt: skip
         stop = asyncio.Event()
         running = asyncio.create_task(node.run(stop))
         # a failed publish is retried at the next interval, not fatal
@@ -114,5 +120,39 @@ def test_the_runner_serves_the_plugin_and_republishes_when_a_card_turns_unhealth
         await asyncio.wait_for(running, BOUND)
         assert not config.socket_path.exists()
         assert not config.registration_socket.exists()
+
+    asyncio.run(main())
+
+
+def _runtime(version: str) -> Callable[[], Awaitable[str]]:
+    async def read() -> str:
+        return version
+
+    return read
+
+
+def test_on_a_runtime_without_cdi_the_driver_withdraws_its_slice_and_serves_nothing(
+    short_dir: Path,
+) -> None:
+    async def main() -> None:
+        inventory = FakeInventory.from_spec("2xA100-80GB", node="n1")
+        preparer = ClaimPreparer(
+            PrepareSettings(node="n1", cdi_dir=str(short_dir / "cdi")),
+            inventory,
+            InMemoryClaimSource(),
+            CheckpointStore(short_dir / "st"),
+        )
+        config = DraPluginConfig(plugin_dir=short_dir / "p", registry_dir=short_dir / "r")
+        publisher = RecordingPublisher()
+        node = DraNode(DraPluginServer(config, preparer), publisher, inventory, interval_s=0.05,
+                       runtime=_runtime("containerd://1.6.20"))  # fmt: skip
+        stop = asyncio.Event()
+        running = asyncio.create_task(node.run(stop))
+        await wait_until_async(lambda: publisher.withdrawn == 1, BOUND, "the slice withdrawn")
+        assert node.refused is not None and "does not apply CDI" in node.refused
+        assert publisher.seen == []  # no slice published: no claim is placed here
+        assert not config.registration_socket.exists()  # the kubelet finds no plugin
+        stop.set()
+        await asyncio.wait_for(running, BOUND)
 
     asyncio.run(main())

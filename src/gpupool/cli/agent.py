@@ -332,7 +332,11 @@ def metrics_refresher(
 def dra_node(args: argparse.Namespace, inventory: Inventory) -> DraNode:
     """The DRA driver's node side (--dra), with the device plugin's host paths."""
     from gpupool.adapters.kubeclient import async_client
-    from gpupool.node.dra.kube import KubernetesClaimSource, ResourceSlicePublisher
+    from gpupool.node.dra.kube import (
+        KubernetesClaimSource,
+        ResourceSlicePublisher,
+        container_runtime,
+    )
 
     client = async_client(args.kubeconfig, field_manager="gpupool-agent")
     settings = PrepareSettings(
@@ -353,6 +357,7 @@ def dra_node(args: argparse.Namespace, inventory: Inventory) -> DraNode:
         ResourceSlicePublisher(client, slices),
         inventory,
         args.heartbeat,
+        lambda: container_runtime(client, args.node_name),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.resources.core_v1 import Node
 
 from gpupool.adapters.kubernetes.resources import to_dict
 from gpupool.adapters.wire.names import DRA_DRIVER
@@ -123,3 +124,11 @@ class ResourceSlicePublisher:
         except ApiError as err:
             if err.status.code != 404:
                 raise
+
+
+async def container_runtime(client: AsyncClient, node: str) -> str:
+    """The node's container runtime as its kubelet reports it (`containerd://2.0.5`); "" when
+    it reports none."""
+    found: Any = await client.get(Node, node)
+    info = (to_dict(found).get("status") or {}).get("nodeInfo") or {}
+    return str(info.get("containerRuntimeVersion") or "")
