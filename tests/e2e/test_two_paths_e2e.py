@@ -162,12 +162,17 @@ def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
         )
         assert cond["reason"] == "OnlyGpupool", cond
     opted_out = pod_json(
-        "nvidia", limits={"nvidia.com/gpu": "8"},
+        "nvidia", limits={"nvidia.com/gpu": "8"}, grace_s=0,
         annotations={"gpupool.io/adopt-nvidia-gpu": "false"},
     )  # fmt: skip
     c.api.create(f"/api/v1/namespaces/{ns}/pods", opted_out)
     message = wait_until(lambda: _unschedulable(c.api, ns, "nvidia"), 60, "nvidia to be refused")
     assert "nvidia.com/gpu" in message, message
+    # made again once the other path is there (below): kube-scheduler may hold a pod it found
+    # unschedulable for minutes before a node's new resource brings it back to its queue
+    c.api.delete(f"/api/v1/namespaces/{ns}/pods/nvidia")
+    gone = f"/api/v1/namespaces/{ns}/pods/nvidia"
+    wait_until(lambda: c.api.find(gone) is None, 60, "nvidia gone")
 
     # NVIDIA's device plugin shows up on one node
     c.api.patch(f"/api/v1/nodes/{node}/status", other_device_plugin(8))
@@ -189,6 +194,7 @@ def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
 
     # the other path's pod runs there, outside gpupool; a HAMi-style pod pinned there is
     # refused by gpupool's extender with the agent's words, and gets no lease
+    c.api.create(f"/api/v1/namespaces/{ns}/pods", opted_out)
     running = wait_until(
         lambda: (p := _pod(c.api, ns, "nvidia"))["spec"].get("nodeName") and p, 60, "nvidia bound"
     )

@@ -99,7 +99,11 @@ def test_admitted_pods_show_on_their_cards_and_a_queued_pod_at_its_position(
             ref = (pod["metadata"].get("annotations") or {}).get("gpupool.io/lease")
             if not ref:
                 return None
-            found[name] = admin.get(f"{API}/namespaces/{ns}/gpuleases/{ref.split('/')[1]}")
+            # the lease is written just after the Binding: not found yet means not yet
+            lease = admin.find(f"{API}/namespaces/{ns}/gpuleases/{ref.split('/')[1]}")
+            if lease is None:
+                return None
+            found[name] = lease
         return found
 
     placed = poll_until(leases, timeout_s=90)
