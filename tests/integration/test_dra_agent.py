@@ -86,18 +86,27 @@ class RecordingPublisher:
         return len({tuple(g.healthy for g in s) for s in self.seen})
 
 
+def _node_parts(short_dir: Path) -> tuple[FakeInventory, ClaimPreparer, DraPluginConfig]:
+    """Two fake cards on node n1, their claim preparer and the plugin's folders."""
+    inventory = FakeInventory.from_spec("2xA100-80GB", node="n1")
+    preparer = ClaimPreparer(
+        PrepareSettings(node="n1", cdi_dir=str(short_dir / "cdi")),
+        inventory,
+        InMemoryClaimSource(),
+        CheckpointStore(short_dir / "st"),
+    )
+    return (
+        inventory,
+        preparer,
+        DraPluginConfig(plugin_dir=short_dir / "p", registry_dir=short_dir / "r"),
+    )
+
+
 def test_the_runner_serves_the_plugin_and_republishes_when_a_card_turns_unhealthy(
     short_dir: Path,
 ) -> None:
     async def main() -> None:
-        inventory = FakeInventory.from_spec("2xA100-80GB", node="n1")
-        preparer = ClaimPreparer(
-            PrepareSettings(node="n1", cdi_dir=str(short_dir / "cdi")),
-            inventory,
-            InMemoryClaimSource(),
-            CheckpointStore(short_dir / "st"),
-        )
-        config = DraPluginConfig(plugin_dir=short_dir / "p", registry_dir=short_dir / "r")
+        inventory, preparer, config = _node_parts(short_dir)
         publisher = RecordingPublisher(fail_first=True)
         node = DraNode(DraPluginServer(config, preparer), publisher, inventory, interval_s=0.05,
                        runtime=_runtime("containerd://2.1.4"))  # fmt: skip
@@ -135,14 +144,7 @@ def test_on_a_runtime_without_cdi_the_driver_withdraws_its_slice_and_serves_noth
     short_dir: Path,
 ) -> None:
     async def main() -> None:
-        inventory = FakeInventory.from_spec("2xA100-80GB", node="n1")
-        preparer = ClaimPreparer(
-            PrepareSettings(node="n1", cdi_dir=str(short_dir / "cdi")),
-            inventory,
-            InMemoryClaimSource(),
-            CheckpointStore(short_dir / "st"),
-        )
-        config = DraPluginConfig(plugin_dir=short_dir / "p", registry_dir=short_dir / "r")
+        inventory, preparer, config = _node_parts(short_dir)
         publisher = RecordingPublisher()
         node = DraNode(DraPluginServer(config, preparer), publisher, inventory, interval_s=0.05,
                        runtime=_runtime("containerd://1.6.20"))  # fmt: skip
