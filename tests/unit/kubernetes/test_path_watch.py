@@ -16,9 +16,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
-from lightkube.config.kubeconfig import KubeConfig
+from support.loopback_client import loopback_client
 
-from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.gpu_paths import (
     GPUNODE_KIND,
     NODE_KIND,
@@ -208,13 +207,7 @@ async def serve(api: Api) -> AsyncIterator[int]:
 
 
 def client_for(port: int) -> Any:
-    config = KubeConfig.from_dict({
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }).get()  # fmt: skip
-    return async_client(config)
+    return loopback_client(port)
 
 
 async def settle() -> None:

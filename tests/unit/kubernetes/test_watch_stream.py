@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from lightkube.config.kubeconfig import KubeConfig
+from support.loopback_client import loopback_client
 
-from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.watch_cache import TENANT_PODS, Gone, Reflector
 from gpupool.state.objects import Change, ObjectStore
 
@@ -61,13 +60,7 @@ async def api(events: list[dict[str, Any]]) -> AsyncIterator[tuple[int, list[dic
 
 
 def reflector(port: int, changes: list[Change]) -> Reflector:
-    config = KubeConfig.from_dict({
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }).get()  # fmt: skip
-    found = Reflector(async_client(config), TENANT_PODS, ObjectStore("pods"), changes.append)
+    found = Reflector(loopback_client(port), TENANT_PODS, ObjectStore("pods"), changes.append)
     found.version = "10"  # as after a list
     return found
 

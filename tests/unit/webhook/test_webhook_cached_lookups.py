@@ -9,9 +9,8 @@ import asyncio
 import json
 from typing import Any
 
-from lightkube.config.kubeconfig import KubeConfig
+from support.loopback_client import loopback_client
 
-from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.watch_cache import WatchCache
 from gpupool.adapters.webhook.lookups import WEBHOOK_KINDS, KubeLookups
 from gpupool.state.objects import Event
@@ -57,13 +56,7 @@ async def _api() -> tuple[asyncio.Server, list[str]]:
 
 
 def _client(port: int) -> Any:
-    config = KubeConfig.from_dict({
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }).get()  # fmt: skip
-    return async_client(config)
+    return loopback_client(port)
 
 
 def test_cards_and_quotas_come_from_the_cache_once_listed_and_follow_its_changes() -> None:

@@ -10,9 +10,8 @@ import json
 from collections.abc import Mapping
 
 from aiohttp.test_utils import TestClient, TestServer
-from lightkube.config.kubeconfig import KubeConfig
+from support.loopback_client import loopback_client
 
-from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.webhook.lookups import KubeLookups, why
 from gpupool.adapters.webhook.server import build_app
 from gpupool.quota.spec import TenantQuota
@@ -52,13 +51,7 @@ async def _api_dropping_first(drops: int) -> tuple[asyncio.Server, list[str]]:
 
 
 def _lookups(port: int) -> KubeLookups:
-    config = KubeConfig.from_dict({
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }).get()  # fmt: skip
-    return KubeLookups(async_client(config))
+    return KubeLookups(loopback_client(port))
 
 
 def test_a_list_is_retried_once_after_a_dropped_connection() -> None:
