@@ -60,16 +60,11 @@ class Consumption:
     shares: int = 1
 
 
-def device_memory(card_bytes: int) -> int:
-    """The `memory` capacity a card of `card_bytes` publishes: down to a whole step."""
-    return publishable_memory(card_bytes)
-
-
 def consumption(req: Request, card_bytes: int) -> Consumption:
     """What `req` consumes of one card of `card_bytes` on the DRA path (module docstring)."""
     if not req.wants_gpu:
         raise InvalidNode(f"request {req.name!r} asks for no GPU; it makes no claim")
-    limit = device_memory(card_bytes)
+    limit = publishable_memory(card_bytes)
     if req.whole_cards:
         return Consumption(limit, COMPUTE_FULL_PCT)
     compute_pct = -(-req.compute_milli // PERCENT_MILLI)
@@ -88,7 +83,7 @@ def dra_nodes(nodes: Sequence[Node], unknown_memory_bytes: int) -> list[Node]:
     out: list[Node] = []
     for node in nodes:
         gpus = tuple(
-            replace(g, memory_bytes=device_memory(g.total_memory or unknown_memory_bytes))
+            replace(g, memory_bytes=publishable_memory(g.total_memory or unknown_memory_bytes))
             for g in node.gpus
         )
         out.append(replace(node, gpus=gpus))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gpupool.domain import GiB, Gpu, Node, Request, uniform_node
+from gpupool.domain.dra_capacity import publishable_memory
 from gpupool.domain.errors import InvalidNode
 from gpupool.domain.units import MiB
 from gpupool.placement import ClusterSnapshot, Decision, Planner
@@ -14,7 +15,6 @@ from gpupool.simulator.dra_claims import (
     allocate_claim,
     claim_decision,
     consumption,
-    device_memory,
     dra_nodes,
 )
 
@@ -54,7 +54,7 @@ def test_a_cpu_task_makes_no_claim() -> None:
 
 
 def test_device_memory_is_down_to_a_whole_step() -> None:
-    assert device_memory(1000 * MiB + 5) == 1000 * MiB
+    assert publishable_memory(1000 * MiB + 5) == 1000 * MiB
 
 
 def test_dra_nodes_give_undisclosed_cards_the_stand_in_size_only() -> None:
