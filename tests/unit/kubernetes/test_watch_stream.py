@@ -9,6 +9,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -103,3 +104,92 @@ def test_an_expired_version_asks_for_a_relist() -> None:
 
     with pytest.raises(Gone, match="too old resource version"):
         asyncio.run(run())
+
+
+def test_a_list_reads_every_page_and_keeps_the_last_pages_version() -> None:
+    """The reflector lists in pages (limit + continue, as client-go does) and decodes the items
+    straight to dicts, giving each the kind and apiVersion a list leaves out."""
+    queries: list[dict[str, str]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        queries.append(dict(request.query))
+        first = "continue" not in request.query
+        items = [pod("7", "a"), pod("8", "b")] if first else [pod("9", "c")]
+        for item in items:
+            del item["kind"], item["apiVersion"]
+            item["metadata"]["name"] = item["metadata"]["annotations"]["note"]
+            item["metadata"]["uid"] = item["metadata"]["name"]
+        meta = {"resourceVersion": "40", **({"continue": "next-page"} if first else {})}
+        body = {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": items}
+        return web.json_response(body)
+
+    async def run() -> tuple[Reflector, list[Change]]:
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        changes: list[Change] = []
+        found = Reflector(loopback_client(port), TENANT_PODS, ObjectStore("pods"), changes.append)
+        try:
+            await found.list()
+        finally:
+            await found.client.close()
+            await runner.cleanup()
+        return found, changes
+
+    found, changes = asyncio.run(run())
+    assert [q.get("continue") for q in queries] == [None, "next-page"]
+    assert {q["limit"] for q in queries} == {"500"}
+    assert {q["labelSelector"] for q in queries} == {"gpupool.io/tenant"}
+    assert sorted(o["metadata"]["name"] for o in found.store.values()) == ["a", "b", "c"]
+    assert {(o["kind"], o["apiVersion"]) for o in found.store.values()} == {("Pod", "v1")}
+    assert found.version == "40" and found.synced.is_set()
+    assert len(changes) == 3
+
+
+def test_a_batched_watch_loses_no_event() -> None:
+    """A kind read in batches (`Watched.batch_s`, the nodes' heartbeats) waits after an event
+    that came alone, and still folds in every event, in order."""
+    slow = replace(TENANT_PODS, batch_s=0.05)
+
+    @asynccontextmanager
+    async def trickle() -> AsyncIterator[int]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            response = web.StreamResponse()
+            response.content_type = "application/json"
+            await response.prepare(request)
+            for n in range(1, 13):
+                event = {"type": "MODIFIED", "object": pod(str(100 + n), f"v{n}")}
+                await response.write(json.dumps(event).encode() + b"\n")
+                if n % 4 == 0:  # some alone, some together
+                    await asyncio.sleep(0.02)
+            await response.write_eof()
+            return response
+
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", handle)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        finally:
+            await runner.cleanup()
+
+    async def run() -> tuple[Reflector, list[Change]]:
+        changes: list[Change] = []
+        async with trickle() as port:
+            found = Reflector(loopback_client(port), slow, ObjectStore("pods"), changes.append)
+            found.version = "100"
+            await found.watch()
+            await found.client.close()
+        return found, changes
+
+    found, changes = asyncio.run(run())
+    notes = [c.new["metadata"]["annotations"]["note"] for c in changes if c.new]
+    assert notes == [f"v{n}" for n in range(1, 13)]
+    assert found.version == "112"

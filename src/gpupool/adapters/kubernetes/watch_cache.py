@@ -30,7 +30,7 @@ from lightkube.resources.policy_v1 import PodDisruptionBudget
 
 from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
 from gpupool.adapters.kubernetes.noise import only_heartbeat
-from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, GpuPool, GpuQuota, to_dict
+from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, GpuPool, GpuQuota
 from gpupool.adapters.wire import names
 from gpupool.state.objects import Change, Event, Obj, ObjectStore
 
@@ -38,6 +38,9 @@ log = logging.getLogger("gpupool.watch")
 
 RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # before resuming a broken watch, by failures in a row
 RELIST_S = 600.0  # the safety net: every kind listed again this often
+LIST_PAGE = 500  # objects one list request asks for (client-go's reflector pages by 500 too)
+Objects = list[Obj]  # (a Reflector's `list` method hides the builtin in its class)
+LIVE_WAIT_S = 0.002  # a read that waited this long waited on the network, not on a backlog
 
 
 class CacheObserver(Protocol):
@@ -60,6 +63,11 @@ class Watched:
     # a field selector (lightkube's `fields=`), e.g. {"spec.nodeName": node}: a node agent keeps
     # only what is on its node, so its cost does not grow with the cluster
     fields: dict[str, Any] = field(default_factory=dict)
+    # Seconds its readers can wait for a change (0: none). Such a watch reads its stream in
+    # batches: after an event that arrived alone it waits this long, so the events that come
+    # meanwhile are read together and one wake-up serves hundreds of them. For node heartbeats
+    # (one event per node every 10 s), whose reader looks only at deadlines a minute apart.
+    batch_s: float = 0.0
 
     def scope(self) -> dict[str, Any]:
         """lightkube's list/watch arguments for these objects."""
@@ -81,7 +89,7 @@ PDBS = Watched("pdbs", PodDisruptionBudget, True)
 DEPLOYMENTS = Watched("deployments", Deployment, True)
 STATEFULSETS = Watched("statefulsets", StatefulSet, True)
 # The nodes' heartbeats: node health reads them each round; no loop wakes on a renewal.
-NODE_LEASES = Watched("node-leases", Lease, True, namespace=NODE_LEASE_NAMESPACE)
+NODE_LEASES = Watched("node-leases", Lease, True, namespace=NODE_LEASE_NAMESPACE, batch_s=1.0)
 # What the controller's loops read (its ServiceAccount may list and watch each).
 CONTROLLER_KINDS = (
     TENANT_PODS, NODES, GPUNODES, GPULEASES, GPUQUOTAS, GPUPOOLS, PDBS, DEPLOYMENTS, STATEFULSETS,
@@ -119,17 +127,60 @@ class Reflector:
         self.synced = asyncio.Event()
 
     async def list(self) -> None:
-        listing = self.client.list(self.watched.resource, **self.watched.scope())
-        objects = [to_dict(x) async for x in listing]
-        try:
-            version = str(listing.resourceVersion)
-        except Exception:  # lightkube knows the version only once iteration started
-            version = ""
+        objects, version = await self._listed()
         for change in self.store.replace(objects):
             self.changed(change)
         self.version = version
         self.synced.set()
         self._report_size()
+
+    def _request(self, params: dict[str, Any], *, watch: bool) -> Any:
+        """The list (or watch) request for this kind's objects, as lightkube builds it."""
+        scope = self.watched.scope()
+        labels, fields = scope.get("labels"), scope.get("fields")
+        params = {
+            **params,
+            "labelSelector": build_selector(labels) if labels else None,
+            "fieldSelector": build_selector(fields, for_fields=True) if fields else None,
+        }
+        generic: Any = self.client._client  # lightkube's request builder, as its watch uses it
+        basic = generic.prepare_request(
+            "list",
+            res=self.watched.resource,
+            namespace=scope.get("namespace"),
+            watch=watch,
+            params={k: v for k, v in params.items() if v is not None},
+        )
+        timeout = generic._watch_timeout if watch else generic._client.timeout
+        return generic._client.build_request(
+            basic.method, basic.url, params=basic.params, timeout=timeout
+        )
+
+    async def _listed(self) -> tuple[Objects, str]:
+        """Every object, in pages of LIST_PAGE, each decoded straight to a dict (through
+        lightkube's models a Node costs about a millisecond: seconds at thousands of nodes), and
+        the list's resourceVersion."""
+        generic: Any = self.client._client
+        objects: Objects = []
+        token: str | None = None
+        while True:
+            request = self._request({"limit": LIST_PAGE, "continue": token}, watch=False)
+            response = await generic.send(request)
+            if response.status_code >= 400:
+                generic.raise_for_status(response)
+            page = msgspec.json.decode(response.content)
+            if not isinstance(page, dict):
+                raise WatchEnded(f"a list of {self.watched.kind} was not an object")
+            # a list's items carry no kind and apiVersion; the watch's objects do
+            kind = str(page.get("kind") or "").removesuffix("List")
+            api_version = page.get("apiVersion")
+            for item in page.get("items") or ():
+                if isinstance(item, dict):
+                    objects.append({"apiVersion": api_version, "kind": kind, **item})
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if token is None:
+                return objects, str(meta.get("resourceVersion") or "")
 
     def _report_size(self) -> None:
         if self.observer is not None:
@@ -140,31 +191,26 @@ class Reflector:
         its events as (type, object) with each object decoded straight to a dict: lightkube's
         own watch decodes every object into its model first, which costs about a millisecond a
         Pod and fails on a Pod BOOKMARK (whose `spec.containers` is null), ending the watch."""
-        scope = self.watched.scope()
-        labels, fields = scope.get("labels"), scope.get("fields")
-        params: dict[str, Any] = {
-            "resourceVersion": self.version or None,
-            "allowWatchBookmarks": "true",
-            "labelSelector": build_selector(labels) if labels else None,
-            "fieldSelector": build_selector(fields, for_fields=True) if fields else None,
-        }
-        generic: Any = self.client._client  # lightkube's request builder, as its watch uses it
-        basic = generic.prepare_request(
-            "list",
-            res=self.watched.resource,
-            namespace=scope.get("namespace"),
-            watch=True,
-            params={k: v for k, v in params.items() if v is not None},
-        )
-        request = generic._client.build_request(
-            basic.method, basic.url, params=basic.params, timeout=generic._watch_timeout
+        generic: Any = self.client._client
+        request = self._request(
+            {"resourceVersion": self.version or None, "allowWatchBookmarks": "true"}, watch=True
         )
         response = await generic.send(request, stream=True)
         try:
             if response.status_code >= 400:
                 await response.aread()  # ApiError reads the Status from the body
                 generic.raise_for_status(response)
-            async for line in response.aiter_lines():
+            lines = response.aiter_lines()
+            clock = asyncio.get_running_loop().time
+            while True:
+                asked = clock()
+                try:
+                    line = await anext(lines)
+                except StopAsyncIteration:
+                    break
+                if self.watched.batch_s and clock() - asked > LIVE_WAIT_S:
+                    # it arrived alone: let the next ones gather (see Watched.batch_s)
+                    await asyncio.sleep(self.watched.batch_s)
                 if not line.strip():
                     continue
                 event = msgspec.json.decode(line)
