@@ -38,7 +38,7 @@ from gpupool.adapters.kubernetes.decoded import (
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.claim_request import ClaimAsk, claim_ask, from_annotation
+from gpupool.adapters.wire.claim_request import claim_ask
 from gpupool.controllers.admission.plan import AdmitPod
 from gpupool.controllers.dra.plan import (
     ClaimAllocation,
@@ -54,6 +54,7 @@ from gpupool.placement.default_workload import default_workload
 from gpupool.ports import ClaimApi, Json
 from gpupool.rfc3339 import format_time
 from gpupool.state.admitted import Admitted
+from gpupool.state.claim_ask import ClaimAsk
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.nodes import NodeObject
@@ -83,23 +84,20 @@ class ClaimAllocator:
         """Whether the admission queue may lift the pod's gate now: True for a pod without a
         claim on gpupool's class, or once its claim is allocated and leased; False (the pod
         shown why) while it cannot be."""
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        text = annotations.get(names.ANN_CLAIM)
-        if text is None:
-            return True
         view = admit.pod
+        if view.claim_ask is None and not view.claim_pod:
+            return True
         try:
-            ask = from_annotation(str(text), f"pod {view.key}")
-            await self._allocate(pod, view, ask, admit, now)
+            if view.claim_ask is None:  # its ask could not be read (the decoder says why)
+                raise GpupoolError(view.problem or f"pod {view.key}: gpupool.io/claim unreadable")
+            await self._allocate(view, view.claim_ask, admit, now)
         except GpupoolError as err:
             await self._waits(pod, view, err, now)
             return False
         return True
 
-    async def _allocate(
-        self, pod: Json, view: PodView, ask: ClaimAsk, admit: AdmitPod, now: float
-    ) -> None:
-        name = claim_name(pod, ask.pod_claim)
+    async def _allocate(self, view: PodView, ask: ClaimAsk, admit: AdmitPod, now: float) -> None:
+        name = view.claim_name
         if name is None:
             raise ClaimWaits(
                 f"its claim {ask.pod_claim!r} is not made yet (kube-controller-manager makes a "
@@ -233,19 +231,6 @@ def _decoded(read: Callable[[Json], T], objects: list[Json]) -> list[T]:
         except (GpupoolError, KeyError, TypeError, ValueError):
             continue
     return out
-
-
-def claim_name(pod: Mapping[str, Any], entry: str) -> str | None:
-    """The name of the ResourceClaim the pod's claim entry stands for: `resourceClaimName`, or
-    the claim kube-controller-manager made from the template (`status.resourceClaimStatuses`);
-    None while it is not made."""
-    for claim in (pod.get("spec") or {}).get("resourceClaims") or ():
-        if claim.get("name") == entry and claim.get("resourceClaimName"):
-            return str(claim["resourceClaimName"])
-    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
-        if status.get("name") == entry and status.get("resourceClaimName"):
-            return str(status["resourceClaimName"])
-    return None
 
 
 def publishing_nodes(slices: list[Json]) -> frozenset[str]:
