@@ -15,6 +15,13 @@ from typing import Any, Protocol
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.gpu_paths import PathFinding
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import Listed, ObjectReference, Unreadable
+from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.pods import PodView
+from gpupool.state.pool import PoolObject
+from gpupool.state.quota_object import QuotaObject
 
 
 class Clock(Protocol):
@@ -24,7 +31,7 @@ class Clock(Protocol):
     def __call__(self) -> float: ...
 
 
-Json = dict[str, Any]  # a Kubernetes object or patch as the API server sends and takes it
+Json = dict[str, Any]  # a patch or status as the API server takes it (the workloads' objects)
 
 
 class Outcomes(Protocol):
@@ -38,11 +45,11 @@ class Outcomes(Protocol):
 
 
 class EventWriter(Protocol):
-    """Records a Kubernetes Event on an object (a pod, by default)."""
+    """Records a Kubernetes Event on an object (a pod, a GpuLease, a GpuQuota...)."""
 
     async def event(
         self,
-        pod: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
@@ -55,24 +62,27 @@ class ClusterApi(EventWriter, Protocol):
     """What the controllers' reconcilers read from and write to the API server
     (`adapters.cluster.KubeClusterApi`; an in-memory fake in the unit tests).
 
-    Reads return the objects' JSON (the reconcilers decode them once, with the adapters'
-    readers). A write answers False when its object is gone or changed under it (404, 409, a
-    failed JSON-patch test) and raises on any other refusal: the round stops and the next one
-    tries again from what the API server then holds."""
+    Reads hand decoded values (`state.listed.Listed`: each with its `ObjectReference`, and the
+    objects that did not decode, which a loop's containment sets aside): the adapter decodes each
+    object once, with the memoised readers of `adapters.kubernetes.decoded`. Writes take
+    references and values the adapter encodes; a pod's patch is still JSON (its `test` ops are
+    the writes' optimistic concurrency). A write answers False when its object is gone or
+    changed under it (404, 409, a failed JSON-patch test) and raises on any other refusal: the
+    round stops and the next one tries again from what the API server then holds."""
 
-    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
+    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
         """Every pod with a tenant label; `fresh`: from the API server itself, not a cache."""
         ...
 
-    async def quotas(self) -> list[Json]: ...
+    async def quotas(self) -> Listed[QuotaObject]: ...
 
-    async def leases(self, *, fresh: bool = False) -> list[Json]:
+    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
         """Every GpuLease; `fresh`: from the API server itself, not a cache."""
         ...
 
-    async def nodes(self) -> list[Json]: ...
+    async def nodes(self) -> Listed[NodeObject]: ...
 
-    async def gpu_nodes(self) -> list[Json]: ...
+    async def gpu_nodes(self) -> Listed[GpuNodeObject]: ...
 
     async def node_renewals(self) -> Mapping[str, float]:
         """The GPU nodes' heartbeats, decoded: when each node's coordination.k8s.io Lease (named
@@ -80,7 +90,9 @@ class ClusterApi(EventWriter, Protocol):
         renewTime is left out, as if missing)."""
         ...
 
-    async def pod(self, namespace: str, name: str) -> Json | None: ...
+    async def pod(self, namespace: str, name: str) -> PodView | Unreadable | None:
+        """The pod as the API server holds it now; None when there is none."""
+        ...
 
     async def patch_pod(
         self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
@@ -104,8 +116,9 @@ class ClusterApi(EventWriter, Protocol):
 
     async def delete_lease(self, namespace: str, name: str) -> bool: ...
 
-    async def create_lease(self, lease: Json) -> bool:
-        """Create a GpuLease; False when one of that name exists already (409)."""
+    async def create_lease(self, lease: LeaseRecord) -> bool:
+        """Create the GpuLease `lease` describes; False when one of that name exists already
+        (409)."""
         ...
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
@@ -114,9 +127,9 @@ class ClusterApi(EventWriter, Protocol):
 class DefragApi(ClusterApi, Protocol):
     """What the defragmentation loop needs besides the other reconcilers' reads and writes."""
 
-    async def gpu_pools(self) -> list[Json]: ...
+    async def gpu_pools(self) -> Listed[PoolObject]: ...
 
-    async def disruption_budgets(self) -> list[Json]:
+    async def disruption_budgets(self) -> Listed[DisruptionBudget]:
         """Every PodDisruptionBudget (policy/v1), in all namespaces."""
         ...
 
@@ -130,7 +143,7 @@ class DefragApi(ClusterApi, Protocol):
 class PoolStatusApi(ClusterApi, Protocol):
     """What the GpuPool status writer needs besides the other reconcilers' reads and writes."""
 
-    async def gpu_pools(self) -> list[Json]: ...
+    async def gpu_pools(self) -> Listed[PoolObject]: ...
 
     async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
         """Merge `status` into the GpuPool's status; False when it is gone."""
@@ -142,7 +155,8 @@ class ClaimApi(ClusterApi, Protocol):
     reads and writes: resource.k8s.io/v1 ResourceClaims and ResourceSlices."""
 
     async def resource_claim(self, namespace: str, name: str) -> Json | None:
-        """The ResourceClaim, or None when it does not exist (yet)."""
+        """The ResourceClaim's JSON, or None when it does not exist (yet); the allocator reads
+        it with `adapters.wire.claim_request` (its ask checked against the pod's)."""
         ...
 
     async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
@@ -150,13 +164,14 @@ class ClaimApi(ClusterApi, Protocol):
         False when it is gone or was made again."""
         ...
 
-    async def leases_on_node(self, node: str) -> list[Json]:
+    async def leases_on_node(self, node: str) -> Listed[LeaseRecord]:
         """The GpuLeases on `node` as the API server holds them now (a consistent read, not the
         watch cache): what another writer made a moment ago is in it."""
         ...
 
-    async def resource_slices(self) -> list[Json]:
-        """Every ResourceSlice (cluster-scoped)."""
+    async def publishing_nodes(self) -> frozenset[str]:
+        """The nodes whose ResourceSlice of gpupool's driver lists devices (decoded from every
+        ResourceSlice: its pool is the node)."""
         ...
 
 

@@ -164,6 +164,8 @@ class PodView:
     # template's claim; None while it is not made)
     claim_ask: ClaimAsk | None = None
     claim_name: str | None = None
+    # metadata.annotations is there: a JSON patch adds an annotation to it, else adds the map
+    annotated: bool = True
 
     @property
     def key(self) -> str:

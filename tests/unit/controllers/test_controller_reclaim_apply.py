@@ -20,6 +20,7 @@ from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.reclaim.plan import ReclaimRound
 from gpupool.controllers.reclaim.reconcile import apply_reclaim
 from gpupool.ports import ClusterApi, Json
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 
 
@@ -48,14 +49,14 @@ class FakeApi:
         self.calls.append(("patch-pod", namespace, name))
         return True
 
-    async def event(self, pod: Json, reason: str, message: str, **kw: Any) -> None:
-        self.calls.append(("event", pod["metadata"]["name"], reason))
+    async def event(self, about: ObjectReference, reason: str, message: str, **kw: Any) -> None:
+        self.calls.append(("event", about.name, reason))
 
     def lease_writes(self) -> list[tuple[Any, ...]]:
         return [c for c in self.calls if c[0] == "lease-status"]
 
 
-def _due_round() -> tuple[ReclaimRound, dict[str, Json]]:
+def _due_round() -> tuple[ReclaimRound, dict[str, ObjectReference]]:
     """b4 (borrowed) was noticed for alpha's a1 and its grace period is over: evicted now."""
     notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1")
     beta = beta_pods(b4={"notice": notice})
@@ -63,12 +64,11 @@ def _due_round() -> tuple[ReclaimRound, dict[str, Json]]:
         [*beta, pod("a1", "alpha", submitted=50)], [lease(p) for p in beta], quotas(), NOW + 3
     )
     assert [e.pod.name for e in plan.evictions] == ["b4"]
-    raw = {p.key: {"metadata": {"name": p.name, "namespace": p.namespace, "uid": p.uid}}
-           for p in beta}  # fmt: skip
-    return plan, raw
+    refs = {p.key: ObjectReference("Pod", "v1", p.name, p.namespace, p.uid) for p in beta}
+    return plan, refs
 
 
-def _apply(api: FakeApi, plan: ReclaimRound, raw: dict[str, Json]) -> None:
+def _apply(api: FakeApi, plan: ReclaimRound, raw: dict[str, ObjectReference]) -> None:
     asyncio.run(apply_reclaim(cast(ClusterApi, api), plan, raw, NOW + 3))
 
 

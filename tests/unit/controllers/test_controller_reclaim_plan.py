@@ -247,10 +247,11 @@ def test_notice_annotation_round_trips_and_patches_test_the_uid() -> None:
     assert parse_notice(text) == notice
     assert parse_notice("{not json") is None
     assert parse_notice('{"at": "x"}') is None
-    patch = notice_patch({"metadata": {"annotations": {"x": "y"}}}, "uid-1", notice, RECLAIM_ANN)
+    annotated = read_pod({"metadata": {"uid": "uid-1", "annotations": {"x": "y"}}})
+    patch = notice_patch(annotated, notice, RECLAIM_ANN)
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-1"}
     assert patch[1]["path"] == "/metadata/annotations/gpupool.io~1reclaim-notice"
-    bare = notice_patch({"metadata": {}}, "uid-1", notice, RECLAIM_ANN)
+    bare = notice_patch(read_pod({"metadata": {"uid": "uid-1"}}), notice, RECLAIM_ANN)
     assert bare[1]["value"] == {"gpupool.io/reclaim-notice": text}
     assert withdraw_patch("uid-1", RECLAIM_ANN)[1] == {
         "op": "remove",

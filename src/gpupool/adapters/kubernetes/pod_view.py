@@ -161,6 +161,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         claim_pod=claim_pod,
         claim_ask=ask,
         claim_name=None if ask is None else claim_name(pod, ask.pod_claim),
+        annotated=meta.get("annotations") is not None,
     )
 
 

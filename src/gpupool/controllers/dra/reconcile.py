@@ -25,17 +25,10 @@ when that changes (NoRoom while it waits for room, ClaimRefused when the claim m
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
-from gpupool.adapters.kubernetes.decoded import (
-    lease_from_json,
-    read_gpu_node,
-    read_node,
-    read_pod,
-)
-from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.claim_request import claim_ask
@@ -51,18 +44,18 @@ from gpupool.domain.allocations import Allocation
 from gpupool.domain.errors import GpupoolError
 from gpupool.placement import Planner
 from gpupool.placement.default_workload import default_workload
-from gpupool.ports import ClaimApi, Json
+from gpupool.ports import ClaimApi
 from gpupool.rfc3339 import format_time
 from gpupool.state.admitted import Admitted
 from gpupool.state.claim_ask import ClaimAsk
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import ObjectReference
 from gpupool.state.nodes import NodeObject
 from gpupool.state.pod_hold import held_by
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.claims")
-T = TypeVar("T")
 
 
 class ClaimWaits(GpupoolError):
@@ -80,7 +73,7 @@ class ClaimAllocator:
         self._publishing: frozenset[str] = frozenset()
         self._leases: dict[str, LeaseRecord] = {}  # pod uid -> its live lease
 
-    async def ready(self, pod: Json, admit: AdmitPod, now: float) -> bool:
+    async def ready(self, pod: ObjectReference, admit: AdmitPod, now: float) -> bool:
         """Whether the admission queue may lift the pod's gate now: True for a pod without a
         claim on gpupool's class, or once its claim is allocated and leased; False (the pod
         shown why) while it cannot be."""
@@ -134,7 +127,7 @@ class ClaimAllocator:
         else:
             if held is None:  # else a round stopped before the claim's status: write the same
                 held = await self._place_confirmed(view, admit, target)
-                if not await self.api.create_lease(lease_to_json(held)):
+                if not await self.api.create_lease(held):
                     raise ClaimWaits("its GpuLease exists already; the next round reads it")
                 self._cache.set_lease(held)
                 self._leases[view.uid] = held
@@ -168,7 +161,7 @@ class ClaimAllocator:
         pod planned again (once; then the next round)."""
         for _ in range(2):
             lease = self._place(view, admit, target).lease
-            listed = _decoded(lease_from_json, await self.api.leases_on_node(lease.node))
+            listed = (await self.api.leases_on_node(lease.node)).values
             unseen = [x for x in listed if x.holds_capacity and x.key not in self._cache.leases]
             if not unseen:
                 return lease
@@ -187,23 +180,25 @@ class ClaimAllocator:
         if self._round == now:
             return
         # what cannot be decoded is left out here: the other loops set it aside and say so
-        nodes = _decoded(read_node, await self.api.nodes())
-        gpunodes = _decoded(read_gpu_node, await self.api.gpu_nodes())
-        leases = _decoded(lease_from_json, await self.api.leases())
+        nodes = (await self.api.nodes()).values
+        gpunodes = (await self.api.gpu_nodes()).values
+        leases = (await self.api.leases()).values
         live = [x for x in leases if x.holds_capacity]
         cache = ClusterCache()
         cache.rebuild(nodes, gpunodes, live)
         # bound pods whose lease is not written yet (it trails the Binding): their bytes are taken
-        for pod in _decoded(read_pod, await self.api.tenant_pods()):
+        for pod in (await self.api.tenant_pods()).values:
             hold = held_by(pod)
             if hold is not None:
                 cache.hold_unleased(hold)  # a standing lease of its name wins
         self._cache, self._nodes = cache, nodes
         self._leases = {x.pod.uid: x for x in live}
-        self._publishing = publishing_nodes(await self.api.resource_slices())
+        self._publishing = await self.api.publishing_nodes()
         self._round = now
 
-    async def _waits(self, pod: Json, view: PodView, err: GpupoolError, now: float) -> None:
+    async def _waits(
+        self, pod: ObjectReference, view: PodView, err: GpupoolError, now: float
+    ) -> None:
         refused = not isinstance(err, ClaimWaits)
         note = (
             f"admitted by tenant {view.tenant}'s quota, but its claim "
@@ -221,26 +216,6 @@ class ClaimAllocator:
                 warning=refused,
                 now_rfc3339=format_time(now),
             )
-
-
-def _decoded(read: Callable[[Json], T], objects: list[Json]) -> list[T]:
-    out = []
-    for obj in objects:
-        try:
-            out.append(read(obj))
-        except (GpupoolError, KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def publishing_nodes(slices: list[Json]) -> frozenset[str]:
-    """The nodes whose ResourceSlice of gpupool's driver lists devices (its pool is the node)."""
-    out = set()
-    for item in slices:
-        spec = item.get("spec") or {}
-        if spec.get("driver") == names.DRA_DRIVER and spec.get("nodeName") and spec.get("devices"):
-            out.add(str(spec["nodeName"]))
-    return frozenset(out)
 
 
 def _configs(claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:

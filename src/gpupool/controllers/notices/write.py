@@ -21,7 +21,7 @@ from typing import Protocol
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.wire.json_pointer import escape
 from gpupool.adapters.wire.reclaim_notice import notice_annotation
-from gpupool.controllers.contain import Containment, run_one
+from gpupool.controllers.contain import Containment, pod_ref, run_one
 from gpupool.controllers.notices.plan import (
     EvictPod,
     NoticePod,
@@ -30,6 +30,7 @@ from gpupool.controllers.notices.plan import (
 )
 from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
 
@@ -95,12 +96,11 @@ def outcome_tally(
     return None if outcomes is None else OutcomeTally(outcomes, reason)
 
 
-def notice_patch(pod: Json, uid: str, notice: ReclaimNotice, annotation: str) -> list[Json]:
+def notice_patch(pod: PodView, notice: ReclaimNotice, annotation: str) -> list[Json]:
     """JSON patch: the same pod (uid) gets the notice annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations")
-    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": pod.uid}]
     value = notice_annotation(notice)
-    if annotations is None:
+    if not pod.annotated:
         patch.append({"op": "add", "path": "/metadata/annotations", "value": {annotation: value}})
     else:
         path = "/metadata/annotations/" + escape(annotation)
@@ -120,7 +120,7 @@ def withdraw_patch(uid: str, annotation: str) -> list[Json]:
 async def write_notices(
     api: ClusterApi,
     kind: NoticeKind,
-    raw: Mapping[str, Json],
+    refs: Mapping[str, ObjectReference],
     now: float,
     *,
     notices: Iterable[NoticePod] = (),
@@ -129,35 +129,36 @@ async def write_notices(
     tally: NoticeTally | None = None,
     contain: Containment | None = None,
 ) -> None:
-    """Write one round's notices, then its evictions, then its withdrawals. `raw`: the pods'
-    JSON by namespace/name (a patch and an event need the object); `contain`: one pod's failed
-    write fails only that pod (without one, it raises)."""
+    """Write one round's notices, then its evictions, then its withdrawals. `refs`: the pods'
+    references by namespace/name, as listed (an event names the pod; one not there is named
+    from its view); `contain`: one pod's failed write fails only that pod (without one, it
+    raises)."""
     stamp = format_time(now)
     for item in notices:
-        pod = raw[item.pod.key]
-        await run_one(contain, kind.step, "Pod", pod,
+        pod = refs.get(item.pod.key) or pod_ref(item.pod)
+        await run_one(contain, kind.step, pod,
                       partial(give_notice, api, kind, pod, item, stamp, tally), now)  # fmt: skip
     for eviction in evictions:
-        pod = raw[eviction.pod.key]
-        await run_one(contain, kind.step, "Pod", pod,
+        pod = refs.get(eviction.pod.key) or pod_ref(eviction.pod)
+        await run_one(contain, kind.step, pod,
                       partial(evict, api, kind, pod, eviction, stamp, tally), now)  # fmt: skip
     for withdrawal in withdrawals:
-        pod = raw[withdrawal.pod.key]
-        await run_one(contain, kind.step, "Pod", pod,
+        pod = refs.get(withdrawal.pod.key) or pod_ref(withdrawal.pod)
+        await run_one(contain, kind.step, pod,
                       partial(withdraw, api, kind, pod, withdrawal, stamp, tally), now)  # fmt: skip
 
 
 async def give_notice(
     api: ClusterApi,
     kind: NoticeKind,
-    pod: Json,
+    pod: ObjectReference,
     item: NoticePod,
     stamp: str,
     tally: NoticeTally | None = None,
 ) -> bool:
     """The notice annotation and a Warning event; False when the pod is gone (or replaced)."""
     view = item.pod
-    patch = notice_patch(pod, view.uid, item.notice, kind.annotation)
+    patch = notice_patch(view, item.notice, kind.annotation)
     if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
         return False
     log.warning("%s on %s: %s", kind.annotation, view.key, item.message)
@@ -170,7 +171,7 @@ async def give_notice(
 async def evict(
     api: ClusterApi,
     kind: NoticeKind,
-    pod: Json,
+    pod: ObjectReference,
     eviction: EvictPod,
     stamp: str,
     tally: NoticeTally | None = None,
@@ -198,13 +199,18 @@ async def evict(
 
 
 async def _record_refusal(
-    api: ClusterApi, kind: NoticeKind, pod: Json, eviction: EvictPod, refused: str, stamp: str
+    api: ClusterApi,
+    kind: NoticeKind,
+    pod: ObjectReference,
+    eviction: EvictPod,
+    refused: str,
+    stamp: str,
 ) -> None:
     view = eviction.pod
     blocked = blocked_notice(eviction.notice, refused)
     if blocked is None:
         return  # said so already; the notice carries it
-    patch = notice_patch(pod, view.uid, blocked, kind.annotation)
+    patch = notice_patch(view, blocked, kind.annotation)
     if await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
         await api.event(
             pod,
@@ -239,7 +245,7 @@ async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) ->
 async def withdraw(
     api: ClusterApi,
     kind: NoticeKind,
-    pod: Json,
+    pod: ObjectReference,
     withdrawal: WithdrawNotice,
     stamp: str,
     tally: NoticeTally | None = None,

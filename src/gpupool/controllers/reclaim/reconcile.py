@@ -16,16 +16,16 @@ import logging
 from collections.abc import Mapping
 from functools import partial
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
 from gpupool.adapters.wire import names
 from gpupool.controllers.admission.reconcile import LOOP, AdmissionRound
-from gpupool.controllers.contain import Containment, run_one
+from gpupool.controllers.contain import Containment, lease_ref, run_one
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
 from gpupool.controllers.reclaim.plan import EndHold, ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
 from gpupool.ports import ClusterApi, Json, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 
 log = logging.getLogger("gpupool.controller.reclaim")
@@ -50,15 +50,16 @@ class ReclaimReconciler:
         views = admission.pods
         placement: Placement | None = None
         if any(waits_for_room(v) for v in views):  # nodes are read only when a pod needs room
-            nodes = [read_node(n) for n in await self.api.nodes()]
-            gpunodes = [read_gpu_node(n) for n in await self.api.gpu_nodes()]
+            # what does not decode is left out: the admission loop sets it aside and says so
+            nodes = (await self.api.nodes()).values
+            gpunodes = (await self.api.gpu_nodes()).values
             holders = {v.uid for v in views if v.holds_quota}
             placement = build_placement(nodes, gpunodes, admission.leases, holders)
         now = admission.now
         holds = {le.key: le.room_hold for le in admission.leases if le.room_hold is not None}
         plan = plan_reclaim_round(admission.plan, views, now, placement=placement, holds=holds)
         try:
-            await apply_reclaim(self.api, plan, admission.raw, now, self.outcomes, self.contain)
+            await apply_reclaim(self.api, plan, admission.refs, now, self.outcomes, self.contain)
         finally:
             await self.contain.report(now)
         return plan
@@ -100,7 +101,7 @@ RECLAIM = NoticeKind(
 async def apply_reclaim(
     api: ClusterApi,
     plan: ReclaimRound,
-    raw: Mapping[str, Json],
+    refs: Mapping[str, ObjectReference],
     now: float,
     outcomes: Outcomes | None = None,
     contain: Containment | None = None,
@@ -112,7 +113,7 @@ async def apply_reclaim(
     await write_notices(
         api,
         RECLAIM,
-        raw,
+        refs,
         now,
         notices=plan.notices,
         evictions=plan.evictions,
@@ -128,5 +129,4 @@ async def apply_reclaim(
 
     for end in plan.ended_holds:
         namespace, _, name = end.lease_key.partition("/")
-        ref = {"metadata": {"name": name, "namespace": namespace}}
-        await run_one(contain, "reclaim", "GpuLease", ref, partial(end_hold, end), now)
+        await run_one(contain, "reclaim", lease_ref(name, namespace), partial(end_hold, end), now)
