@@ -65,10 +65,12 @@ class ClusterApi(EventWriter, Protocol):
     Reads hand decoded values (`state.listed.Listed`: each with its `ObjectReference`, and the
     objects that did not decode, which a loop's containment sets aside): the adapter decodes each
     object once, with the memoised readers of `adapters.kubernetes.decoded`. Writes take
-    references and values the adapter encodes; a pod's patch is still JSON (its `test` ops are
-    the writes' optimistic concurrency). A write answers False when its object is gone or
-    changed under it (404, 409, a failed JSON-patch test) and raises on any other refusal: the
-    round stops and the next one tries again from what the API server then holds."""
+    references and values the adapter encodes: a pod's writes are intents (`admit_pod`,
+    `annotate_pod`) whose patches, and the `test` ops that are their optimistic concurrency,
+    the adapter builds (`adapters.kubernetes.pod_patches`). A write answers False when its
+    object is gone or changed under it (404, 409, a failed JSON-patch test) and raises on any
+    other refusal: the round stops and the next one tries again from what the API server then
+    holds."""
 
     async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
         """Every pod with a tenant label; `fresh`: from the API server itself, not a cache."""
@@ -94,9 +96,19 @@ class ClusterApi(EventWriter, Protocol):
         """The pod as the API server holds it now; None when there is none."""
         ...
 
-    async def patch_pod(
-        self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
-    ) -> bool: ...
+    async def admit_pod(self, pod: PodView, admitted: str) -> bool:
+        """Lift the pod's quota gate and write its `gpupool.io/admitted` record (`admitted`, as
+        `adapters.wire.admitted` writes it; its queue note goes), in one write that holds only
+        if it is still the same pod, gated where `pod` saw the gate; False when it is gone or
+        changed."""
+        ...
+
+    async def annotate_pod(
+        self, pod: PodView, annotations: Mapping[str, str | None], *, same_uid: bool
+    ) -> bool:
+        """Set (None: remove) the pod's annotations; `same_uid`: only if it is still this pod
+        (not one made again under its name: False then, as when it is gone)."""
+        ...
 
     async def delete_pod(
         self, namespace: str, name: str, *, grace_s: int | None = None

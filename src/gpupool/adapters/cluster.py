@@ -41,6 +41,7 @@ from gpupool.adapters.kubernetes.decoded import (
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.node import lease_renewals
+from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.kubernetes.resource_slices import publishing_nodes
 from gpupool.adapters.kubernetes.watch_cache import (
     DEPLOYMENTS,
@@ -168,7 +169,8 @@ class KubeClusterApi:
     async def patch_pod(
         self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
     ) -> bool:
-        """Apply a JSON patch (list) or merge patch (dict); False if the pod is gone/changed."""
+        """Apply a JSON patch (list) or merge patch (dict); False if the pod is gone/changed
+        (the pod intents' one writer)."""
         self._writing(f"patch of pod {namespace}/{name}")
         try:
             await self.client.patch(
@@ -184,6 +186,20 @@ class KubeClusterApi:
                 return False
             raise
         return True
+
+    async def admit_pod(self, pod: PodView, admitted: str) -> bool:
+        return await self.patch_pod(
+            pod.namespace, pod.name, admit_patch(pod, admitted), json_patch=True
+        )
+
+    async def annotate_pod(
+        self, pod: PodView, annotations: Mapping[str, str | None], *, same_uid: bool
+    ) -> bool:
+        if same_uid:
+            patch: list[Json] | Json = annotate_patch(pod, annotations)
+        else:
+            patch = annotate_merge(annotations)
+        return await self.patch_pod(pod.namespace, pod.name, patch, json_patch=same_uid)
 
     async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
         self._writing(f"deletion of pod {namespace}/{name}")

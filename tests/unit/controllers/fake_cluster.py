@@ -28,6 +28,7 @@ from gpupool.adapters.kubernetes.decoded import (
 )
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.node import lease_renewals
+from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.wire.times import format_time
 from gpupool.ports import Json
 from gpupool.state.defrag import DisruptionBudget
@@ -186,6 +187,22 @@ class FakeCluster:
             return False  # 422/409: changed under us
         self.pods[key] = changed
         return True
+
+    async def admit_pod(self, pod: PodView, admitted: str) -> bool:
+        # the real adapter's patch, applied as the API server would
+        return await self.patch_pod(
+            pod.namespace, pod.name, admit_patch(pod, admitted), json_patch=True
+        )
+
+    async def annotate_pod(
+        self, pod: PodView, annotations: Mapping[str, str | None], *, same_uid: bool
+    ) -> bool:
+        if same_uid:
+            return await self.patch_pod(
+                pod.namespace, pod.name, annotate_patch(pod, annotations), json_patch=True
+            )
+        merge = annotate_merge(annotations)
+        return await self.patch_pod(pod.namespace, pod.name, merge, json_patch=False)
 
     async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
         key = f"{namespace}/{name}"

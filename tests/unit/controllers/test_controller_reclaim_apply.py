@@ -22,6 +22,7 @@ from gpupool.controllers.reclaim.reconcile import apply_reclaim
 from gpupool.ports import ClusterApi, Json
 from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
+from gpupool.state.pods import PodView
 
 
 class FakeApi:
@@ -45,8 +46,8 @@ class FakeApi:
             raise self.lease_patch
         return self.lease_patch
 
-    async def patch_pod(self, namespace: str, name: str, patch: Any, *, json_patch: bool) -> bool:
-        self.calls.append(("patch-pod", namespace, name))
+    async def annotate_pod(self, pod: PodView, annotations: Any, *, same_uid: bool) -> bool:
+        self.calls.append(("patch-pod", pod.namespace, pod.name))
         return True
 
     async def event(self, about: ObjectReference, reason: str, message: str, **kw: Any) -> None:

@@ -2,9 +2,10 @@
 in priority then FIFO order, and shows every waiting pod where it stands.
 
 Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide (pure), then:
-- admits: one JSON patch per pod that tests the uid and the gate, removes the gate and writes
-  `gpupool.io/admitted` (when, borrowed amount, preemptible, why) — the same patch, so a crash
-  can never leave a pod admitted without the record quota counting needs; event `Admitted`;
+- admits: one write per pod (`ClusterApi.admit_pod`: a JSON patch that tests the uid and the
+  gate) removes the gate and writes `gpupool.io/admitted` (when, borrowed amount, preemptible,
+  why) — the same patch, so a crash can never leave a pod admitted without the record quota
+  counting needs; event `Admitted`;
 - waiting pods: `gpupool.io/queue` = "position 2 of 3 in tenant 'a''s queue: <why>", and an
   event `Queued` (Warning `NotAdmittable` when it can never be admitted) whenever that changes;
 - GpuQuota status: used, borrowed, lent, pods, queued and the head of the queue, and the
@@ -29,7 +30,6 @@ from typing import Any, Protocol
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
-from gpupool.adapters.wire.json_pointer import escape
 from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
@@ -63,32 +63,12 @@ QUEUE_STATUS_ITEMS = 100
 NOT_ADMITTABLE = ("REJECTED", "NO_QUOTA", "UNREADABLE", "GANG_CONFLICT")
 
 
-def admit_patch(admit: AdmitPod, now: float) -> list[Json]:
-    """The JSON patch that admits a pod: checks it is the same pod still gated, then ungates it."""
-    view = admit.pod
-    record = admitted_annotation(
+def admitted_record(admit: AdmitPod, now: float) -> str:
+    """The pod's `gpupool.io/admitted` record (when, borrowed amount, preemptible, why)."""
+    return admitted_annotation(
         Admitted(now, admit.borrowed, admit.preemptible, admit.resource, admit.amount),
         admit.reason,
     )
-    patch: list[Json] = [
-        {"op": "test", "path": "/metadata/uid", "value": view.uid},
-        {
-            "op": "test",
-            "path": f"/spec/schedulingGates/{view.gate_index}/name",
-            "value": names.QUOTA_GATE,
-        },
-        {"op": "remove", "path": f"/spec/schedulingGates/{view.gate_index}"},
-    ]
-    if not view.annotated:
-        patch.append(
-            {"op": "add", "path": "/metadata/annotations", "value": {names.ANN_ADMITTED: record}}
-        )
-    else:
-        base = "/metadata/annotations/"
-        patch.append({"op": "add", "path": base + escape(names.ANN_ADMITTED), "value": record})
-        if view.queue_note is not None:
-            patch.append({"op": "remove", "path": base + escape(names.ANN_QUEUE)})
-    return patch
 
 
 def quota_status(status: TenantStatus, generation: int | None) -> Json:
@@ -242,9 +222,7 @@ class AdmissionReconciler:
     async def _admit(self, pod: ObjectReference, admit: AdmitPod, now: float, stamp: str) -> None:
         if self.claims is not None and not await self.claims.ready(pod, admit, now):
             return
-        if await self.api.patch_pod(
-            admit.pod.namespace, admit.pod.name, admit_patch(admit, now), json_patch=True
-        ):
+        if await self.api.admit_pod(admit.pod, admitted_record(admit, now)):
             log.info("admitted %s: %s", admit.pod.key, admit.reason)
             await self.api.event(pod, "Admitted", admit.reason, now_rfc3339=stamp)
 
@@ -285,8 +263,7 @@ class AdmissionReconciler:
         note = queued.note
         if queued.pod.queue_note == note:
             return
-        patch = {"metadata": {"annotations": {names.ANN_QUEUE: note}}}
-        if await self.api.patch_pod(queued.pod.namespace, queued.pod.name, patch, json_patch=False):
+        if await self.api.annotate_pod(queued.pod, {names.ANN_QUEUE: note}, same_uid=False):
             stuck = queued.reason in NOT_ADMITTABLE
             await self.api.event(
                 pod,

@@ -137,10 +137,7 @@ class ClaimAllocator:
                 self._leases.pop(view.uid, None)
                 raise ClaimWaits(f"{who} went away or was made again; the next round retries")
             log.info("allocated %s to %s on %s", who, view.key, held.node)
-        await self.api.patch_pod(
-            view.namespace, view.name, {"metadata": {"annotations": _marks(held)}},
-            json_patch=False,
-        )  # fmt: skip
+        await self.api.annotate_pod(view, _marks(held), same_uid=False)
 
     def _place(self, view: PodView, admit: AdmitPod, target: ClaimTarget) -> ClaimAllocation:
         """The planner's placement over the round's snapshot, charged as the pod was admitted."""
@@ -207,8 +204,7 @@ class ClaimAllocator:
         if view.queue_note == note:
             return
         log.info("claim of %s not allocated: %s", view.key, err)
-        patch = {"metadata": {"annotations": {names.ANN_QUEUE: note}}}
-        if await self.api.patch_pod(view.namespace, view.name, patch, json_patch=False):
+        if await self.api.annotate_pod(view, {names.ANN_QUEUE: note}, same_uid=False):
             await self.api.event(
                 pod,
                 "ClaimRefused" if refused else "NoRoom",

@@ -5,8 +5,9 @@ Each user says what is its own in a `NoticeKind`: its annotation (`gpupool.io/re
 `expiry-notice`, `drain-notice`, `defrag-notice`: the same JSON, `adapters.wire.reclaim_notice`),
 its Event reasons, what an eviction is for, and what the evicted pod's GpuLease records
 (`status.reclaim`). A refusal of the Eviction API (429: a PodDisruptionBudget) is retried every
-round and recorded once in the notice's `blocked`, with an `EvictionBlocked` event. Every patch
-of a pod tests its uid, so a pod replaced under the same name is left alone. A `NoticeTally`
+round and recorded once in the notice's `blocked`, with an `EvictionBlocked` event. Every
+annotation of a pod is written only to the same pod (`annotate_pod(..., same_uid=True)`: the
+adapter's patch tests its uid), so a pod replaced under the same name is left alone. A `NoticeTally`
 hears what was done (the controller's outcome metrics, the defragmentation metrics).
 """
 
@@ -19,7 +20,6 @@ from functools import partial
 from typing import Protocol
 
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.wire.json_pointer import escape
 from gpupool.adapters.wire.reclaim_notice import notice_annotation
 from gpupool.controllers.contain import Containment, pod_ref, run_one
 from gpupool.controllers.notices.plan import (
@@ -96,27 +96,6 @@ def outcome_tally(
     return None if outcomes is None else OutcomeTally(outcomes, reason)
 
 
-def notice_patch(pod: PodView, notice: ReclaimNotice, annotation: str) -> list[Json]:
-    """JSON patch: the same pod (uid) gets the notice annotation."""
-    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": pod.uid}]
-    value = notice_annotation(notice)
-    if not pod.annotated:
-        patch.append({"op": "add", "path": "/metadata/annotations", "value": {annotation: value}})
-    else:
-        path = "/metadata/annotations/" + escape(annotation)
-        patch.append({"op": "add", "path": path, "value": value})
-    return patch
-
-
-def withdraw_patch(uid: str, annotation: str) -> list[Json]:
-    """JSON patch: the same pod (uid) loses the notice annotation."""
-    path = "/metadata/annotations/" + escape(annotation)
-    return [
-        {"op": "test", "path": "/metadata/uid", "value": uid},
-        {"op": "remove", "path": path},
-    ]
-
-
 async def write_notices(
     api: ClusterApi,
     kind: NoticeKind,
@@ -158,8 +137,8 @@ async def give_notice(
 ) -> bool:
     """The notice annotation and a Warning event; False when the pod is gone (or replaced)."""
     view = item.pod
-    patch = notice_patch(view, item.notice, kind.annotation)
-    if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+    notice = {kind.annotation: notice_annotation(item.notice)}
+    if not await api.annotate_pod(view, notice, same_uid=True):
         return False
     log.warning("%s on %s: %s", kind.annotation, view.key, item.message)
     await api.event(pod, kind.noticed, item.message, warning=True, now_rfc3339=stamp)
@@ -210,8 +189,8 @@ async def _record_refusal(
     blocked = blocked_notice(eviction.notice, refused)
     if blocked is None:
         return  # said so already; the notice carries it
-    patch = notice_patch(view, blocked, kind.annotation)
-    if await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+    notice = {kind.annotation: notice_annotation(blocked)}
+    if await api.annotate_pod(view, notice, same_uid=True):
         await api.event(
             pod,
             "EvictionBlocked",
@@ -252,8 +231,7 @@ async def withdraw(
 ) -> bool:
     """Remove the notice annotation, with an event; False when the pod is gone (or replaced)."""
     view = withdrawal.pod
-    patch = withdraw_patch(view.uid, kind.annotation)
-    if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+    if not await api.annotate_pod(view, {kind.annotation: None}, same_uid=True):
         return False
     log.info("%s on %s withdrawn", kind.annotation, view.key)
     await api.event(pod, kind.withdrawn, withdrawal.message, now_rfc3339=stamp)
