@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.gpu_paths import PathFinding
+from gpupool.state.claim_ask import ClaimObject
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
@@ -166,9 +167,9 @@ class ClaimApi(ClusterApi, Protocol):
     """What the claim allocator (claims on gpu.gpupool.io) needs besides the other reconcilers'
     reads and writes: resource.k8s.io/v1 ResourceClaims and ResourceSlices."""
 
-    async def resource_claim(self, namespace: str, name: str) -> Json | None:
-        """The ResourceClaim's JSON, or None when it does not exist (yet); the allocator reads
-        it with `adapters.wire.claim_request` (its ask checked against the pod's)."""
+    async def resource_claim(self, namespace: str, name: str) -> ClaimObject | None:
+        """The ResourceClaim, decoded (what it asks of gpupool's class, whether it is allocated,
+        its configs for gpupool's driver), or None when it does not exist (yet)."""
         ...
 
     async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:

@@ -38,11 +38,11 @@ from gpupool.adapters.kubernetes.decoded import (
     quotas_listed,
     reference_of,
 )
+from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
-from gpupool.adapters.kubernetes.resource_slices import publishing_nodes
 from gpupool.adapters.kubernetes.watch_cache import (
     DEPLOYMENTS,
     GPULEASES,
@@ -59,6 +59,7 @@ from gpupool.adapters.kubernetes.watch_cache import (
 )
 from gpupool.adapters.wire import names
 from gpupool.ports import Json
+from gpupool.state.claim_ask import ClaimObject
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
@@ -370,9 +371,11 @@ class KubeClusterApi:
         )
 
     # -- the claim allocator's claims (ports.ClaimApi) -----------------------------------------
-    async def resource_claim(self, namespace: str, name: str) -> Json | None:
+    async def resource_claim(self, namespace: str, name: str) -> ClaimObject | None:
         try:
-            return _dict(await self.client.get(ResourceClaim, name, namespace=namespace))
+            return read_claim(
+                _dict(await self.client.get(ResourceClaim, name, namespace=namespace))
+            )
         except ApiError as err:
             if err.status.code == 404:
                 return None

@@ -15,8 +15,8 @@ from typing import Any
 from fake_cluster import FakeCluster, quota_json
 
 from gpupool.adapters.kubernetes.decoded import leases_listed, read_gpu_node, read_node
+from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.pod_view import read_pod
-from gpupool.adapters.kubernetes.resource_slices import publishing_nodes
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.claim_request import ClaimAsk, to_annotation
 from gpupool.adapters.wire.times import format_time
@@ -27,6 +27,7 @@ from gpupool.placement import Planner
 from gpupool.placement.default_workload import default_workload
 from gpupool.placement.snapshot import Decision
 from gpupool.ports import Json
+from gpupool.state.claim_ask import ClaimObject
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.listed import Listed
@@ -92,9 +93,9 @@ class ClaimCluster(FakeCluster):
         self.slices = slices
         self.node_lists: list[str] = []  # the nodes whose leases were read from the API server
 
-    async def resource_claim(self, namespace: str, name: str) -> Json | None:
+    async def resource_claim(self, namespace: str, name: str) -> ClaimObject | None:
         found = self.claims.get(f"{namespace}/{name}")
-        return copy.deepcopy(found) if found is not None else None
+        return read_claim(copy.deepcopy(found)) if found is not None else None  # as the adapter
 
     async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
         key = f"{namespace}/{name}"

@@ -11,6 +11,7 @@ import asyncio
 from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 
 from gpupool.adapters.kubernetes.decoded import pods_listed, quotas_listed
+from gpupool.adapters.kubernetes.dra_objects import read_claim
 from gpupool.adapters.wire.names import API_VERSION
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.contain import Containment
@@ -96,3 +97,23 @@ def test_a_listed_lease_carries_the_reference_its_events_name() -> None:
     [(lease, ref)] = listed.read
     assert ref.kind == "GpuLease" and ref.key == lease.key == "ns/uid-p"
     assert ref.api_version == API_VERSION
+
+
+def _claim(device_class: str) -> dict[str, object]:
+    request = {"name": "gpu", "exactly": {"deviceClassName": device_class, "count": 1}}
+    return {
+        "metadata": {"name": "c", "namespace": "ns", "uid": "cu"},
+        "spec": {"devices": {"requests": [request]}},
+        "status": {"allocation": {"devices": {"results": []}}},
+    }
+
+
+def test_a_claim_reads_as_its_ask_of_gpupool_or_why_not() -> None:
+    ours = read_claim(_claim("gpu.gpupool.io"))
+    assert ours.uid == "cu" and ours.allocated and ours.refusal is None
+    assert ours.ask is not None and ours.ask.request == "gpu" and ours.ask.count == 1
+    other = read_claim(_claim("gpu.example.com"))  # another driver's: asks nothing of gpupool
+    assert other.ask is None and other.refusal is None
+    misspelt = read_claim(_claim("gpu.gpupool"))  # refused, with the right name
+    assert misspelt.ask is None and misspelt.refusal is not None
+    assert "gpu.gpupool.io" in str(misspelt.refusal)

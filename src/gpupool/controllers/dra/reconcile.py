@@ -25,13 +25,10 @@ when that changes (NoRoom while it waits for room, ClaimRefused when the claim m
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.claim_request import claim_ask
 from gpupool.controllers.admission.plan import AdmitPod
 from gpupool.controllers.dra.plan import (
     ClaimAllocation,
@@ -99,25 +96,20 @@ class ClaimAllocator:
         claim = await self.api.resource_claim(view.namespace, name)
         if claim is None:
             raise ClaimWaits(f"its ResourceClaim {view.namespace}/{name} is not made yet")
-        meta = claim.get("metadata") or {}
         who = f"ResourceClaim {view.namespace}/{name}"
-        live = claim_ask(ask.pod_claim, claim.get("spec") or {}, (), who)
-        if live != ask:
+        if claim.refusal is not None:
+            raise claim.refusal
+        if claim.ask is None or replace(claim.ask, pod_claim=ask.pod_claim) != ask:
             raise GpupoolError(
                 f"{who} no longer asks what the pod was admitted for; delete the pod and create "
                 f"it again"
             )
         await self._read_round(now)
         target = ClaimTarget(
-            view.namespace,
-            name,
-            str(meta.get("uid") or ""),
-            ask.request,
-            names.DRA_DRIVER,
-            _configs(claim),
+            view.namespace, name, claim.uid, ask.request, names.DRA_DRIVER, claim.configs
         )
         held = self._leases.get(view.uid)
-        if (claim.get("status") or {}).get("allocation"):
+        if claim.allocated:
             if held is None:
                 raise GpupoolError(
                     f"{who} is allocated already, but not by gpupool for this pod (a claim "
@@ -212,15 +204,6 @@ class ClaimAllocator:
                 warning=refused,
                 now_rfc3339=format_time(now),
             )
-
-
-def _configs(claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
-    devices = (claim.get("spec") or {}).get("devices") or {}
-    return tuple(
-        c
-        for c in devices.get("config") or ()
-        if (c.get("opaque") or {}).get("driver") == names.DRA_DRIVER
-    )
 
 
 def _marks(lease: LeaseRecord) -> dict[str, str]:
