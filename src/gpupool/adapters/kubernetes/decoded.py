@@ -103,25 +103,41 @@ def reference_of(kind: str, obj: Mapping[str, Any]) -> ObjectReference:
     )
 
 
+_kept_pairs: dict[tuple[object, str, str], tuple[Any, ObjectReference]] = {}
+
+
 def listed(
     kind: str, objects: Iterable[Mapping[str, Any]], read: Callable[[Mapping[str, Any]], T]
 ) -> Listed[T]:
     """Each object read alone: a reader that raises makes that object `Unreadable`, not the
-    list."""
+    list. Each (value, reference) is remembered by reader, uid and resourceVersion, as the
+    readers remember their values: a round over the watch cache makes them only for the objects
+    that changed."""
     good: list[tuple[T, ObjectReference]] = []
     bad: list[Unreadable] = []
     stored: dict[str, Mapping[str, Any]] = {}
+    keeps_status = kind in STATUS_KINDS
     for obj in objects:
-        ref = reference_of(kind, obj)
-        try:
-            value = read(obj)
-        except Exception as err:
-            bad.append(Unreadable(ref, err))
-            continue
-        good.append((value, ref))
-        if kind in STATUS_KINDS:
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        key = (read, str(uid), str(version)) if uid and version else None
+        pair = _kept_pairs.get(key) if key is not None else None
+        if pair is None:
+            ref = reference_of(kind, obj)
+            try:
+                pair = (read(obj), ref)
+            except Exception as err:
+                bad.append(Unreadable(ref, err))
+                continue
+            if key is not None:
+                if len(_kept_pairs) >= MAX_KEPT:  # old versions pile up: start afresh
+                    _kept_pairs.clear()
+                _kept_pairs[key] = pair
+        good.append(pair)
+        if keeps_status:
             status = obj.get("status")
-            stored[ref.key] = status if isinstance(status, Mapping) else {}
+            stored[pair[1].key] = status if isinstance(status, Mapping) else {}
     return Listed(tuple(good), tuple(bad), stored)
 
 
