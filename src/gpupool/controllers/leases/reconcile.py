@@ -92,10 +92,10 @@ def _budgets(contain: Containment, quotas: Listed[QuotaObject], now: float) -> d
     return {q.name: q.budget for q, _ in read if q.budget is not None}
 
 
-def _terms(
-    contain: Containment, quotas: Listed[QuotaObject], now: float
-) -> dict[str, TenantLeaseTerms]:
-    return {q.name: q.terms for q, _ in contain.decode("terms", "GpuQuota", quotas, now)}
+def _terms(quotas: Listed[QuotaObject]) -> dict[str, TenantLeaseTerms]:
+    """The tenants' lease terms (an invalid quota's too: its TTL still holds); one that did not
+    decode gives none, and `_budgets` has set it aside with its event."""
+    return {q.name: q.terms for q in quotas.values}
 
 
 class LeaseReconciler:
@@ -150,7 +150,7 @@ class LeaseReconciler:
         live = [le for le in leases if not le.phase.terminal]
         if not live:
             return
-        tenants = _terms(self.contain, quotas, now)
+        tenants = _terms(quotas)
         by_uid = {p.uid: p for p in pods}
         plan = self.contain.plan(
             "expiry", "GpuLease", live, lambda le: le.key,
