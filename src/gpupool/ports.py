@@ -18,6 +18,7 @@ from gpupool.domain.gpu_paths import PathFinding
 from gpupool.state.claim_ask import ClaimObject
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
 from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
@@ -121,10 +122,26 @@ class ClusterApi(EventWriter, Protocol):
 
     async def patch_quota_status(self, name: str, status: Json) -> bool: ...
 
-    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool: ...
+    async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
+        """Write the GpuLease's phase (with its condition, times and metering); False when it
+        is gone."""
+        ...
 
-    async def patch_lease_spec(self, namespace: str, name: str, spec: Json) -> bool:
-        """Merge `spec` into the GpuLease's spec (its expiry terms); False when it is gone."""
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        """Record on the GpuLease why its pod was evicted (`status.reclaim`, with the room hold
+        for room); False when it is gone."""
+        ...
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        """End the room hold the GpuLease carries (its eviction record stays); False when it is
+        gone."""
+        ...
+
+    async def set_lease_expiry(
+        self, namespace: str, name: str, ttl_s: float, expiry: float, renewal: str | None
+    ) -> bool:
+        """Give the GpuLease its expiry terms (`spec`: TTL, when it expires, the renewal it
+        answers); False when it is gone."""
         ...
 
     async def delete_lease(self, namespace: str, name: str) -> bool: ...

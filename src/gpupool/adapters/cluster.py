@@ -41,6 +41,12 @@ from gpupool.adapters.kubernetes.decoded import (
 from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_to_json
+from gpupool.adapters.kubernetes.lease_writes import (
+    ROOM_HOLD_ENDED,
+    eviction_mark,
+    expiry_spec,
+    lease_status,
+)
 from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.kubernetes.watch_cache import (
@@ -62,6 +68,7 @@ from gpupool.ports import Json
 from gpupool.state.claim_ask import ClaimObject
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
 from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
@@ -297,6 +304,20 @@ class KubeClusterApi:
                 return False
             raise
         return True
+
+    async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
+        return await self.patch_lease_status(namespace, name, lease_status(move))
+
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        return await self.patch_lease_status(namespace, name, {"reclaim": eviction_mark(mark)})
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        return await self.patch_lease_status(namespace, name, ROOM_HOLD_ENDED)
+
+    async def set_lease_expiry(
+        self, namespace: str, name: str, ttl_s: float, expiry: float, renewal: str | None
+    ) -> bool:
+        return await self.patch_lease_spec(namespace, name, expiry_spec(ttl_s, expiry, renewal))
 
     async def delete_lease(self, namespace: str, name: str) -> bool:
         self._writing(f"deletion of GpuLease {namespace}/{name}")

@@ -27,12 +27,19 @@ from gpupool.adapters.kubernetes.decoded import (
     quotas_listed,
 )
 from gpupool.adapters.kubernetes.lease import lease_to_json
+from gpupool.adapters.kubernetes.lease_writes import (
+    ROOM_HOLD_ENDED,
+    eviction_mark,
+    expiry_spec,
+    lease_status,
+)
 from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.wire.times import format_time
 from gpupool.ports import Json
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
 from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
@@ -251,6 +258,21 @@ class FakeCluster:
             return False
         _merge(obj.setdefault("spec", {}), spec)
         return True
+
+    # the lease writes: the real adapter's encoding, recorded as the patch it sends
+    async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
+        return await self.patch_lease_status(namespace, name, lease_status(move))
+
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        return await self.patch_lease_status(namespace, name, {"reclaim": eviction_mark(mark)})
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        return await self.patch_lease_status(namespace, name, copy.deepcopy(ROOM_HOLD_ENDED))
+
+    async def set_lease_expiry(
+        self, namespace: str, name: str, ttl_s: float, expiry: float, renewal: str | None
+    ) -> bool:
+        return await self.patch_lease_spec(namespace, name, expiry_spec(ttl_s, expiry, renewal))
 
     async def delete_lease(self, namespace: str, name: str) -> bool:
         key = f"{namespace}/{name}"

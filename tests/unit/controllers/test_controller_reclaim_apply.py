@@ -14,12 +14,14 @@ from test_controller_reclaim_plan import NOW, beta_pods, lease, pod, quotas, rec
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_from_json, phase_name
+from gpupool.adapters.kubernetes.lease_writes import ROOM_HOLD_ENDED, eviction_mark
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.leases.plan import plan_leases
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.reclaim.plan import ReclaimRound
 from gpupool.controllers.reclaim.reconcile import apply_reclaim
 from gpupool.ports import ClusterApi, Json
+from gpupool.state.lease_writes import EvictionMark
 from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
@@ -40,11 +42,18 @@ class FakeApi:
         self.calls.append(("evict", namespace, name))
         return self.refuse
 
-    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
+    async def _lease_status(self, namespace: str, name: str, status: Json) -> bool:
         self.calls.append(("lease-status", namespace, name, status))
         if isinstance(self.lease_patch, BaseException):
             raise self.lease_patch
         return self.lease_patch
+
+    # the lease writes, recorded as the status patch the real adapter sends for each
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        return await self._lease_status(namespace, name, {"reclaim": eviction_mark(mark)})
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        return await self._lease_status(namespace, name, ROOM_HOLD_ENDED)
 
     async def annotate_pod(self, pod: PodView, annotations: Any, *, same_uid: bool) -> bool:
         self.calls.append(("patch-pod", pod.namespace, pod.name))

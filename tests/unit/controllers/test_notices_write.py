@@ -34,6 +34,8 @@ from gpupool.controllers.notices.write import (
     write_notices,
 )
 from gpupool.ports import ClusterApi, Json
+from gpupool.state.lease import ReclaimRecord
+from gpupool.state.lease_writes import EvictionMark
 from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 
@@ -42,8 +44,8 @@ STAMP = format_time(NOW)
 ANN = "gpupool.io/reclaim-notice"
 
 
-def record(eviction: EvictPod, stamp: str) -> Json:
-    return {"at": stamp, "reason": "Test", "message": eviction.message}
+def record(eviction: EvictPod, now: float) -> EvictionMark:
+    return EvictionMark(ReclaimRecord(now, "Test", eviction.message))
 
 
 KIND = NoticeKind(
@@ -133,7 +135,7 @@ def test_an_eviction_marks_the_lease_then_records_the_event() -> None:
     pod = api.pods["ns/b1"]
     tally = Tally()
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
-    assert run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, STAMP, tally))
+    assert run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW, tally))
     assert "ns/b1" not in api.pods
     assert api.written("patch_lease_status") == [
         ("ns/uid-b1", {"reclaim": {"at": STAMP, "reason": "Test", "message": "evicted for alpha"}})
@@ -149,7 +151,7 @@ def test_a_refused_eviction_is_written_into_the_notice_once() -> None:
     pod = api.pods["ns/b1"]
     tally = Tally()
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
-    assert not run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, STAMP, tally))
+    assert not run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW, tally))
     written = annotation(api, "b1")
     assert written is not None and written["blocked"] == "PDB says no"
     [(_, reason, message)] = api.events
@@ -159,7 +161,7 @@ def test_a_refused_eviction_is_written_into_the_notice_once() -> None:
     again = read_pod(api.pods["ns/b1"])
     assert again.reclaim_notice is not None and again.reclaim_notice.blocked == "PDB says no"
     retry = EvictPod(again, again.reclaim_notice, "evicted for alpha")
-    assert not run(evict(cast(ClusterApi, api), KIND, _ref(api.pods["ns/b1"]), retry, STAMP, tally))
+    assert not run(evict(cast(ClusterApi, api), KIND, _ref(api.pods["ns/b1"]), retry, NOW, tally))
     assert len(api.events) == 1 and len(api.written("patch_pod")) == 1
     assert tally.heard == [("blocked", "b1")]
     assert api.written("patch_lease_status") == []
@@ -171,7 +173,7 @@ def test_a_lease_mark_that_fails_is_logged_and_the_eviction_stands() -> None:
     api.fail_next("patch_lease_status")
     pod = api.pods["ns/b1"]
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
-    assert run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, STAMP))
+    assert run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW))
     assert api.events == [("ns/b1", "TestEvicted", "evicted for alpha")]
 
 
@@ -180,13 +182,13 @@ def test_losing_the_leadership_while_marking_the_lease_stops_the_round() -> None
     api = cluster("b1", notice=notice)
     pod = api.pods["ns/b1"]
 
-    async def not_leader(namespace: str, name: str, status: Json) -> bool:
+    async def not_leader(namespace: str, name: str, mark: EvictionMark) -> bool:
         raise NotLeader("lost the lease")
 
-    api.patch_lease_status = not_leader  # type: ignore[method-assign]
+    api.mark_lease_evicted = not_leader  # type: ignore[method-assign]
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
     with pytest.raises(NotLeader):
-        run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, STAMP))
+        run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW))
 
 
 def test_a_withdrawal_removes_the_annotation_with_an_event() -> None:

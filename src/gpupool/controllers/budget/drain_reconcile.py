@@ -19,7 +19,9 @@ from gpupool.controllers.contain import Containment
 from gpupool.controllers.leases.plan import BUDGET_DRAIN
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
-from gpupool.ports import ClusterApi, Json, Outcomes
+from gpupool.ports import ClusterApi, Outcomes
+from gpupool.state.lease import ReclaimRecord
+from gpupool.state.lease_writes import EvictionMark
 from gpupool.state.listed import ObjectReference
 
 
@@ -48,9 +50,9 @@ class BudgetDrainReconciler:
         return plan
 
 
-def drain_record(eviction: EvictPod, stamp: str) -> Json:
+def drain_record(eviction: EvictPod, now: float) -> EvictionMark:
     """The evicted pod's GpuLease `status.reclaim`, so it ends for the drain (`leases.plan`)."""
-    return {"at": stamp, "reason": BUDGET_DRAIN, "message": eviction.message[:1024]}
+    return EvictionMark(ReclaimRecord(now, BUDGET_DRAIN, eviction.message))
 
 
 # Budget drain's notices: the annotation `gpupool.io/drain-notice`; the evicted pod's GpuLease is

@@ -27,6 +27,8 @@ from gpupool.controllers.reclaim.room import Placement, build_placement
 from gpupool.ports import Clock, DefragApi, Json
 from gpupool.rfc3339 import format_time
 from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import ReclaimRecord, RoomHold
+from gpupool.state.lease_writes import EvictionMark
 from gpupool.state.listed import Listed, ObjectReference
 from gpupool.state.nodes import DefragMark, GpuNodeObject
 from gpupool.state.pods import PodView
@@ -56,21 +58,15 @@ def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
     }
 
 
-def hold_record(eviction: EvictPod, stamp: str) -> Json | None:
+def hold_record(eviction: EvictPod, now: float) -> EvictionMark | None:
     """The room hold on the evicted pod's GpuLease (`status.reclaim`), when a waiting pod is
     named: the extender then keeps the cleared card for it (`extender_http.room_hold`)."""
     notice = eviction.notice
     if eviction.hold_until is None:
         return None
-    return {
-        "at": stamp,
-        "reason": "Defragmentation",
-        "message": eviction.message[:1024],
-        "room": notice.room,
-        "for": notice.claimant_pod,
-        "forUid": eviction.claimant_uid,
-        "holdUntil": format_time(eviction.hold_until),
-    }
+    hold = RoomHold(notice.room or "", notice.claimant_pod, eviction.claimant_uid or "",
+                    eviction.hold_until)  # fmt: skip
+    return EvictionMark(ReclaimRecord(now, "Defragmentation", eviction.message), hold)
 
 
 # Defragmentation's notices: the annotation `gpupool.io/defrag-notice` (its `room` is the node

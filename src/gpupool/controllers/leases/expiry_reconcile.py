@@ -16,8 +16,7 @@ from gpupool.adapters.wire import names
 from gpupool.controllers.contain import Containment, lease_ref, run_one
 from gpupool.controllers.leases.expiry import ExpiryPlan, SetTerms
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
-from gpupool.ports import ClusterApi, Json, Outcomes
-from gpupool.rfc3339 import format_time
+from gpupool.ports import ClusterApi, Outcomes
 from gpupool.state.listed import ObjectReference
 
 log = logging.getLogger("gpupool.controller.expiry")
@@ -33,10 +32,6 @@ EXPIRY = NoticeKind(
     evicted="LeaseEvicted",
     purpose=lambda eviction: f"the GPU lease of {eviction.pod.key} expired",
 )
-
-
-def terms_patch(ttl_s: float, expiry: float, renewal: str | None) -> Json:
-    return {"expiry": format_time(expiry), "ttlSeconds": ttl_s, "renewal": renewal}
 
 
 async def apply_expiry(
@@ -68,6 +63,6 @@ async def apply_expiry(
 
 async def _terms(api: ClusterApi, item: SetTerms) -> None:
     lease = item.lease
-    patch = terms_patch(item.ttl_s, item.expiry, item.renewal)
-    if await api.patch_lease_spec(lease.namespace, lease.name, patch):
+    if await api.set_lease_expiry(lease.namespace, lease.name, item.ttl_s, item.expiry,
+                                  item.renewal):  # fmt: skip
         log.info("lease %s %s", lease.key, item.message)

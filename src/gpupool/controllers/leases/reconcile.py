@@ -44,11 +44,12 @@ from gpupool.controllers.leases.plan import (
 )
 from gpupool.controllers.leases.restore import Fence, Restore, RestorePlan, plan_restores
 from gpupool.controllers.reads import READ, decode_leases, decode_pods, quota_specs
-from gpupool.ports import Clock, ClusterApi, Json, Outcomes
+from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.lease_terms import TenantLeaseTerms
+from gpupool.state.lease_writes import LeaseStatusWrite
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
 from gpupool.state.nodes import GpuNodeObject
 from gpupool.state.pods import PodView
@@ -59,30 +60,12 @@ log = logging.getLogger("gpupool.controller.leases")
 LOOP = "leases"
 
 
-def move_status(move: Move, now: float) -> Json:
-    stamp = format_time(now)
-    name = phase_name(move.phase)
-    status: Json = {
-        "phase": name,
-        "conditions": [
-            {
-                "type": name,
-                "status": "True",
-                "reason": move.reason,
-                "message": move.message,
-                "lastTransitionTime": stamp,
-            }
-        ],
-    }
-    if move.to.bound_at is not None:
-        status["boundAt"] = format_time(move.to.bound_at)
-    if move.to.active_at is not None:
-        status["activeAt"] = format_time(move.to.active_at)
-    if move.to.ended_at is not None:
-        status["end"] = format_time(move.to.ended_at)
-    if move.gib_hours is not None:
-        status["gibHours"] = round(move.gib_hours, 6)
-    return status
+def lease_move(move: Move, now: float) -> LeaseStatusWrite:
+    """What a planned move writes on the lease (its condition is named after the phase)."""
+    to = move.to
+    return LeaseStatusWrite(move.phase, move.reason, move.message, now, bound_at=to.bound_at,
+                            active_at=to.active_at, ended_at=to.ended_at,
+                            gib_hours=move.gib_hours)  # fmt: skip
 
 
 def _budgets(contain: Containment, quotas: Listed[QuotaObject], now: float) -> dict[str, Budget]:
@@ -228,7 +211,7 @@ class LeaseReconciler:
 
     async def _move(self, move: Move, now: float) -> None:
         lease = move.lease
-        if await self.api.patch_lease_status(lease.namespace, lease.name, move_status(move, now)):
+        if await self.api.move_lease(lease.namespace, lease.name, lease_move(move, now)):
             log.info("lease %s: %s (%s)", lease.key, phase_name(move.phase), move.message)
 
     async def _collect(self, lease: LeaseRecord) -> None:

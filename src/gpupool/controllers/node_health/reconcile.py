@@ -23,7 +23,6 @@ from functools import partial
 from typing import Any
 
 from gpupool.adapters.kubernetes.decoded import reference
-from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.controllers.contain import Containment, lease_ref
 from gpupool.controllers.due import soonest
 from gpupool.controllers.node_health.plan import (
@@ -38,6 +37,7 @@ from gpupool.controllers.node_health.plan import (
 from gpupool.controllers.reads import READ, decode_leases
 from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.lease_writes import LeaseStatusWrite
 
 log = logging.getLogger("gpupool.controller.nodes")
 
@@ -144,21 +144,8 @@ class NodeHealthReconciler:
                 log.warning("deleted pod %s from lost node %s", lease.pod.key, lease.node)
                 if self.outcomes is not None:
                     self.outcomes.evicted("NodeLost")
-        await self.api.patch_lease_status(
-            lease.namespace,
-            lease.name,
-            {
-                "phase": phase_name(lost.to.phase),
-                "end": format_time(lost.to.ended_at or now),
-                "gibHours": round(lost.gib_hours, 6),
-                "conditions": [
-                    {
-                        "type": "Lost",
-                        "status": "True",
-                        "reason": "NodeLost",
-                        "message": lost.message,
-                        "lastTransitionTime": stamp,
-                    }
-                ],
-            },
-        )
+        lost_at = LeaseStatusWrite(
+            lost.to.phase, "NodeLost", lost.message, now, condition="Lost",
+            ended_at=lost.to.ended_at or now, gib_hours=lost.gib_hours,
+        )  # fmt: skip
+        await self.api.move_lease(lease.namespace, lease.name, lost_at)

@@ -28,8 +28,9 @@ from gpupool.controllers.notices.plan import (
     WithdrawNotice,
     blocked_notice,
 )
-from gpupool.ports import ClusterApi, Json, Outcomes
+from gpupool.ports import ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.lease_writes import EvictionMark
 from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
@@ -47,9 +48,9 @@ class NoticeKind:
     evicted: str  # the Event reason of an eviction
     purpose: Callable[[EvictPod], str]  # what an eviction is for (the EvictionBlocked event)
     withdrawn: str = ""  # the Event reason of a withdrawal ("": this kind never withdraws)
-    # The evicted pod's GpuLease `status.reclaim` (the stamp is the round's time), or None to
-    # leave the lease as it is.
-    lease_record: Callable[[EvictPod, str], Json | None] | None = None
+    # The evicted pod's GpuLease `status.reclaim` (at the round's time), or None to leave the
+    # lease as it is.
+    lease_record: Callable[[EvictPod, float], EvictionMark | None] | None = None
     unmarked: str = (
         "its lease will end as for any pod that goes"  # a record that could not be written
     )
@@ -120,7 +121,7 @@ async def write_notices(
     for eviction in evictions:
         pod = refs.get(eviction.pod.key) or pod_ref(eviction.pod)
         await run_one(contain, kind.step, pod,
-                      partial(evict, api, kind, pod, eviction, stamp, tally), now)  # fmt: skip
+                      partial(evict, api, kind, pod, eviction, now, tally), now)  # fmt: skip
     for withdrawal in withdrawals:
         pod = refs.get(withdrawal.pod.key) or pod_ref(withdrawal.pod)
         await run_one(contain, kind.step, pod,
@@ -152,13 +153,14 @@ async def evict(
     kind: NoticeKind,
     pod: ObjectReference,
     eviction: EvictPod,
-    stamp: str,
+    now: float,
     tally: NoticeTally | None = None,
 ) -> bool:
     """Evict a pod whose grace period is over: True when the Eviction API took it (then its
     GpuLease gets the kind's record and the pod an event); a refusal is written into the notice
     once (`blocked`) with an `EvictionBlocked` event and retried next round."""
     view, notice = eviction.pod, eviction.notice
+    stamp = format_time(now)
     refused = await api.evict_pod(view.namespace, view.name)
     if refused is not None:
         log.info("eviction of %s refused, retrying: %s", view.key, refused)
@@ -168,7 +170,7 @@ async def evict(
         return False
     log.warning("evicted %s: %s", view.key, eviction.message)
     if kind.lease_record is not None:
-        record = kind.lease_record(eviction, stamp)
+        record = kind.lease_record(eviction, now)
         if record is not None:
             await _mark_lease(api, view, record, f"{kind.unmarked}, once {view.key} is gone")
     await api.event(pod, kind.evicted, eviction.message, warning=True, now_rfc3339=stamp)
@@ -201,7 +203,7 @@ async def _record_refusal(
         )
 
 
-async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) -> None:
+async def _mark_lease(api: ClusterApi, pod: PodView, record: EvictionMark, lost: str) -> None:
     """The evicted pod's GpuLease (named after the pod's uid, in its namespace) gets
     `status.reclaim`, so it ends for this reason once the pod is gone; it keeps holding its
     slices until then. Best effort: the eviction is done, and without the mark the lease is
@@ -210,7 +212,7 @@ async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) ->
         log.warning("evicted %s has no uid: %s", pod.key, lost)
         return
     try:
-        recorded = await api.patch_lease_status(pod.namespace, pod.uid, {"reclaim": record})
+        recorded = await api.mark_lease_evicted(pod.namespace, pod.uid, record)
     except NotLeader:
         raise
     except Exception as err:

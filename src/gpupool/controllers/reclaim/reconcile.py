@@ -23,8 +23,9 @@ from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
 from gpupool.controllers.reclaim.plan import EndHold, ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
-from gpupool.ports import ClusterApi, Json, Outcomes
-from gpupool.rfc3339 import format_time
+from gpupool.ports import ClusterApi, Outcomes
+from gpupool.state.lease import ReclaimRecord, RoomHold
+from gpupool.state.lease_writes import EvictionMark
 from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 
@@ -69,19 +70,16 @@ def reclaim_reason(notice: ReclaimNotice) -> str:
     return "RoomReclaim" if notice.room is not None else "QuotaReclaim"
 
 
-def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
-    """The GpuLease's `status.reclaim` for a pod reclaim has evicted (`leases.plan` reads it)."""
+def reclaim_record(eviction: EvictPod, now: float) -> EvictionMark:
+    """The GpuLease's `status.reclaim` for a pod reclaim has evicted (`leases.plan` reads it),
+    with the room hold when it was evicted for room."""
     notice = eviction.notice
-    reason = reclaim_reason(notice)
-    record: Json = {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
+    record = ReclaimRecord(now, reclaim_reason(notice), eviction.message)
     if notice.room is not None and eviction.claimant_uid and eviction.hold_until is not None:
-        record |= {
-            "room": notice.room,
-            "for": notice.claimant_pod,
-            "forUid": eviction.claimant_uid,
-            "holdUntil": format_time(eviction.hold_until),
-        }
-    return record
+        hold = RoomHold(notice.room, notice.claimant_pod, eviction.claimant_uid,
+                        eviction.hold_until)  # fmt: skip
+        return EvictionMark(record, hold)
+    return EvictionMark(record)
 
 
 # Reclaim's notices: the annotation `gpupool.io/reclaim-notice`; each evicted pod's GpuLease gets
@@ -124,7 +122,7 @@ async def apply_reclaim(
 
     async def end_hold(end: EndHold) -> None:
         namespace, _, name = end.lease_key.partition("/")
-        if await api.patch_lease_status(namespace, name, {"reclaim": {"holdUntil": None}}):
+        if await api.end_room_hold(namespace, name):
             log.info("room hold on GpuLease %s ended: %s", end.lease_key, end.message)
 
     for end in plan.ended_holds:
