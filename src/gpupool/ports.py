@@ -15,6 +15,15 @@ from typing import Any, Protocol
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.gpu_paths import PathFinding
+from gpupool.state.claim_ask import ClaimObject
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
+from gpupool.state.listed import Listed, ObjectReference, Unreadable
+from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.pods import PodView
+from gpupool.state.pool import PoolObject
+from gpupool.state.quota_object import QuotaObject
 
 
 class Clock(Protocol):
@@ -24,7 +33,7 @@ class Clock(Protocol):
     def __call__(self) -> float: ...
 
 
-Json = dict[str, Any]  # a Kubernetes object or patch as the API server sends and takes it
+Json = dict[str, Any]  # a patch or status as the API server takes it (the workloads' objects)
 
 
 class Outcomes(Protocol):
@@ -38,11 +47,11 @@ class Outcomes(Protocol):
 
 
 class EventWriter(Protocol):
-    """Records a Kubernetes Event on an object (a pod, by default)."""
+    """Records a Kubernetes Event on an object (a pod, a GpuLease, a GpuQuota...)."""
 
     async def event(
         self,
-        pod: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
@@ -55,24 +64,29 @@ class ClusterApi(EventWriter, Protocol):
     """What the controllers' reconcilers read from and write to the API server
     (`adapters.cluster.KubeClusterApi`; an in-memory fake in the unit tests).
 
-    Reads return the objects' JSON (the reconcilers decode them once, with the adapters'
-    readers). A write answers False when its object is gone or changed under it (404, 409, a
-    failed JSON-patch test) and raises on any other refusal: the round stops and the next one
-    tries again from what the API server then holds."""
+    Reads hand decoded values (`state.listed.Listed`: each with its `ObjectReference`, and the
+    objects that did not decode, which a loop's containment sets aside): the adapter decodes each
+    object once, with the memoised readers of `adapters.kubernetes.decoded`. Writes take
+    references and values the adapter encodes: a pod's writes are intents (`admit_pod`,
+    `annotate_pod`) whose patches, and the `test` ops that are their optimistic concurrency,
+    the adapter builds (`adapters.kubernetes.pod_patches`). A write answers False when its
+    object is gone or changed under it (404, 409, a failed JSON-patch test) and raises on any
+    other refusal: the round stops and the next one tries again from what the API server then
+    holds."""
 
-    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
+    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
         """Every pod with a tenant label; `fresh`: from the API server itself, not a cache."""
         ...
 
-    async def quotas(self) -> list[Json]: ...
+    async def quotas(self) -> Listed[QuotaObject]: ...
 
-    async def leases(self, *, fresh: bool = False) -> list[Json]:
+    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
         """Every GpuLease; `fresh`: from the API server itself, not a cache."""
         ...
 
-    async def nodes(self) -> list[Json]: ...
+    async def nodes(self) -> Listed[NodeObject]: ...
 
-    async def gpu_nodes(self) -> list[Json]: ...
+    async def gpu_nodes(self) -> Listed[GpuNodeObject]: ...
 
     async def node_renewals(self) -> Mapping[str, float]:
         """The GPU nodes' heartbeats, decoded: when each node's coordination.k8s.io Lease (named
@@ -80,11 +94,23 @@ class ClusterApi(EventWriter, Protocol):
         renewTime is left out, as if missing)."""
         ...
 
-    async def pod(self, namespace: str, name: str) -> Json | None: ...
+    async def pod(self, namespace: str, name: str) -> PodView | Unreadable | None:
+        """The pod as the API server holds it now; None when there is none."""
+        ...
 
-    async def patch_pod(
-        self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
-    ) -> bool: ...
+    async def admit_pod(self, pod: PodView, admitted: str) -> bool:
+        """Lift the pod's quota gate and write its `gpupool.io/admitted` record (`admitted`, as
+        `adapters.wire.admitted` writes it; its queue note goes), in one write that holds only
+        if it is still the same pod, gated where `pod` saw the gate; False when it is gone or
+        changed."""
+        ...
+
+    async def annotate_pod(
+        self, pod: PodView, annotations: Mapping[str, str | None], *, same_uid: bool
+    ) -> bool:
+        """Set (None: remove) the pod's annotations; `same_uid`: only if it is still this pod
+        (not one made again under its name: False then, as when it is gone)."""
+        ...
 
     async def delete_pod(
         self, namespace: str, name: str, *, grace_s: int | None = None
@@ -96,16 +122,33 @@ class ClusterApi(EventWriter, Protocol):
 
     async def patch_quota_status(self, name: str, status: Json) -> bool: ...
 
-    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool: ...
+    async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
+        """Write the GpuLease's phase (with its condition, times and metering); False when it
+        is gone."""
+        ...
 
-    async def patch_lease_spec(self, namespace: str, name: str, spec: Json) -> bool:
-        """Merge `spec` into the GpuLease's spec (its expiry terms); False when it is gone."""
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        """Record on the GpuLease why its pod was evicted (`status.reclaim`, with the room hold
+        for room); False when it is gone."""
+        ...
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        """End the room hold the GpuLease carries (its eviction record stays); False when it is
+        gone."""
+        ...
+
+    async def set_lease_expiry(
+        self, namespace: str, name: str, ttl_s: float, expiry: float, renewal: str | None
+    ) -> bool:
+        """Give the GpuLease its expiry terms (`spec`: TTL, when it expires, the renewal it
+        answers); False when it is gone."""
         ...
 
     async def delete_lease(self, namespace: str, name: str) -> bool: ...
 
-    async def create_lease(self, lease: Json) -> bool:
-        """Create a GpuLease; False when one of that name exists already (409)."""
+    async def create_lease(self, lease: LeaseRecord) -> bool:
+        """Create the GpuLease `lease` describes; False when one of that name exists already
+        (409)."""
         ...
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
@@ -114,9 +157,9 @@ class ClusterApi(EventWriter, Protocol):
 class DefragApi(ClusterApi, Protocol):
     """What the defragmentation loop needs besides the other reconcilers' reads and writes."""
 
-    async def gpu_pools(self) -> list[Json]: ...
+    async def gpu_pools(self) -> Listed[PoolObject]: ...
 
-    async def disruption_budgets(self) -> list[Json]:
+    async def disruption_budgets(self) -> Listed[DisruptionBudget]:
         """Every PodDisruptionBudget (policy/v1), in all namespaces."""
         ...
 
@@ -130,7 +173,7 @@ class DefragApi(ClusterApi, Protocol):
 class PoolStatusApi(ClusterApi, Protocol):
     """What the GpuPool status writer needs besides the other reconcilers' reads and writes."""
 
-    async def gpu_pools(self) -> list[Json]: ...
+    async def gpu_pools(self) -> Listed[PoolObject]: ...
 
     async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
         """Merge `status` into the GpuPool's status; False when it is gone."""
@@ -141,8 +184,9 @@ class ClaimApi(ClusterApi, Protocol):
     """What the claim allocator (claims on gpu.gpupool.io) needs besides the other reconcilers'
     reads and writes: resource.k8s.io/v1 ResourceClaims and ResourceSlices."""
 
-    async def resource_claim(self, namespace: str, name: str) -> Json | None:
-        """The ResourceClaim, or None when it does not exist (yet)."""
+    async def resource_claim(self, namespace: str, name: str) -> ClaimObject | None:
+        """The ResourceClaim, decoded (what it asks of gpupool's class, whether it is allocated,
+        its configs for gpupool's driver), or None when it does not exist (yet)."""
         ...
 
     async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
@@ -150,13 +194,14 @@ class ClaimApi(ClusterApi, Protocol):
         False when it is gone or was made again."""
         ...
 
-    async def leases_on_node(self, node: str) -> list[Json]:
+    async def leases_on_node(self, node: str) -> Listed[LeaseRecord]:
         """The GpuLeases on `node` as the API server holds them now (a consistent read, not the
         watch cache): what another writer made a moment ago is in it."""
         ...
 
-    async def resource_slices(self) -> list[Json]:
-        """Every ResourceSlice (cluster-scoped)."""
+    async def publishing_nodes(self) -> frozenset[str]:
+        """The nodes whose ResourceSlice of gpupool's driver lists devices (decoded from every
+        ResourceSlice: its pool is the node)."""
         ...
 
 

@@ -1,6 +1,9 @@
 """`ports.ClusterApi` on the API server: what gpupool's controllers read and write (lightkube,
-generic resources for the CRDs). Objects cross this boundary as plain JSON dicts; the
-reconcilers decode them once with the adapters' readers and hand typed values to the plans.
+generic resources for the CRDs). Reads cross this boundary decoded (`state.listed.Listed`: each
+object decoded here, once, with the memoised readers of `adapters.kubernetes.decoded`; one that
+does not decode is handed as `Unreadable` for the loop's containment to set aside); Events take
+an `ObjectReference`, a new GpuLease its `LeaseRecord`. Patches and statuses are still JSON the
+reconcilers build (a pod's JSON patch tests what it changes).
 
 With `may_write` (the controller's leader election), every write asks it first and raises
 NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
@@ -24,8 +27,28 @@ from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
+from gpupool.adapters.kubernetes.decoded import (
+    budgets_listed,
+    gpu_nodes_listed,
+    leases_listed,
+    nodes_listed,
+    pod_read,
+    pods_listed,
+    pools_listed,
+    quotas_listed,
+    reference_of,
+)
+from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.leader import NotLeader
+from gpupool.adapters.kubernetes.lease import lease_to_json
+from gpupool.adapters.kubernetes.lease_writes import (
+    ROOM_HOLD_ENDED,
+    eviction_mark,
+    expiry_spec,
+    lease_status,
+)
 from gpupool.adapters.kubernetes.node import lease_renewals
+from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.kubernetes.watch_cache import (
     DEPLOYMENTS,
     GPULEASES,
@@ -42,6 +65,15 @@ from gpupool.adapters.kubernetes.watch_cache import (
 )
 from gpupool.adapters.wire import names
 from gpupool.ports import Json
+from gpupool.state.claim_ask import ClaimObject
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
+from gpupool.state.listed import Listed, ObjectReference, Unreadable
+from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.pods import PodView
+from gpupool.state.pool import PoolObject
+from gpupool.state.quota_object import QuotaObject
 
 log = logging.getLogger("gpupool.controller")
 
@@ -106,31 +138,31 @@ class KubeClusterApi:
             raise NotLeader(f"{what} refused: this {COMPONENT} replica is not leader")
 
     # -- reading -------------------------------------------------------------------------------
-    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
+    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
         """Every pod the webhook stamped with a tenant, in all namespaces."""
-        return await self._read(TENANT_PODS, fresh=fresh)
+        return pods_listed(await self._read(TENANT_PODS, fresh=fresh))
 
-    async def quotas(self) -> list[Json]:
-        return await self._read(GPUQUOTAS)
+    async def quotas(self) -> Listed[QuotaObject]:
+        return quotas_listed(await self._read(GPUQUOTAS))
 
-    async def leases(self, *, fresh: bool = False) -> list[Json]:
-        return await self._read(GPULEASES, fresh=fresh)
+    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
+        return leases_listed(await self._read(GPULEASES, fresh=fresh))
 
-    async def nodes(self) -> list[Json]:
-        return await self._read(NODES)
+    async def nodes(self) -> Listed[NodeObject]:
+        return nodes_listed(await self._read(NODES))
 
-    async def gpu_nodes(self) -> list[Json]:
-        return await self._read(GPUNODES)
+    async def gpu_nodes(self) -> Listed[GpuNodeObject]:
+        return gpu_nodes_listed(await self._read(GPUNODES))
 
-    async def gpu_pools(self) -> list[Json]:
-        return await self._read(GPUPOOLS)
+    async def gpu_pools(self) -> Listed[PoolObject]:
+        return pools_listed(await self._read(GPUPOOLS))
 
-    async def disruption_budgets(self) -> list[Json]:
-        return await self._read(PDBS)
+    async def disruption_budgets(self) -> Listed[DisruptionBudget]:
+        return budgets_listed(await self._read(PDBS))
 
-    async def pod(self, namespace: str, name: str) -> Json | None:
+    async def pod(self, namespace: str, name: str) -> PodView | Unreadable | None:
         try:
-            return _dict(await self.client.get(Pod, name, namespace=namespace))
+            return pod_read(_dict(await self.client.get(Pod, name, namespace=namespace)))
         except ApiError as err:
             if err.status.code == 404:
                 return None
@@ -145,7 +177,8 @@ class KubeClusterApi:
     async def patch_pod(
         self, namespace: str, name: str, patch: list[Json] | Json, *, json_patch: bool
     ) -> bool:
-        """Apply a JSON patch (list) or merge patch (dict); False if the pod is gone/changed."""
+        """Apply a JSON patch (list) or merge patch (dict); False if the pod is gone/changed
+        (the pod intents' one writer)."""
         self._writing(f"patch of pod {namespace}/{name}")
         try:
             await self.client.patch(
@@ -161,6 +194,20 @@ class KubeClusterApi:
                 return False
             raise
         return True
+
+    async def admit_pod(self, pod: PodView, admitted: str) -> bool:
+        return await self.patch_pod(
+            pod.namespace, pod.name, admit_patch(pod, admitted), json_patch=True
+        )
+
+    async def annotate_pod(
+        self, pod: PodView, annotations: Mapping[str, str | None], *, same_uid: bool
+    ) -> bool:
+        if same_uid:
+            patch: list[Json] | Json = annotate_patch(pod, annotations)
+        else:
+            patch = annotate_merge(annotations)
+        return await self.patch_pod(pod.namespace, pod.name, patch, json_patch=same_uid)
 
     async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
         self._writing(f"deletion of pod {namespace}/{name}")
@@ -185,29 +232,28 @@ class KubeClusterApi:
 
     async def event(
         self,
-        pod: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
         warning: bool = False,
         now_rfc3339: str,
     ) -> None:
-        meta = pod.get("metadata") or {}
-        namespace = str(meta.get("namespace") or "default")
-        kind = str(pod.get("kind") or "Pod")  # a GpuPool's events name it (cluster-scoped)
-        self._writing(f"event {reason} on {kind.lower()} {namespace}/{meta.get('name')}")
+        kind = about.kind
+        namespace = about.namespace or "default"  # a cluster-scoped object's events: default
+        self._writing(f"event {reason} on {kind.lower()} {namespace}/{about.name}")
         event: Any = codecs.from_dict(
             {
                 "apiVersion": "v1",
                 "kind": "Event",
-                "metadata": {"generateName": f"{meta.get('name', 'pod')}.", "namespace": namespace},
+                "metadata": {"generateName": f"{about.name or 'pod'}.", "namespace": namespace},
                 "involvedObject": {
-                    "apiVersion": str(pod.get("apiVersion") or "v1"),
+                    "apiVersion": about.api_version,
                     "kind": kind,
-                    "name": meta.get("name"),
+                    "name": about.name or None,
                     # a cluster-scoped object (a GpuPool) has none
-                    "namespace": namespace if kind == "Pod" or meta.get("namespace") else None,
-                    "uid": meta.get("uid"),
+                    "namespace": namespace if kind == "Pod" or about.namespace else None,
+                    "uid": about.uid,
                 },
                 "reason": reason,
                 "message": message[:1024],
@@ -223,7 +269,7 @@ class KubeClusterApi:
         try:
             await self.client.create(event)
         except ApiError as err:  # an event is best effort: never fail a reconcile for one
-            log.warning("could not record event %s on %s: %s", reason, meta.get("name"), err)
+            log.warning("could not record event %s on %s: %s", reason, about.name, err)
 
     async def patch_quota_status(self, name: str, status: Json) -> bool:
         self._writing(f"status of GpuQuota {name}")
@@ -259,16 +305,28 @@ class KubeClusterApi:
             raise
         return True
 
+    async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
+        return await self.patch_lease_status(namespace, name, lease_status(move))
+
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        return await self.patch_lease_status(namespace, name, {"reclaim": eviction_mark(mark)})
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        return await self.patch_lease_status(namespace, name, ROOM_HOLD_ENDED)
+
+    async def set_lease_expiry(
+        self, namespace: str, name: str, ttl_s: float, expiry: float, renewal: str | None
+    ) -> bool:
+        return await self.patch_lease_spec(namespace, name, expiry_spec(ttl_s, expiry, renewal))
+
     async def delete_lease(self, namespace: str, name: str) -> bool:
         self._writing(f"deletion of GpuLease {namespace}/{name}")
         return await _landed(self.client.delete(GpuLease, name, namespace=namespace))
 
-    async def create_lease(self, lease: Json) -> bool:
-        meta = lease.get("metadata") or {}
-        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        self._writing(f"creation of GpuLease {namespace}/{name}")
+    async def create_lease(self, lease: LeaseRecord) -> bool:
+        self._writing(f"creation of GpuLease {lease.key}")
         # the namespace is in its metadata; 409: it exists already
-        return await _landed(self.client.create(GpuLease(**lease)), absent=409)
+        return await _landed(self.client.create(GpuLease(**lease_to_json(lease))), absent=409)
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
         self._writing(f"status of GpuNode {name}")
@@ -319,8 +377,8 @@ class KubeClusterApi:
         now_rfc3339: str,
     ) -> None:
         # the one event writer; a workload's JSON may lack its kind and apiVersion
-        as_object = {**obj, "kind": kind, "apiVersion": obj.get("apiVersion") or "apps/v1"}
-        await self.event(as_object, reason, message, warning=warning, now_rfc3339=now_rfc3339)
+        about = reference_of(kind, obj)
+        await self.event(about, reason, message, warning=warning, now_rfc3339=now_rfc3339)
 
     async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
         self._writing(f"annotation {key} of GpuNode {name}")
@@ -334,9 +392,11 @@ class KubeClusterApi:
         )
 
     # -- the claim allocator's claims (ports.ClaimApi) -----------------------------------------
-    async def resource_claim(self, namespace: str, name: str) -> Json | None:
+    async def resource_claim(self, namespace: str, name: str) -> ClaimObject | None:
         try:
-            return _dict(await self.client.get(ResourceClaim, name, namespace=namespace))
+            return read_claim(
+                _dict(await self.client.get(ResourceClaim, name, namespace=namespace))
+            )
         except ApiError as err:
             if err.status.code == 404:
                 return None
@@ -359,10 +419,10 @@ class KubeClusterApi:
             raise
         return True
 
-    async def leases_on_node(self, node: str) -> list[Json]:
+    async def leases_on_node(self, node: str) -> Listed[LeaseRecord]:
         # no resourceVersion: a consistent (quorum) read; spec.node is a selectable field
-        return [_dict(x) async for x in self.client.list(GpuLease, namespace="*",
-                                                          fields={"spec.node": node})]  # fmt: skip
+        return leases_listed([_dict(x) async for x in self.client.list(
+            GpuLease, namespace="*", fields={"spec.node": node})])  # fmt: skip
 
-    async def resource_slices(self) -> list[Json]:
-        return [_dict(s) async for s in self.client.list(ResourceSlice)]
+    async def publishing_nodes(self) -> frozenset[str]:
+        return publishing_nodes([_dict(s) async for s in self.client.list(ResourceSlice)])

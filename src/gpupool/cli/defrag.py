@@ -26,8 +26,6 @@ from lightkube.core.exceptions import ApiError
 
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.node import read_gpu_node
-from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.kubernetes.views_read import ClusterUnreachable
 from gpupool.cli.replay import replay_inputs
 from gpupool.controllers.defrag.plan import Round, plan_one, rules_of
@@ -145,10 +143,10 @@ async def _live_round(args: argparse.Namespace) -> tuple[Round, DefragRules]:
     api = KubeClusterApi(client, may_write=lambda: False)  # a dry run: every write refused
     try:
         now = time.time()
-        gpunodes = [read_gpu_node(g) for g in await api.gpu_nodes()]
+        gpunodes = (await api.gpu_nodes()).values
         pool = None
         if args.pool:
-            pools = {p.name: p for p in (read_pool(o) for o in await api.gpu_pools())}
+            pools = {p.name: p for p in (await api.gpu_pools()).values}
             pool = pools.get(args.pool)
             if pool is None:
                 known = ", ".join(sorted(pools)) or "none"

@@ -24,11 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpupool.adapters.kubernetes.decoded import leases_listed
 from gpupool.controllers.reads import read_leases
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Json
 from gpupool.quota.usage import UsageBy, UsageRow, usage
 from gpupool.rfc3339 import format_time, parse_time
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import Listed
 from gpupool.state.usage import held_of
 
 log = logging.getLogger("gpupool.usage")
@@ -81,7 +84,7 @@ def leases_from_file(path: Path) -> list[Json]:
     return items
 
 
-async def _live_leases(kubeconfig: Path | None) -> list[Json]:
+async def _live_leases(kubeconfig: Path | None) -> Listed[LeaseRecord]:
     from gpupool.adapters.cluster import KubeClusterApi
     from gpupool.adapters.kubeclient import async_client
 
@@ -93,9 +96,10 @@ async def _live_leases(kubeconfig: Path | None) -> list[Json]:
 
 
 def report(
-    objects: Sequence[Json], since: float, until: float, by: UsageBy, now: float
+    leases: Listed[LeaseRecord], since: float, until: float, by: UsageBy, now: float
 ) -> tuple[UsageRow, ...]:
-    held = [held_of(le, now) for le in read_leases(objects, log)]
+    """The rows of the leases that read (an unreadable one is logged and left out)."""
+    held = [held_of(le, now) for le in read_leases(leases, log)]
     return usage(held, since, until, by)
 
 
@@ -152,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 f"--since ({format_time(since)}) must be before --until ({format_time(until)})"
             )
         if args.from_file is not None:
-            objects = leases_from_file(args.from_file)
+            objects = leases_listed(leases_from_file(args.from_file))
         else:
             objects = asyncio.run(_live_leases(args.kubeconfig))
     except GpupoolError as err:

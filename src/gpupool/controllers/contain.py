@@ -1,8 +1,8 @@
 """Blast radius of one, applied: a loop's `Containment` runs each object's decoding and handling
 so that one object's failure fails only that object.
 
-- `decode` reads a list of objects one by one: an object whose reader raises is set aside (left
-  out of the round) with its reason; the others are decoded.
+- `decode` takes a typed read (`state.listed.Listed`, decoded by the adapter): an object that did
+  not decode is set aside (left out of the round) with its reason; the others go on.
 - `plan` runs a pure plan over many items through `isolation.plan_isolated`: when the plan
   raises, the items that make it raise are set aside and the plan is made over the rest.
 - `handle` runs one object's writes: an error (other than the end of leadership or a
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar
 
+from gpupool.adapters.kubernetes.decoded import reference
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.wire import names
 from gpupool.controllers.isolation import (
     Backoff,
     Failure,
@@ -34,8 +34,10 @@ from gpupool.controllers.isolation import (
     error_text,
     plan_isolated,
 )
-from gpupool.ports import EventWriter, Json
+from gpupool.ports import EventWriter
 from gpupool.rfc3339 import format_time
+from gpupool.state.listed import Listed, ObjectReference
+from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.contain")
 
@@ -43,14 +45,6 @@ T = TypeVar("T")
 P = TypeVar("P")
 
 REASON = "ReconcileFailed"
-
-API_VERSIONS = {
-    "Pod": "v1",
-    "Node": "v1",
-    "Deployment": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "PodDisruptionBudget": "policy/v1",
-}
 
 
 class ReconcileObserver(Protocol):
@@ -63,30 +57,19 @@ class ReconcileObserver(Protocol):
     def set_aside_now(self, loop: str, count: int) -> None: ...
 
 
-def object_key(obj: Mapping[str, Any]) -> str:
-    """namespace/name, or name for a cluster-scoped object."""
-    meta = obj.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        return "?"
-    name = str(meta.get("name") or "?")
-    namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else name
-
-
-def as_object(kind: str, obj: Mapping[str, Any]) -> Json:
-    """The object with its kind and apiVersion (a list's items may lack them), for an Event."""
-    meta = obj.get("metadata")
-    return {
-        **obj,
-        "metadata": meta if isinstance(meta, Mapping) else {},
-        "kind": kind,
-        "apiVersion": obj.get("apiVersion") or API_VERSIONS.get(kind, names.API_VERSION),
-    }
-
-
-def quota_ref(tenant: str) -> Json:
+def quota_ref(tenant: str) -> ObjectReference:
     """A tenant's GpuQuota (named after it), for an Event about the tenant."""
-    return {"apiVersion": names.API_VERSION, "kind": "GpuQuota", "metadata": {"name": tenant}}
+    return reference("GpuQuota", tenant)
+
+
+def pod_ref(pod: PodView) -> ObjectReference:
+    """A pod read alone (`ClusterApi.pod`), or one a loop names from its view."""
+    return reference("Pod", pod.name, pod.namespace, pod.uid or None)
+
+
+def lease_ref(name: str, namespace: str) -> ObjectReference:
+    """A GpuLease the loop names without its listing (an Event names it)."""
+    return reference("GpuLease", name, namespace)
 
 
 def event_message(loop: str, failure: Failure) -> str:
@@ -114,7 +97,7 @@ class Containment:
         self.events = events
         self.observer = observer
         self.book = SetAside(backoff)
-        self._pending: list[tuple[Failure, Json]] = []
+        self._pending: list[tuple[Failure, ObjectReference]] = []
 
     def attempt(self, ref: ObjectRef, now: float) -> bool:
         """Whether to process the object this round (not while its backoff runs); a set-aside
@@ -125,7 +108,7 @@ class Containment:
             self.observer.reconcile_retried(self.loop)
         return True
 
-    def fail(self, ref: ObjectRef, err: BaseException, now: float, obj: Mapping[str, Any]) -> None:
+    def fail(self, ref: ObjectRef, err: BaseException, now: float, obj: ObjectReference) -> None:
         failure = self.book.failed(ref, error_text(err), now)
         if self.observer is not None:
             self.observer.reconcile_failed(self.loop, ref.kind)
@@ -135,7 +118,7 @@ class Containment:
         )  # fmt: skip
         log.debug("%s %s failed", ref.kind, ref.key, exc_info=err)
         if failure.new:
-            self._pending.append((failure, as_object(ref.kind, obj)))
+            self._pending.append((failure, obj))
 
     def next_retry(self, after: float) -> float | None:
         """When an object set aside is next due to be tried again after `after` (the round's
@@ -147,38 +130,28 @@ class Containment:
             log.info("%s (%s): %s %s processed again", self.loop, ref.step, ref.kind, ref.key)
 
     def decode(
-        self,
-        step: str,
-        kind: str,
-        objects: Iterable[Json],
-        read: Callable[[Json], T],
-        now: float,
-    ) -> list[tuple[T, Json]]:
-        """Each object read alone: (value, its JSON) for those that read; one that raises is
-        set aside, and one set aside is left out until its backoff has passed."""
-        out: list[tuple[T, Json]] = []
-        keys: list[str] = []
+        self, step: str, kind: str, listed: Listed[T], now: float
+    ) -> list[tuple[T, ObjectReference]]:
+        """The read values (with their references) that go on this round: an object that did
+        not decode is set aside, and one set aside is left out until its backoff has passed."""
         if not self.book:  # nothing set aside (the usual round): no bookkeeping per object
-            for obj in objects:
-                try:
-                    value = read(obj)
-                except Exception as err:
-                    self.fail(ObjectRef(step, kind, object_key(obj)), err, now, obj)
-                    continue
-                out.append((value, obj))
-            return out
-        for obj in objects:
-            ref = ObjectRef(step, kind, object_key(obj))
+            for bad in listed.unreadable:
+                self.fail(ObjectRef(step, kind, bad.ref.key), bad.error, now, bad.ref)
+            return list(listed.read)
+        out: list[tuple[T, ObjectReference]] = []
+        keys: list[str] = []
+        for bad in listed.unreadable:
+            ref = ObjectRef(step, kind, bad.ref.key)
+            keys.append(ref.key)
+            if self.attempt(ref, now):
+                self.fail(ref, bad.error, now, bad.ref)
+        for value, about in listed.read:
+            ref = ObjectRef(step, kind, about.key)
             keys.append(ref.key)
             if not self.attempt(ref, now):
                 continue
-            try:
-                value = read(obj)
-            except Exception as err:
-                self.fail(ref, err, now, obj)
-                continue
             self.succeeded(ref)
-            out.append((value, obj))
+            out.append((value, about))
         self.book.keep_only(step, kind, keys)
         return out
 
@@ -190,7 +163,7 @@ class Containment:
         key: Callable[[T], str],
         plan: Callable[[Sequence[T]], P],
         now: float,
-        obj: Callable[[T], Mapping[str, Any]],
+        obj: Callable[[T], ObjectReference],
     ) -> P:
         """The pure `plan` over the items that are due; the items that make it raise are set
         aside (`obj` gives the object an Event names)."""
@@ -208,8 +181,7 @@ class Containment:
     async def handle(
         self,
         step: str,
-        kind: str,
-        obj: Mapping[str, Any],
+        obj: ObjectReference,
         work: Callable[[], Awaitable[object]],
         now: float,
         *,
@@ -217,7 +189,7 @@ class Containment:
     ) -> bool:
         """Run one object's writes; False when it failed (set aside) or waits for its
         backoff."""
-        ref = ObjectRef(step, kind, key if key is not None else object_key(obj))
+        ref = ObjectRef(step, obj.kind, key if key is not None else obj.key)
         if not self.attempt(ref, now):
             return False
         try:
@@ -253,8 +225,7 @@ class Containment:
 async def run_one(
     contain: Containment | None,
     step: str,
-    kind: str,
-    obj: Mapping[str, Any],
+    obj: ObjectReference,
     work: Callable[[], Awaitable[object]],
     now: float,
 ) -> None:
@@ -262,4 +233,4 @@ async def run_one(
     if contain is None:
         await work()
     else:
-        await contain.handle(step, kind, obj, work, now)
+        await contain.handle(step, obj, work, now)

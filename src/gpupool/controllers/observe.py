@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
 from gpupool.adapters.metrics.controller import (
     Admission,
     BudgetReading,
@@ -30,9 +29,10 @@ from gpupool.controllers.admission.reconcile import AdmissionRound
 from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.controllers.cards import CardState
 from gpupool.controllers.leases.charge_reconcile import audit_of
-from gpupool.ports import ClusterApi, Json
+from gpupool.ports import ClusterApi
 from gpupool.quota.spec import TenantQuota
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.nodes import GpuNodeObject, NodeObject
 
 GIB = 1024**3
 
@@ -71,17 +71,15 @@ def tenant_readings(
 
 
 def card_readings(
-    nodes: list[Json],
-    gpunodes: list[Json],
+    nodes: Sequence[NodeObject],
+    gpunodes: Sequence[GpuNodeObject],
     round_: AdmissionRound,
     cards: CardState | None = None,
 ) -> tuple[CardReading, ...]:
     """Each card's bytes and fragmentation. `cards`: the snapshot kept between rounds (synced
     by what changed); None: one built for this call."""
     cards = cards if cards is not None else CardState()
-    snap = cards.sync(
-        [read_node(n) for n in nodes], [read_gpu_node(g) for g in gpunodes], round_.leases
-    )
+    snap = cards.sync(list(nodes), list(gpunodes), round_.leases)
     requests = tuple(v.request for v in round_.pods if v.request is not None and not v.terminal)
     key = (cards.cache.generation, requests)
     if cards.readings is not None and cards.readings[0] == key:
@@ -115,7 +113,9 @@ def budget_readings(round_: AdmissionRound) -> tuple[BudgetReading, ...]:
     )
 
 
-def charge_readings(round_: AdmissionRound, gpunodes: list[Json]) -> tuple[tuple[str, int], ...]:
+def charge_readings(
+    round_: AdmissionRound, gpunodes: Sequence[GpuNodeObject]
+) -> tuple[tuple[str, int], ...]:
     """Per tenant, its live leases charged other than what they hold: every tenant the round
     knows (from its quotas and its live leases) with 0 when all of its leases agree."""
     live = [le for le in round_.leases if le.holds_capacity]
@@ -125,12 +125,12 @@ def charge_readings(round_: AdmissionRound, gpunodes: list[Json]) -> tuple[tuple
 
 def reading_of(
     round_: AdmissionRound,
-    nodes: list[Json],
-    gpunodes: list[Json],
+    nodes: Sequence[NodeObject],
+    gpunodes: Sequence[GpuNodeObject],
     cards: CardState | None = None,
 ) -> ControllerReading:
     phases = Counter(le.phase.value for le in round_.leases)
-    health = Counter(read_gpu_node(g).health for g in gpunodes)
+    health = Counter(g.health for g in gpunodes)
     return ControllerReading(
         tenants=tenant_readings(round_.plan.tenants, round_.quotas, round_.leases, round_.now),
         cards=card_readings(nodes, gpunodes, round_, cards),
@@ -153,8 +153,9 @@ class MetricsObserver:
 
     async def observe(self, round_: AdmissionRound) -> ControllerReading:
         """Shows the round on /metrics; returns the reading (GpuPool status uses its cards)."""
-        nodes = await self.api.nodes()
-        gpunodes = await self.api.gpu_nodes()
+        # what does not decode is left out here: the admission loop sets it aside and says so
+        nodes = (await self.api.nodes()).values
+        gpunodes = (await self.api.gpu_nodes()).values
         reading = reading_of(round_, nodes, gpunodes, self.cards)
         self.metrics.observe(reading)
         return reading

@@ -35,6 +35,7 @@ class NodeObject:
     not_ready: str | None = None  # why the Ready condition is not True (None: ready)
     label_gpus: tuple[Gpu, ...] = ()  # cards described by gpupool.io/gpu-* labels
     problem: str | None = None  # the labels' cards could not be read (and why)
+    address: str | None = None  # its InternalIP, else its first address (the agent's /metrics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from gpupool.domain.compute_modes import WorkloadClass
 from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
+from gpupool.state.claim_ask import ClaimAsk
 from gpupool.state.nodes import NodeObject, Taint
 from gpupool.state.notice import ReclaimNotice
 
@@ -157,6 +158,14 @@ class PodView:
     # a DRA claim pod (gpupool.io/claim, no gpupool resources): `request` is its claim's ask,
     # which the claim allocator places; the extender's filter and bind take no such pod
     claim_pod: bool = False
+    # a claim pod's ask as the webhook wrote it (None: not a claim pod, or the ask is unreadable:
+    # `problem` says why), and the ResourceClaim its claim entry names once it is made
+    # (`spec.resourceClaims[].resourceClaimName`, or `status.resourceClaimStatuses` for a
+    # template's claim; None while it is not made)
+    claim_ask: ClaimAsk | None = None
+    claim_name: str | None = None
+    # metadata.annotations is there: a JSON patch adds an annotation to it, else adds the map
+    annotated: bool = True
 
     @property
     def key(self) -> str:

@@ -1,7 +1,9 @@
 """An in-memory `ports.ClusterApi` for the reconcilers' unit tests, and builders of the objects it
 holds (pods, GpuQuotas, GpuLeases, GpuNodes as the API server serves them).
 
-It keeps JSON objects, applies the writes as the API server would (JSON patch `test`/`add`/
+It keeps JSON objects, hands them decoded through the adapter's own decoding
+(`adapters.kubernetes.decoded`: the same `Listed` values, an object that does not decode as
+`Unreadable`), applies the writes as the API server would (JSON patch `test`/`add`/
 `remove`, merge patches, deletions, evictions) and records each write in `writes`, so a test says
 what a reconciler wrote for a given cluster state and what the cluster then holds. `fail_next`
 makes the next call of a write raise `ApiDown` (as an unreachable or erroring API server makes the
@@ -14,9 +16,35 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpupool.adapters.kubernetes.decoded import (
+    budgets_listed,
+    gpu_nodes_listed,
+    leases_listed,
+    nodes_listed,
+    pod_read,
+    pods_listed,
+    pools_listed,
+    quotas_listed,
+)
+from gpupool.adapters.kubernetes.lease import lease_to_json
+from gpupool.adapters.kubernetes.lease_writes import (
+    ROOM_HOLD_ENDED,
+    eviction_mark,
+    expiry_spec,
+    lease_status,
+)
 from gpupool.adapters.kubernetes.node import lease_renewals
+from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.wire.times import format_time
 from gpupool.ports import Json
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
+from gpupool.state.listed import Listed, ObjectReference, Unreadable
+from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.pods import PodView
+from gpupool.state.pool import PoolObject
+from gpupool.state.quota_object import QuotaObject
 
 
 class ApiDown(Exception):
@@ -113,37 +141,37 @@ class FakeCluster:
         return [(key, payload) for m, key, payload in self.writes if m == method]
 
     # -- reads ---------------------------------------------------------------------------------
-    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
-        return [
+    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
+        return pods_listed(
             copy.deepcopy(p)
             for p in self.pods.values()
             if "gpupool.io/tenant" in ((p.get("metadata") or {}).get("labels") or {})
-        ]
+        )
 
-    async def quotas(self) -> list[Json]:
-        return [copy.deepcopy(q) for q in self.quota_objects.values()]
+    async def quotas(self) -> Listed[QuotaObject]:
+        return quotas_listed(copy.deepcopy(q) for q in self.quota_objects.values())
 
-    async def leases(self, *, fresh: bool = False) -> list[Json]:
-        return [copy.deepcopy(le) for le in self.lease_objects.values()]
+    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
+        return leases_listed(copy.deepcopy(le) for le in self.lease_objects.values())
 
-    async def nodes(self) -> list[Json]:
-        return [copy.deepcopy(n) for n in self.node_objects.values()]
+    async def nodes(self) -> Listed[NodeObject]:
+        return nodes_listed(copy.deepcopy(n) for n in self.node_objects.values())
 
-    async def gpu_nodes(self) -> list[Json]:
-        return [copy.deepcopy(n) for n in self.gpu_node_objects.values()]
+    async def gpu_nodes(self) -> Listed[GpuNodeObject]:
+        return gpu_nodes_listed(copy.deepcopy(n) for n in self.gpu_node_objects.values())
 
     async def node_renewals(self) -> dict[str, float]:
         return lease_renewals(self.node_lease_objects.values())
 
-    async def gpu_pools(self) -> list[Json]:
-        return [copy.deepcopy(p) for p in self.pool_objects.values()]
+    async def gpu_pools(self) -> Listed[PoolObject]:
+        return pools_listed(copy.deepcopy(p) for p in self.pool_objects.values())
 
-    async def disruption_budgets(self) -> list[Json]:
-        return [copy.deepcopy(b) for b in self.budget_objects.values()]
+    async def disruption_budgets(self) -> Listed[DisruptionBudget]:
+        return budgets_listed(copy.deepcopy(b) for b in self.budget_objects.values())
 
-    async def pod(self, namespace: str, name: str) -> Json | None:
+    async def pod(self, namespace: str, name: str) -> PodView | Unreadable | None:
         found = self.pods.get(f"{namespace}/{name}")
-        return copy.deepcopy(found) if found is not None else None
+        return pod_read(copy.deepcopy(found)) if found is not None else None
 
     # -- writes --------------------------------------------------------------------------------
     async def patch_pod(
@@ -167,6 +195,22 @@ class FakeCluster:
         self.pods[key] = changed
         return True
 
+    async def admit_pod(self, pod: PodView, admitted: str) -> bool:
+        # the real adapter's patch, applied as the API server would
+        return await self.patch_pod(
+            pod.namespace, pod.name, admit_patch(pod, admitted), json_patch=True
+        )
+
+    async def annotate_pod(
+        self, pod: PodView, annotations: Mapping[str, str | None], *, same_uid: bool
+    ) -> bool:
+        if same_uid:
+            return await self.patch_pod(
+                pod.namespace, pod.name, annotate_patch(pod, annotations), json_patch=True
+            )
+        merge = annotate_merge(annotations)
+        return await self.patch_pod(pod.namespace, pod.name, merge, json_patch=False)
+
     async def delete_pod(self, namespace: str, name: str, *, grace_s: int | None = None) -> bool:
         key = f"{namespace}/{name}"
         self._write("delete_pod", key, grace_s)
@@ -182,14 +226,14 @@ class FakeCluster:
 
     async def event(
         self,
-        pod: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
         warning: bool = False,
         now_rfc3339: str,
     ) -> None:
-        self.events.append((_key(pod), reason, message))
+        self.events.append((about.key, reason, message))
 
     async def _patch_status(self, store: dict[str, Json], method: str, key: str, s: Json) -> bool:
         self._write(method, key, s)
@@ -215,17 +259,33 @@ class FakeCluster:
         _merge(obj.setdefault("spec", {}), spec)
         return True
 
+    # the lease writes: the real adapter's encoding, recorded as the patch it sends
+    async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
+        return await self.patch_lease_status(namespace, name, lease_status(move))
+
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        return await self.patch_lease_status(namespace, name, {"reclaim": eviction_mark(mark)})
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        return await self.patch_lease_status(namespace, name, copy.deepcopy(ROOM_HOLD_ENDED))
+
+    async def set_lease_expiry(
+        self, namespace: str, name: str, ttl_s: float, expiry: float, renewal: str | None
+    ) -> bool:
+        return await self.patch_lease_spec(namespace, name, expiry_spec(ttl_s, expiry, renewal))
+
     async def delete_lease(self, namespace: str, name: str) -> bool:
         key = f"{namespace}/{name}"
         self._write("delete_lease", key)
         return self.lease_objects.pop(key, None) is not None
 
-    async def create_lease(self, lease: Json) -> bool:
-        key = _key(lease)
-        self._write("create_lease", key, copy.deepcopy(lease))
+    async def create_lease(self, lease: LeaseRecord) -> bool:
+        obj = lease_to_json(lease)  # what the real adapter sends
+        key = _key(obj)
+        self._write("create_lease", key, copy.deepcopy(obj))
         if key in self.lease_objects:
             return False  # 409 AlreadyExists
-        self.lease_objects[key] = copy.deepcopy(lease)
+        self.lease_objects[key] = obj
         return True
 
     async def patch_gpu_node_status(self, name: str, status: Json) -> bool:

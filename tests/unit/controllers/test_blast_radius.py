@@ -20,6 +20,7 @@ from fake_cluster import (
 )
 from prometheus_client import generate_latest
 
+from gpupool.adapters.kubernetes import decoded
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.controllers.admission import reconcile as admission_reconcile
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
@@ -108,14 +109,15 @@ def test_a_lease_whose_expiry_plan_raises_fails_only_itself_the_others_get_their
 
 
 def test_a_quota_that_cannot_be_read_fails_only_its_tenant(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = admission_reconcile.read_quota  # type: ignore[attr-defined]
+    # the port decodes (the adapter's reader, as the fake uses it): beta's quota does not read
+    real = decoded.read_quota
 
     def read_quota(obj: Any) -> Any:
         if obj["metadata"]["name"] == "beta":
             raise OverflowError("cannot convert float infinity to integer")
         return real(obj)
 
-    monkeypatch.setattr(admission_reconcile, "read_quota", read_quota)
+    monkeypatch.setattr(decoded, "read_quota", read_quota)
     cluster = FakeCluster(
         pods=[pod_json("a1", "alpha", 12, gated=True, created=NOW - 20),
               pod_json("b1", "beta", 1, gated=True, created=NOW - 20)],

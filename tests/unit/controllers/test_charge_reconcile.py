@@ -6,8 +6,6 @@ and neither a failing event nor unreadable GpuNodes stop the rest of the round."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
 from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 from prometheus_client import generate_latest
@@ -19,6 +17,7 @@ from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.leases.reconcile import LeaseReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.ports import Json
+from gpupool.state.listed import ObjectReference
 
 NOW = 1_767_225_600.0
 GiB = 2**30
@@ -131,18 +130,17 @@ class _FailingEvents(FakeCluster):
 
     async def event(
         self,
-        pod: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
         warning: bool = False,
         now_rfc3339: str,
     ) -> None:
-        meta = pod.get("metadata") or {}
-        if f"{meta.get('namespace')}/{meta.get('name')}" == self.fail:
+        if about.key == self.fail:
             self.fail = ""
             raise RuntimeError("500 Internal Server Error")
-        await super().event(pod, reason, message, warning=warning, now_rfc3339=now_rfc3339)
+        await super().event(about, reason, message, warning=warning, now_rfc3339=now_rfc3339)
 
 
 def test_a_failed_event_stops_neither_the_others_nor_the_round_and_is_written_next_round() -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 from fake_cluster import FakeCluster, quota_json
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
+from gpupool.adapters.kubernetes.decoded import leases_listed, read_gpu_node, read_node
+from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.claim_request import ClaimAsk, to_annotation
@@ -26,7 +27,10 @@ from gpupool.placement import Planner
 from gpupool.placement.default_workload import default_workload
 from gpupool.placement.snapshot import Decision
 from gpupool.ports import Json
+from gpupool.state.claim_ask import ClaimObject
 from gpupool.state.cluster import ClusterCache
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import Listed
 
 NOW = 1_767_225_600.0
 ASK = ClaimAsk("gpu", "gpu", 12 * GiB, 30, 1, ("A100-80GB",))
@@ -89,9 +93,9 @@ class ClaimCluster(FakeCluster):
         self.slices = slices
         self.node_lists: list[str] = []  # the nodes whose leases were read from the API server
 
-    async def resource_claim(self, namespace: str, name: str) -> Json | None:
+    async def resource_claim(self, namespace: str, name: str) -> ClaimObject | None:
         found = self.claims.get(f"{namespace}/{name}")
-        return copy.deepcopy(found) if found is not None else None
+        return read_claim(copy.deepcopy(found)) if found is not None else None  # as the adapter
 
     async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
         key = f"{namespace}/{name}"
@@ -102,12 +106,15 @@ class ClaimCluster(FakeCluster):
         claim.setdefault("status", {}).update(copy.deepcopy(status))
         return True
 
-    async def resource_slices(self) -> list[Json]:
-        return copy.deepcopy(self.slices)
+    async def publishing_nodes(self) -> frozenset[str]:
+        return publishing_nodes(copy.deepcopy(self.slices))  # the adapter's decoding
 
-    async def leases_on_node(self, node: str) -> list[Json]:
-        self.node_lists.append(node)
+    def _on_node(self, node: str) -> list[Json]:
         return [copy.deepcopy(x) for x in self.lease_objects.values() if x["spec"]["node"] == node]
+
+    async def leases_on_node(self, node: str) -> Listed[LeaseRecord]:
+        self.node_lists.append(node)
+        return leases_listed(self._on_node(node))
 
 
 def claim(name: str, memory: str = "12Gi") -> Json:
@@ -310,8 +317,8 @@ class LaggingCache(ClaimCluster):
         super().__init__(**kw)
         self.unheard = unheard
 
-    async def leases_on_node(self, node: str) -> list[Json]:
-        listed = await super().leases_on_node(node)
+    def _on_node(self, node: str) -> list[Json]:
+        listed = super()._on_node(node)
         return listed + (
             [copy.deepcopy(self.unheard)] if self.unheard["spec"]["node"] == node else []
         )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpupool.adapters.kubernetes.pod_patches import admit_patch
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.admission.charge import mark_borrowed
 from gpupool.controllers.admission.plan import AdmissionPlan, plan_admission
-from gpupool.controllers.admission.reconcile import admit_patch, quota_status
+from gpupool.controllers.admission.reconcile import admitted_record, quota_status
 from gpupool.domain.allocations import Slice
 from gpupool.domain.units import GiB
 from gpupool.quota.queue import FifoMode
@@ -153,7 +154,7 @@ def test_admit_patch_tests_the_uid_and_gate_before_removing_it() -> None:
     raw["metadata"]["annotations"]["gpupool.io/queue"] = "position 1 of 1"
     view = read_pod(raw)
     plan = decide([view], [TenantQuota("alpha", nominal=GiB * 100)], now=7.0)
-    patch = admit_patch(raw, plan.admit[0], 7.0)
+    patch = admit_patch(plan.admit[0].pod, admitted_record(plan.admit[0], 7.0))
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-p"}
     assert patch[1]["op"] == "test" and patch[2] == {
         "op": "remove",
@@ -201,7 +202,7 @@ def test_gpu_unit_quota_records_amount_and_borrowed_in_milli_gpu() -> None:
         ("a2", "gpu", 1000, 1000),
     ]
     # What the extender's bind reads back from the admit patch: both amounts in milli-GPU.
-    patch = admit_patch(raws[1], plan.admit[1], 1.0)
+    patch = admit_patch(plan.admit[1].pod, admitted_record(plan.admit[1], 1.0))
     (record,) = [p["value"] for p in patch if p["path"].endswith("gpupool.io~1admitted")]
     assert read_admitted({"gpupool.io/admitted": record}) == Admitted(1.0, 1000, False, "gpu", 1000)
 

@@ -14,13 +14,17 @@ from test_controller_reclaim_plan import NOW, beta_pods, lease, pod, quotas, rec
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import lease_from_json, phase_name
+from gpupool.adapters.kubernetes.lease_writes import ROOM_HOLD_ENDED, eviction_mark
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.leases.plan import plan_leases
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.reclaim.plan import ReclaimRound
 from gpupool.controllers.reclaim.reconcile import apply_reclaim
 from gpupool.ports import ClusterApi, Json
+from gpupool.state.lease_writes import EvictionMark
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
+from gpupool.state.pods import PodView
 
 
 class FakeApi:
@@ -38,24 +42,31 @@ class FakeApi:
         self.calls.append(("evict", namespace, name))
         return self.refuse
 
-    async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
+    async def _lease_status(self, namespace: str, name: str, status: Json) -> bool:
         self.calls.append(("lease-status", namespace, name, status))
         if isinstance(self.lease_patch, BaseException):
             raise self.lease_patch
         return self.lease_patch
 
-    async def patch_pod(self, namespace: str, name: str, patch: Any, *, json_patch: bool) -> bool:
-        self.calls.append(("patch-pod", namespace, name))
+    # the lease writes, recorded as the status patch the real adapter sends for each
+    async def mark_lease_evicted(self, namespace: str, name: str, mark: EvictionMark) -> bool:
+        return await self._lease_status(namespace, name, {"reclaim": eviction_mark(mark)})
+
+    async def end_room_hold(self, namespace: str, name: str) -> bool:
+        return await self._lease_status(namespace, name, ROOM_HOLD_ENDED)
+
+    async def annotate_pod(self, pod: PodView, annotations: Any, *, same_uid: bool) -> bool:
+        self.calls.append(("patch-pod", pod.namespace, pod.name))
         return True
 
-    async def event(self, pod: Json, reason: str, message: str, **kw: Any) -> None:
-        self.calls.append(("event", pod["metadata"]["name"], reason))
+    async def event(self, about: ObjectReference, reason: str, message: str, **kw: Any) -> None:
+        self.calls.append(("event", about.name, reason))
 
     def lease_writes(self) -> list[tuple[Any, ...]]:
         return [c for c in self.calls if c[0] == "lease-status"]
 
 
-def _due_round() -> tuple[ReclaimRound, dict[str, Json]]:
+def _due_round() -> tuple[ReclaimRound, dict[str, ObjectReference]]:
     """b4 (borrowed) was noticed for alpha's a1 and its grace period is over: evicted now."""
     notice = ReclaimNotice(NOW, NOW + 3, "alpha", "ns/a1")
     beta = beta_pods(b4={"notice": notice})
@@ -63,12 +74,11 @@ def _due_round() -> tuple[ReclaimRound, dict[str, Json]]:
         [*beta, pod("a1", "alpha", submitted=50)], [lease(p) for p in beta], quotas(), NOW + 3
     )
     assert [e.pod.name for e in plan.evictions] == ["b4"]
-    raw = {p.key: {"metadata": {"name": p.name, "namespace": p.namespace, "uid": p.uid}}
-           for p in beta}  # fmt: skip
-    return plan, raw
+    refs = {p.key: ObjectReference("Pod", "v1", p.name, p.namespace, p.uid) for p in beta}
+    return plan, refs
 
 
-def _apply(api: FakeApi, plan: ReclaimRound, raw: dict[str, Json]) -> None:
+def _apply(api: FakeApi, plan: ReclaimRound, raw: dict[str, ObjectReference]) -> None:
     asyncio.run(apply_reclaim(cast(ClusterApi, api), plan, raw, NOW + 3))
 
 

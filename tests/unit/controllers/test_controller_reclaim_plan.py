@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from gpupool.adapters.kubernetes.lease import lease_from_json
+from gpupool.adapters.kubernetes.pod_patches import annotate_patch
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.admitted import Admitted, read_admitted
 from gpupool.adapters.wire.names import ANN_RECLAIM_NOTICE as RECLAIM_ANN
@@ -19,7 +20,6 @@ from gpupool.adapters.wire.reclaim_notice import notice_annotation, parse_notice
 from gpupool.adapters.wire.times import format_time, parse_time
 from gpupool.controllers.admission.charge import mark_borrowed
 from gpupool.controllers.admission.plan import plan_admission
-from gpupool.controllers.notices.write import notice_patch, withdraw_patch
 from gpupool.controllers.reclaim.plan import ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement
 from gpupool.domain.units import GiB
@@ -247,12 +247,13 @@ def test_notice_annotation_round_trips_and_patches_test_the_uid() -> None:
     assert parse_notice(text) == notice
     assert parse_notice("{not json") is None
     assert parse_notice('{"at": "x"}') is None
-    patch = notice_patch({"metadata": {"annotations": {"x": "y"}}}, "uid-1", notice, RECLAIM_ANN)
+    annotated = read_pod({"metadata": {"uid": "uid-1", "annotations": {"x": "y"}}})
+    patch = annotate_patch(annotated, {RECLAIM_ANN: text})
     assert patch[0] == {"op": "test", "path": "/metadata/uid", "value": "uid-1"}
     assert patch[1]["path"] == "/metadata/annotations/gpupool.io~1reclaim-notice"
-    bare = notice_patch({"metadata": {}}, "uid-1", notice, RECLAIM_ANN)
+    bare = annotate_patch(read_pod({"metadata": {"uid": "uid-1"}}), {RECLAIM_ANN: text})
     assert bare[1]["value"] == {"gpupool.io/reclaim-notice": text}
-    assert withdraw_patch("uid-1", RECLAIM_ANN)[1] == {
+    assert annotate_patch(annotated, {RECLAIM_ANN: None})[1] == {
         "op": "remove",
         "path": "/metadata/annotations/gpupool.io~1reclaim-notice",
     }

@@ -21,6 +21,7 @@ from test_controller_room_reclaim_plan import (
 )
 
 from gpupool.adapters.kubernetes.lease import read_room_hold
+from gpupool.adapters.kubernetes.lease_writes import eviction_mark
 from gpupool.adapters.wire.times import format_time
 from gpupool.controllers.reclaim.plan import ROOM_HOLD_S, EndHold, ReclaimRound
 from gpupool.controllers.reclaim.reconcile import apply_reclaim, reclaim_record
@@ -40,7 +41,7 @@ def test_a_victim_evicted_for_room_carries_the_hold_for_the_pod() -> None:
     ]
     [eviction] = round_of(pods, now=NOW + 4).evictions
     assert eviction.claimant_uid == "uid-a1" and eviction.hold_until == NOW + 4 + ROOM_HOLD_S
-    record = reclaim_record(eviction, format_time(NOW + 4))
+    record = eviction_mark(reclaim_record(eviction, NOW + 4))
     assert record["room"] == "n2" and record["for"] == "ns/a1" and record["forUid"] == "uid-a1"
     assert record["holdUntil"] == format_time(NOW + 4 + ROOM_HOLD_S)
     assert read_room_hold(record) == RoomHold("n2", "ns/a1", "uid-a1", NOW + 4 + ROOM_HOLD_S)
@@ -55,7 +56,7 @@ def test_a_quota_eviction_carries_no_hold() -> None:
     ]
     for eviction in round_of(pods, now=NOW + 4).evictions:
         assert eviction.hold_until is None
-        record = reclaim_record(eviction, format_time(NOW + 4))
+        record = eviction_mark(reclaim_record(eviction, NOW + 4))
         assert "holdUntil" not in record and read_room_hold(record) is None
 
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 from fake_cluster import FakeCluster, lease_json, pod_json
 
+from gpupool.adapters.kubernetes.decoded import reference_of
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.reclaim_notice import notice_annotation
@@ -33,6 +34,9 @@ from gpupool.controllers.notices.write import (
     write_notices,
 )
 from gpupool.ports import ClusterApi, Json
+from gpupool.state.lease import ReclaimRecord
+from gpupool.state.lease_writes import EvictionMark
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 
 NOW = 1_767_225_600.0
@@ -40,8 +44,8 @@ STAMP = format_time(NOW)
 ANN = "gpupool.io/reclaim-notice"
 
 
-def record(eviction: EvictPod, stamp: str) -> Json:
-    return {"at": stamp, "reason": "Test", "message": eviction.message}
+def record(eviction: EvictPod, now: float) -> EvictionMark:
+    return EvictionMark(ReclaimRecord(now, "Test", eviction.message))
 
 
 KIND = NoticeKind(
@@ -95,6 +99,10 @@ def annotation(api: FakeCluster, name: str) -> dict[str, Any] | None:
     return None if text is None else cast(dict[str, Any], json.loads(text))
 
 
+def _ref(pod: Json) -> ObjectReference:
+    return reference_of("Pod", pod)
+
+
 def run(work: Any) -> Any:
     return asyncio.run(work)
 
@@ -104,7 +112,7 @@ def test_a_notice_is_annotated_with_a_warning_event_and_tallied() -> None:
     pod = api.pods["ns/b1"]
     item = NoticePod(read_pod(pod), new_notice(NOW, 30, "alpha", "ns/a1"), "you will go")
     tally = Tally()
-    assert run(give_notice(cast(ClusterApi, api), KIND, pod, item, STAMP, tally))
+    assert run(give_notice(cast(ClusterApi, api), KIND, _ref(pod), item, STAMP, tally))
     written = annotation(api, "b1")
     assert written is not None and written["evictAt"] == format_time(NOW + 30)
     assert api.events == [("ns/b1", "TestNotice", "you will go")]
@@ -117,7 +125,7 @@ def test_a_replaced_pod_gets_no_notice() -> None:
     item = NoticePod(read_pod(pod), new_notice(NOW, 30, "alpha", "ns/a1"), "you will go")
     api.pods["ns/b1"]["metadata"]["uid"] = "uid-new"  # same name, another pod: the test fails
     tally = Tally()
-    assert not run(give_notice(cast(ClusterApi, api), KIND, pod, item, STAMP, tally))
+    assert not run(give_notice(cast(ClusterApi, api), KIND, _ref(pod), item, STAMP, tally))
     assert api.events == [] and tally.heard == []
 
 
@@ -127,7 +135,7 @@ def test_an_eviction_marks_the_lease_then_records_the_event() -> None:
     pod = api.pods["ns/b1"]
     tally = Tally()
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
-    assert run(evict(cast(ClusterApi, api), KIND, pod, eviction, STAMP, tally))
+    assert run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW, tally))
     assert "ns/b1" not in api.pods
     assert api.written("patch_lease_status") == [
         ("ns/uid-b1", {"reclaim": {"at": STAMP, "reason": "Test", "message": "evicted for alpha"}})
@@ -143,7 +151,7 @@ def test_a_refused_eviction_is_written_into_the_notice_once() -> None:
     pod = api.pods["ns/b1"]
     tally = Tally()
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
-    assert not run(evict(cast(ClusterApi, api), KIND, pod, eviction, STAMP, tally))
+    assert not run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW, tally))
     written = annotation(api, "b1")
     assert written is not None and written["blocked"] == "PDB says no"
     [(_, reason, message)] = api.events
@@ -153,7 +161,7 @@ def test_a_refused_eviction_is_written_into_the_notice_once() -> None:
     again = read_pod(api.pods["ns/b1"])
     assert again.reclaim_notice is not None and again.reclaim_notice.blocked == "PDB says no"
     retry = EvictPod(again, again.reclaim_notice, "evicted for alpha")
-    assert not run(evict(cast(ClusterApi, api), KIND, api.pods["ns/b1"], retry, STAMP, tally))
+    assert not run(evict(cast(ClusterApi, api), KIND, _ref(api.pods["ns/b1"]), retry, NOW, tally))
     assert len(api.events) == 1 and len(api.written("patch_pod")) == 1
     assert tally.heard == [("blocked", "b1")]
     assert api.written("patch_lease_status") == []
@@ -165,7 +173,7 @@ def test_a_lease_mark_that_fails_is_logged_and_the_eviction_stands() -> None:
     api.fail_next("patch_lease_status")
     pod = api.pods["ns/b1"]
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
-    assert run(evict(cast(ClusterApi, api), KIND, pod, eviction, STAMP))
+    assert run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW))
     assert api.events == [("ns/b1", "TestEvicted", "evicted for alpha")]
 
 
@@ -174,13 +182,13 @@ def test_losing_the_leadership_while_marking_the_lease_stops_the_round() -> None
     api = cluster("b1", notice=notice)
     pod = api.pods["ns/b1"]
 
-    async def not_leader(namespace: str, name: str, status: Json) -> bool:
+    async def not_leader(namespace: str, name: str, mark: EvictionMark) -> bool:
         raise NotLeader("lost the lease")
 
-    api.patch_lease_status = not_leader  # type: ignore[method-assign]
+    api.mark_lease_evicted = not_leader  # type: ignore[method-assign]
     eviction = EvictPod(read_pod(pod), notice, "evicted for alpha")
     with pytest.raises(NotLeader):
-        run(evict(cast(ClusterApi, api), KIND, pod, eviction, STAMP))
+        run(evict(cast(ClusterApi, api), KIND, _ref(pod), eviction, NOW))
 
 
 def test_a_withdrawal_removes_the_annotation_with_an_event() -> None:
@@ -188,7 +196,7 @@ def test_a_withdrawal_removes_the_annotation_with_an_event() -> None:
     pod = api.pods["ns/b1"]
     tally = Tally()
     item = WithdrawNotice(read_pod(pod), "not needed")
-    assert run(withdraw(cast(ClusterApi, api), KIND, pod, item, STAMP, tally))
+    assert run(withdraw(cast(ClusterApi, api), KIND, _ref(pod), item, STAMP, tally))
     assert annotation(api, "b1") is None
     assert api.events == [("ns/b1", "TestWithdrawn", "not needed")]
     assert tally.heard == [("withdrawn", "b1")]
@@ -197,8 +205,8 @@ def test_a_withdrawal_removes_the_annotation_with_an_event() -> None:
 def test_a_round_writes_in_order_and_one_failing_pod_fails_only_itself() -> None:
     due = new_notice(NOW - 30, 30, "alpha", "ns/a1")
     api = cluster("b1", "b2", "b3", notice=due)
-    raw = {k: p for k, p in api.pods.items()}
-    views = {k: read_pod(p) for k, p in raw.items()}
+    refs = {k: reference_of("Pod", p) for k, p in api.pods.items()}
+    views = {k: read_pod(p) for k, p in api.pods.items()}
     api.fail_next("patch_pod")  # b1's notice fails
     outcomes = Outcomes()
     contain = Containment("test", cast(ClusterApi, api))
@@ -206,7 +214,7 @@ def test_a_round_writes_in_order_and_one_failing_pod_fails_only_itself() -> None
         write_notices(
             cast(ClusterApi, api),
             KIND,
-            raw,
+            refs,
             NOW,
             notices=[NoticePod(views["ns/b1"], new_notice(NOW, 30, "alpha", "ns/a1"), "go")],
             evictions=[EvictPod(views["ns/b2"], due, "gone")],

@@ -16,6 +16,7 @@ from support.waiting import wait_until_async
 from test_leader import DEADLINE_S, LEASE_S, _elector
 
 from gpupool.adapters.cluster import KubeClusterApi
+from gpupool.adapters.kubernetes.decoded import reference_of
 from gpupool.adapters.kubernetes.leader import LeaderElector, NotLeader
 from gpupool.controllers.manager import Loop, run_loops
 
@@ -54,7 +55,9 @@ WRITES: dict[str, Callable[[KubeClusterApi], Awaitable[object]]] = {
     "patch_pod": lambda api: api.patch_pod("t", "p", {}, json_patch=False),
     "delete_pod": lambda api: api.delete_pod("t", "p"),
     "evict_pod": lambda api: api.evict_pod("t", "p"),
-    "event": lambda api: api.event(POD, "Admitted", "m", now_rfc3339="2026-01-01T00:00:00Z"),
+    "event": lambda api: api.event(
+        reference_of("Pod", POD), "Admitted", "m", now_rfc3339="2026-01-01T00:00:00Z"
+    ),
     "patch_quota_status": lambda api: api.patch_quota_status("q", {}),
     "patch_lease_status": lambda api: api.patch_lease_status("t", "u", {}),
     "delete_lease": lambda api: api.delete_lease("t", "u"),

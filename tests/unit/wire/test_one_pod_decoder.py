@@ -35,9 +35,9 @@ SRC = Path(__file__).resolve().parents[3] / "src" / "gpupool"
 DECODER = Path("adapters/kubernetes/pod_view.py")
 EXEMPT_DIRS = (Path("adapters/wire"), Path("adapters/webhook"))
 EXEMPT_FILES = (Path("adapters/kubernetes/audit.py"),)
-# Readers left over, each to be folded into the decoder (the DRA allocator reads the claim's ask
-# again: `PodView` carries the request made of it, not the ask's claim name).
-KNOWN = {Path("controllers/dra/reconcile.py")}
+# Readers left over, each to be folded into the decoder (none now: the DRA allocator's claim ask
+# and claim name are `PodView.claim_ask` and `claim_name`).
+KNOWN: set[Path] = set()
 
 # adapters/wire's parsers of what a pod's annotations say
 PARSERS = frozenset(

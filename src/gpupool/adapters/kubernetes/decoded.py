@@ -7,15 +7,30 @@ both (hand-made ones in tests) are decoded each time.
 
 A reader that raises remembers nothing: the same bad object fails again, as it must (the loops'
 containment counts and retries it).
+
+The `*_listed` functions are the typed reads of `ports.ClusterApi` (`adapters.cluster` and the
+unit tests' fake both decode through them): each object read alone with its reader, the values
+with their `ObjectReference`, an object whose reader raises kept as `Unreadable` (the loop's
+containment sets it aside and writes its Event).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from gpupool.adapters.kubernetes import lease, node, pod_view
-from gpupool.adapters.wire import quotas
+from gpupool.adapters.kubernetes import lease, node, pdb, pod_view, pool
+from gpupool.adapters.wire import names, quotas
+from gpupool.adapters.wire.lease_terms import read_tenant_terms
+from gpupool.domain.errors import GpupoolError
+from gpupool.quota.spec import TenantQuota
+from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import Listed, ObjectReference, Unreadable
+from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.pods import PodView
+from gpupool.state.pool import PoolObject
+from gpupool.state.quota_object import QuotaObject
 
 T = TypeVar("T")
 
@@ -51,3 +66,134 @@ read_node = by_version(node.read_node)
 read_gpu_node = by_version(node.read_gpu_node)
 lease_from_json = by_version(lease.lease_from_json)
 read_quota = by_version(quotas.read_quota)
+read_pool = by_version(pool.read_pool)
+read_budget = by_version(pdb.read_budget)
+
+# the apiVersion of the kinds the controllers read whose list items may lack it (an Event's
+# involvedObject names it); gpupool's own kinds are gpupool.io/v1
+API_VERSIONS = {
+    "Pod": "v1",
+    "Node": "v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "PodDisruptionBudget": "policy/v1",
+}
+STATUS_KINDS = ("GpuQuota", "GpuNode", "GpuPool")  # the controller writes their status
+
+
+def reference(
+    kind: str, name: str, namespace: str | None = None, uid: str | None = None
+) -> ObjectReference:
+    """An object the controllers name without having read it (a tenant's GpuQuota, a lease)."""
+    return ObjectReference(kind, API_VERSIONS.get(kind, names.API_VERSION), name, namespace, uid)
+
+
+def reference_of(kind: str, obj: Mapping[str, Any]) -> ObjectReference:
+    """The reference of an object as listed (a list's items may lack their kind and apiVersion)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    namespace, uid, version = meta.get("namespace"), meta.get("uid"), meta.get("resourceVersion")
+    return ObjectReference(
+        kind,
+        str(obj.get("apiVersion") or API_VERSIONS.get(kind, names.API_VERSION)),
+        str(meta.get("name") or ""),
+        str(namespace) if namespace else None,
+        str(uid) if uid else None,
+        str(version) if version else None,
+    )
+
+
+_kept_pairs: dict[tuple[object, str, str], tuple[Any, ObjectReference]] = {}
+
+
+def listed(
+    kind: str, objects: Iterable[Mapping[str, Any]], read: Callable[[Mapping[str, Any]], T]
+) -> Listed[T]:
+    """Each object read alone: a reader that raises makes that object `Unreadable`, not the
+    list. Each (value, reference) is remembered by reader, uid and resourceVersion, as the
+    readers remember their values: a round over the watch cache makes them only for the objects
+    that changed."""
+    good: list[tuple[T, ObjectReference]] = []
+    bad: list[Unreadable] = []
+    stored: dict[str, Mapping[str, Any]] = {}
+    keeps_status = kind in STATUS_KINDS
+    for obj in objects:
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, Mapping) else None
+        version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+        key = (read, str(uid), str(version)) if uid and version else None
+        pair = _kept_pairs.get(key) if key is not None else None
+        if pair is None:
+            ref = reference_of(kind, obj)
+            try:
+                pair = (read(obj), ref)
+            except Exception as err:
+                bad.append(Unreadable(ref, err))
+                continue
+            if key is not None:
+                if len(_kept_pairs) >= MAX_KEPT:  # old versions pile up: start afresh
+                    _kept_pairs.clear()
+                _kept_pairs[key] = pair
+        good.append(pair)
+        if keeps_status:
+            status = obj.get("status")
+            stored[pair[1].key] = status if isinstance(status, Mapping) else {}
+    return Listed(tuple(good), tuple(bad), stored)
+
+
+def one(
+    kind: str, obj: Mapping[str, Any], read: Callable[[Mapping[str, Any]], T]
+) -> T | Unreadable:
+    """One object read (a GET): its value, or why it does not decode."""
+    try:
+        return read(obj)
+    except Exception as err:
+        return Unreadable(reference_of(kind, obj), err)
+
+
+def _quota_object(obj: Mapping[str, Any]) -> QuotaObject:
+    """The quota, or the GpupoolError that says why its spec is invalid (any other error makes
+    the object unreadable), and its lease terms."""
+    spec: TenantQuota | None = None
+    invalid: GpupoolError | None = None
+    try:
+        spec = read_quota(obj)
+    except GpupoolError as err:
+        invalid = err
+    name, terms = read_tenant_terms(obj)
+    meta = obj.get("metadata") or {}
+    generation = meta.get("generation")
+    return QuotaObject(name, generation if isinstance(generation, int) else None, spec, invalid,
+                       terms)  # fmt: skip
+
+
+def pods_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[PodView]:
+    return listed("Pod", objects, read_pod)
+
+
+def leases_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[LeaseRecord]:
+    return listed("GpuLease", objects, lease_from_json)
+
+
+def quotas_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[QuotaObject]:
+    return listed("GpuQuota", objects, _quota_object)
+
+
+def nodes_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[NodeObject]:
+    return listed("Node", objects, read_node)
+
+
+def gpu_nodes_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[GpuNodeObject]:
+    return listed("GpuNode", objects, read_gpu_node)
+
+
+def pools_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[PoolObject]:
+    return listed("GpuPool", objects, read_pool)
+
+
+def budgets_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[DisruptionBudget]:
+    return listed("PodDisruptionBudget", objects, read_budget)
+
+
+def pod_read(obj: Mapping[str, Any]) -> PodView | Unreadable:
+    return one("Pod", obj, read_pod)

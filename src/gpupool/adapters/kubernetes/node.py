@@ -117,7 +117,20 @@ def read_node(node: Mapping[str, Any]) -> NodeObject:
         not_ready=_not_ready(node),
         label_gpus=gpus,
         problem=problem,
+        address=node_address(node),
     )
+
+
+def node_address(node: Mapping[str, Any]) -> str | None:
+    """The node's InternalIP (where its agent serves /metrics), else its first address."""
+    addresses = [
+        a for a in (node.get("status") or {}).get("addresses") or () if isinstance(a, dict)
+    ]
+    for wanted in ("InternalIP", None):
+        for item in addresses:
+            if wanted is None or item.get("type") == wanted:
+                return str(item.get("address") or "") or None
+    return None
 
 
 def read_gpu_node(gpunode: Mapping[str, Any]) -> GpuNodeObject:

@@ -32,6 +32,7 @@ from gpupool.domain.allocations import Slice
 from gpupool.domain.compute_modes import WorkloadClass
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.requests import Request
+from gpupool.state.claim_ask import ClaimAsk
 from gpupool.state.pods import Expression, NodeConstraints, PodView
 
 
@@ -88,6 +89,7 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
     problem: str | None = None
     gpu: PodGpu | None = None
     claim_pod = False
+    ask: ClaimAsk | None = None
     try:
         gpu = read_pod_gpu(pod, tenant=tenant, priority=priority)
         request = None if gpu is None else gpu.request
@@ -157,7 +159,25 @@ def read_pod(pod: Mapping[str, Any]) -> PodView:
         compute_mode=None if gpu is None else gpu.compute_mode,
         workload=WorkloadClass.INFERENCE if gpu is None else _workload(gpu),
         claim_pod=claim_pod,
+        claim_ask=ask,
+        claim_name=None if ask is None else claim_name(pod, ask.pod_claim),
+        annotated=meta.get("annotations") is not None,
     )
+
+
+def claim_name(pod: Mapping[str, Any], entry: str) -> str | None:
+    """The name of the ResourceClaim the pod's claim entry stands for: `resourceClaimName`, or
+    the claim kube-controller-manager made from the template (`status.resourceClaimStatuses`);
+    None while it is not made."""
+    for claim in (pod.get("spec") or {}).get("resourceClaims") or ():
+        named = isinstance(claim, Mapping) and claim.get("name") == entry
+        if named and claim.get("resourceClaimName"):
+            return str(claim["resourceClaimName"])
+    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
+        named = isinstance(status, Mapping) and status.get("name") == entry
+        if named and status.get("resourceClaimName"):
+            return str(status["resourceClaimName"])
+    return None
 
 
 def _workload(gpu: PodGpu) -> WorkloadClass:

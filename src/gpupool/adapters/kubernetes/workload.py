@@ -1,11 +1,13 @@
 """A Deployment's or StatefulSet's JSON → the typed `state.workload.ScalableWorkload` the
-autoscaler's plan reads (decoded once, here), and a pod's labels for its selector."""
+autoscaler's plan reads (decoded once, here). A pod's labels and a node's address are their
+decoders' (`PodView.labels`, `NodeObject.address`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from gpupool.adapters.kubernetes.node import node_address as node_address  # its home
 from gpupool.adapters.kubernetes.pod_view import read_expressions
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.autoscale import parse_record, read_policy
@@ -45,20 +47,3 @@ def read_workload(obj: Mapping[str, Any], kind: str) -> ScalableWorkload:
         problem=problem,
         record=parse_record(annotations.get(names.ANN_AUTOSCALE_STATUS)),
     )
-
-
-def pod_labels(pod: Mapping[str, Any]) -> dict[str, str]:
-    labels = (pod.get("metadata") or {}).get("labels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
-
-
-def node_address(node: Mapping[str, Any]) -> str | None:
-    """The node's InternalIP (where its agent serves /metrics), else its first address."""
-    addresses = [
-        a for a in (node.get("status") or {}).get("addresses") or () if isinstance(a, dict)
-    ]
-    for wanted in ("InternalIP", None):
-        for item in addresses:
-            if wanted is None or item.get("type") == wanted:
-                return str(item.get("address") or "") or None
-    return None

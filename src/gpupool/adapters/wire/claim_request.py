@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpupool.adapters.wire.claims import CardOffer, ClaimRefused, check_claim_spec
@@ -29,6 +28,7 @@ from gpupool.adapters.wire.names import DRA_DRIVER
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.models import get_model
 from gpupool.domain.requests import Request
+from gpupool.state.claim_ask import ClaimAsk as ClaimAsk  # its home is state
 
 _ATTR = rf"""device\.attributes\[\s*['"]{re.escape(DRA_DRIVER)}['"]\s*\]\.model"""
 _NAME = r"""['"]([^'"]+)['"]"""
@@ -40,20 +40,6 @@ SELECTOR_FORMS = (
     f"device.attributes['{DRA_DRIVER}'].model == 'A100-80GB'",
     f"device.attributes['{DRA_DRIVER}'].model in ['A100-80GB', 'H100-80GB']",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimAsk:
-    """What a pod's claim on gpupool's class asks: the pod's claim entry (`spec.resourceClaims[].
-    name`), the claim's request name, per card memory (None: the whole card) and compute percent
-    (None: no hard cap), how many cards, and the models allowed (): any)."""
-
-    pod_claim: str
-    request: str
-    memory_bytes: int | None
-    compute_pct: int | None
-    count: int
-    models: tuple[str, ...] = ()
 
 
 def looks_like_ours(device_class: str) -> bool:

@@ -2,9 +2,10 @@
 in priority then FIFO order, and shows every waiting pod where it stands.
 
 Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide (pure), then:
-- admits: one JSON patch per pod that tests the uid and the gate, removes the gate and writes
-  `gpupool.io/admitted` (when, borrowed amount, preemptible, why) — the same patch, so a crash
-  can never leave a pod admitted without the record quota counting needs; event `Admitted`;
+- admits: one write per pod (`ClusterApi.admit_pod`: a JSON patch that tests the uid and the
+  gate) removes the gate and writes `gpupool.io/admitted` (when, borrowed amount, preemptible,
+  why) — the same patch, so a crash can never leave a pod admitted without the record quota
+  counting needs; event `Admitted`;
 - waiting pods: `gpupool.io/queue` = "position 2 of 3 in tenant 'a''s queue: <why>", and an
   event `Queued` (Warning `NotAdmittable` when it can never be admitted) whenever that changes;
 - GpuQuota status: used, borrowed, lent, pods, queued and the head of the queue, and the
@@ -27,10 +28,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_quota
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
-from gpupool.adapters.wire.json_pointer import escape
 from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
@@ -51,8 +50,10 @@ from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import Listed, ObjectReference
 from gpupool.state.nodes import GpuNodeObject, NodeObject, node_of
 from gpupool.state.pods import PodView
+from gpupool.state.quota_object import QuotaObject
 
 log = logging.getLogger("gpupool.controller.admission")
 
@@ -62,33 +63,12 @@ QUEUE_STATUS_ITEMS = 100
 NOT_ADMITTABLE = ("REJECTED", "NO_QUOTA", "UNREADABLE", "GANG_CONFLICT")
 
 
-def admit_patch(pod: Json, admit: AdmitPod, now: float) -> list[Json]:
-    """The JSON patch that admits a pod: checks it is the same pod still gated, then ungates it."""
-    view = admit.pod
-    annotations = (pod.get("metadata") or {}).get("annotations")
-    record = admitted_annotation(
+def admitted_record(admit: AdmitPod, now: float) -> str:
+    """The pod's `gpupool.io/admitted` record (when, borrowed amount, preemptible, why)."""
+    return admitted_annotation(
         Admitted(now, admit.borrowed, admit.preemptible, admit.resource, admit.amount),
         admit.reason,
     )
-    patch: list[Json] = [
-        {"op": "test", "path": "/metadata/uid", "value": view.uid},
-        {
-            "op": "test",
-            "path": f"/spec/schedulingGates/{view.gate_index}/name",
-            "value": names.QUOTA_GATE,
-        },
-        {"op": "remove", "path": f"/spec/schedulingGates/{view.gate_index}"},
-    ]
-    if annotations is None:
-        patch.append(
-            {"op": "add", "path": "/metadata/annotations", "value": {names.ANN_ADMITTED: record}}
-        )
-    else:
-        base = "/metadata/annotations/"
-        patch.append({"op": "add", "path": base + escape(names.ANN_ADMITTED), "value": record})
-        if names.ANN_QUEUE in annotations:
-            patch.append({"op": "remove", "path": base + escape(names.ANN_QUEUE)})
-    return patch
 
 
 def quota_status(status: TenantStatus, generation: int | None) -> Json:
@@ -117,36 +97,23 @@ def quota_status(status: TenantStatus, generation: int | None) -> Json:
     return out
 
 
-def _quota_name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _quota_or_problem(obj: Json) -> TenantQuota | str:
-    """The quota, or why it is invalid (a GpupoolError: shown on the tenant's pods); any other
-    error raises (the quota is set aside)."""
-    try:
-        return read_quota(obj)
-    except GpupoolError as err:
-        return f"GpuQuota {_quota_name(obj)!r} is invalid, so nothing is admitted: {err}"
-
-
 def read_quotas(
-    objects: list[Json], contain: Containment | None = None, now: float = 0.0
+    listed: Listed[QuotaObject], contain: Containment | None = None, now: float = 0.0
 ) -> tuple[list[TenantQuota], dict[str, str]]:
     """The quotas that read, and the problem of each that does not (its tenant admits
-    nothing). With `contain`, a quota whose reader fails other than as invalid is set aside."""
-    if contain is None:
-        read = [(_quota_or_problem(obj), obj) for obj in objects]
-    else:
-        read = contain.decode(READ, "GpuQuota", objects, _quota_or_problem, now)
-    quotas = [q for q, _ in read if isinstance(q, TenantQuota)]
-    problems = {_quota_name(obj): q for q, obj in read if isinstance(q, str)}
-    got = {_quota_name(obj) for _, obj in read}
-    for obj in objects:
-        name = _quota_name(obj)
-        if name not in got:
-            problems[name] = (
-                f"GpuQuota {name!r} could not be read, so nothing is admitted for now (its "
+    nothing). With `contain`, a quota that did not decode (other than as invalid) is set aside."""
+    read = list(listed.read) if contain is None else contain.decode(READ, "GpuQuota", listed, now)
+    quotas = [q.quota for q, _ in read if q.quota is not None]
+    problems = {
+        q.name: f"GpuQuota {q.name!r} is invalid, so nothing is admitted: {q.invalid}"
+        for q, _ in read
+        if q.quota is None
+    }
+    got = {q.name for q, _ in read}
+    for ref in [r for _, r in listed.read] + [u.ref for u in listed.unreadable]:
+        if ref.name not in got:
+            problems[ref.name] = (
+                f"GpuQuota {ref.name!r} could not be read, so nothing is admitted for now (its "
                 f"ReconcileFailed event says why)"
             )
     return quotas, problems
@@ -158,7 +125,7 @@ class AdmissionRound:
 
     plan: AdmissionPlan
     pods: tuple[PodView, ...]  # borrowed marks taken from the live leases (`mark_borrowed`)
-    raw: Mapping[str, Json]  # pod key -> the pod's JSON (events, patches that test it)
+    refs: Mapping[str, ObjectReference]  # pod key -> the pod's reference (events)
     leases: tuple[LeaseRecord, ...]
     quotas: tuple[TenantQuota, ...]
     now: float
@@ -169,7 +136,7 @@ class BeforeAdmit(Protocol):
     """What must be done before an admitted pod's gate lifts (`controllers.dra`: a claim pod's
     claim allocated and leased); False keeps the pod gated this round."""
 
-    async def ready(self, pod: Json, admit: AdmitPod, now: float) -> bool: ...
+    async def ready(self, pod: ObjectReference, admit: AdmitPod, now: float) -> bool: ...
 
 
 class AdmissionReconciler:
@@ -206,7 +173,7 @@ class AdmissionReconciler:
         leases = decode_leases(contain, await self.api.leases(), now)
         quotas, problems = read_quotas(quota_objects, contain, now)
         views = mark_borrowed([v for v, _ in read], leases)
-        raw = {v.key: p for v, (_, p) in zip(views, read, strict=True)}
+        refs = {v.key: ref for v, (_, ref) in zip(views, read, strict=True)}
         budgets = contain.plan(
             "budget", "GpuQuota", quotas, lambda q: q.name,
             lambda some: plan_budgets(some, leases, now), now, lambda q: quota_ref(q.name),
@@ -232,36 +199,30 @@ class AdmissionReconciler:
         plan = contain.plan("plan", "GpuQuota", tenants, str, plan_for, now, quota_ref)
         stamp = format_time(now)
         for admit in plan.admit:
-            pod = raw[admit.pod.key]
-            await contain.handle("admit", "Pod", pod, partial(self._admit, pod, admit, now, stamp),
-                                 now)  # fmt: skip
+            pod = refs[admit.pod.key]
+            await contain.handle("admit", pod, partial(self._admit, pod, admit, now, stamp), now)
         for queued in plan.queued:
-            pod = raw[queued.pod.key]
-            await contain.handle("queue", "Pod", pod, partial(self._show, pod, queued, stamp),
-                                 now)  # fmt: skip
-        generations = {_quota_name(q): (q.get("metadata") or {}).get("generation")
-                       for q in quota_objects}  # fmt: skip
-        current = {_quota_name(q): q.get("status") or {} for q in quota_objects}
-        by_name = {_quota_name(q): q for q in quota_objects}
+            pod = refs[queued.pod.key]
+            await contain.handle("queue", pod, partial(self._show, pod, queued, stamp), now)
+        by_name = {q.name: (q, ref) for q, ref in quota_objects.read}
         for tenant in plan.tenants:
-            if tenant.tenant not in generations:
+            if tenant.tenant not in by_name:
                 continue  # the implicit `default` tenant has no object to report on
-            status = quota_status(tenant, generations[tenant.tenant])
+            quota, ref = by_name[tenant.tenant]
+            status = quota_status(tenant, quota.generation)
             status |= budget_status_json(budgets.statuses.get(tenant.tenant))
-            if not _same(current[tenant.tenant], status):
-                await contain.handle("status", "GpuQuota", by_name[tenant.tenant],
+            if not _same(quota_objects.stored.get(ref.key) or {}, status):
+                await contain.handle("status", ref,
                                      partial(self.api.patch_quota_status, tenant.tenant, status),
                                      now)  # fmt: skip
         return AdmissionRound(
-            plan, tuple(views), raw, tuple(leases), tuple(quotas), now, budgets.statuses
+            plan, tuple(views), refs, tuple(leases), tuple(quotas), now, budgets.statuses
         )
 
-    async def _admit(self, pod: Json, admit: AdmitPod, now: float, stamp: str) -> None:
+    async def _admit(self, pod: ObjectReference, admit: AdmitPod, now: float, stamp: str) -> None:
         if self.claims is not None and not await self.claims.ready(pod, admit, now):
             return
-        if await self.api.patch_pod(
-            admit.pod.namespace, admit.pod.name, admit_patch(pod, admit, now), json_patch=True
-        ):
+        if await self.api.admit_pod(admit.pod, admitted_record(admit, now)):
             log.info("admitted %s: %s", admit.pod.key, admit.reason)
             await self.api.event(pod, "Admitted", admit.reason, now_rfc3339=stamp)
 
@@ -279,11 +240,11 @@ class AdmissionReconciler:
     async def _cards(self, now: float) -> list[Gpu]:
         """The cluster's cards (a node whose cards cannot be read adds none; a Node or GpuNode
         that cannot be decoded is set aside)."""
-        read = self.contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), read_gpu_node, now)
+        read = self.contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), now)
         gpunodes = {g.name: g for g, _ in read}
         cards: list[Gpu] = []
         kept: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
-        for node, _ in self.contain.decode(READ, "Node", await self.api.nodes(), read_node, now):
+        for node, _ in self.contain.decode(READ, "Node", await self.api.nodes(), now):
             gpunode = gpunodes.get(node.name)
             last = self._node_cards.get(node.name)
             if last is not None and last[0] is node and last[1] is gpunode:
@@ -298,12 +259,11 @@ class AdmissionReconciler:
         self._node_cards = kept
         return cards
 
-    async def _show(self, pod: Json, queued: QueuedPod, stamp: str) -> None:
+    async def _show(self, pod: ObjectReference, queued: QueuedPod, stamp: str) -> None:
         note = queued.note
         if queued.pod.queue_note == note:
             return
-        patch = {"metadata": {"annotations": {names.ANN_QUEUE: note}}}
-        if await self.api.patch_pod(queued.pod.namespace, queued.pod.name, patch, json_patch=False):
+        if await self.api.annotate_pod(queued.pod, {names.ANN_QUEUE: note}, same_uid=False):
             stuck = queued.reason in NOT_ADMITTABLE
             await self.api.event(
                 pod,

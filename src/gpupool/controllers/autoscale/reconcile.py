@@ -19,8 +19,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from functools import partial
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_quota
-from gpupool.adapters.kubernetes.workload import node_address, pod_labels, read_workload
+from gpupool.adapters.kubernetes.decoded import reference_of
+from gpupool.adapters.kubernetes.workload import read_workload
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.autoscale import autoscaled, record_annotation
 from gpupool.controllers.autoscale.plan import (
@@ -33,7 +33,6 @@ from gpupool.controllers.autoscale.plan import (
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.due import soonest
 from gpupool.controllers.reads import decode_leases, decode_pods
-from gpupool.domain.errors import GpupoolError
 from gpupool.placement.autoscale import Direction
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.placement.whatif import room_for
@@ -42,6 +41,7 @@ from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.nodes import NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.workload import ScalableWorkload
 
@@ -100,15 +100,12 @@ class AutoscaleReconciler:
         if not found:
             return []
         pods = [
-            (v, pod_labels(p))
-            for v, p in decode_pods(self.contain, await self.api.tenant_pods(), now)
+            (v, v.labels) for v, _ in decode_pods(self.contain, await self.api.tenant_pods(), now)
         ]
         leases = decode_leases(self.contain, await self.api.leases(), now)
-        node_objects = await self.api.nodes()
-        addresses = {
-            str((n.get("metadata") or {}).get("name")): node_address(n) for n in node_objects
-        }
-        reads = _RoundReads(self.api, node_objects, leases)
+        nodes = (await self.api.nodes()).values
+        addresses = {n.name: n.address for n in nodes}
+        reads = _RoundReads(self.api, nodes, leases)
         plans: list[WorkloadPlan] = []
 
         async def one(kind: str, obj: Json) -> None:
@@ -123,7 +120,8 @@ class AutoscaleReconciler:
             plans.append(plan)
 
         for kind, obj in found:
-            await self.contain.handle("workload", kind, obj, partial(one, kind, obj), now)
+            ref = reference_of(kind, obj)
+            await self.contain.handle("workload", ref, partial(one, kind, obj), now)
         return plans
 
     async def _plan(
@@ -194,7 +192,7 @@ class _RoundReads:
     """What one round reads once for every workload: the leased pods, and the placement
     snapshot (built only when a workload asks to scale up)."""
 
-    def __init__(self, api: ClusterApi, nodes: list[Json], leases: list[LeaseRecord]) -> None:
+    def __init__(self, api: ClusterApi, nodes: list[NodeObject], leases: list[LeaseRecord]) -> None:
         self.api = api
         self.nodes = nodes
         self.leases = leases
@@ -205,22 +203,13 @@ class _RoundReads:
     async def quotas(self) -> list[TenantQuota]:
         """The readable GpuQuotas (an unreadable one is the admission loop's to report)."""
         if self._quotas is None:
-            self._quotas = []
-            for obj in await self.api.quotas():
-                try:
-                    self._quotas.append(read_quota(obj))
-                except GpupoolError:
-                    continue
+            listed = await self.api.quotas()
+            self._quotas = [q.quota for q in listed.values if q.quota is not None]
         return self._quotas
 
     async def snapshot(self) -> ClusterSnapshot:
         if self._snap is None:
             cache = ClusterCache()
-            gpunodes = await self.api.gpu_nodes()
-            cache.rebuild(
-                [read_node(n) for n in self.nodes],
-                [read_gpu_node(g) for g in gpunodes],
-                self.leases,
-            )
+            cache.rebuild(self.nodes, (await self.api.gpu_nodes()).values, self.leases)
             self._snap = cache.snapshot()
         return self._snap

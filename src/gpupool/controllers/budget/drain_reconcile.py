@@ -19,7 +19,10 @@ from gpupool.controllers.contain import Containment
 from gpupool.controllers.leases.plan import BUDGET_DRAIN
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
-from gpupool.ports import ClusterApi, Json, Outcomes
+from gpupool.ports import ClusterApi, Outcomes
+from gpupool.state.lease import ReclaimRecord
+from gpupool.state.lease_writes import EvictionMark
+from gpupool.state.listed import ObjectReference
 
 
 class BudgetDrainReconciler:
@@ -40,16 +43,16 @@ class BudgetDrainReconciler:
         plan = plan_drain(admission.pods, admission.budgets, grace, admission.now)
         try:
             await apply_drain(
-                self.api, plan, admission.raw, admission.now, self.outcomes, self.contain
+                self.api, plan, admission.refs, admission.now, self.outcomes, self.contain
             )
         finally:
             await self.contain.report(admission.now)
         return plan
 
 
-def drain_record(eviction: EvictPod, stamp: str) -> Json:
+def drain_record(eviction: EvictPod, now: float) -> EvictionMark:
     """The evicted pod's GpuLease `status.reclaim`, so it ends for the drain (`leases.plan`)."""
-    return {"at": stamp, "reason": BUDGET_DRAIN, "message": eviction.message[:1024]}
+    return EvictionMark(ReclaimRecord(now, BUDGET_DRAIN, eviction.message))
 
 
 # Budget drain's notices: the annotation `gpupool.io/drain-notice`; the evicted pod's GpuLease is
@@ -69,18 +72,18 @@ DRAIN = NoticeKind(
 async def apply_drain(
     api: ClusterApi,
     plan: DrainPlan,
-    raw: Mapping[str, Json],
+    refs: Mapping[str, ObjectReference],
     now: float,
     outcomes: Outcomes | None = None,
     contain: Containment | None = None,
 ) -> None:
-    """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object);
+    """`refs`: the pods' references by namespace/name, as listed (an event names the pod);
     `outcomes` hears of each notice given and each eviction done (reason BudgetDrain);
     `contain`: one pod's failed write fails only that pod."""
     await write_notices(
         api,
         DRAIN,
-        raw,
+        refs,
         now,
         notices=plan.notices,
         evictions=plan.evictions,

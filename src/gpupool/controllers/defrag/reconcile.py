@@ -15,9 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node, read_pod
-from gpupool.adapters.kubernetes.pdb import read_budget
-from gpupool.adapters.kubernetes.pool import read_pool
+from gpupool.adapters.kubernetes.decoded import reference
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.defrag_mark import mark_annotation
@@ -29,8 +27,12 @@ from gpupool.controllers.reclaim.room import Placement, build_placement
 from gpupool.ports import Clock, DefragApi, Json
 from gpupool.rfc3339 import format_time
 from gpupool.state.defrag import DisruptionBudget
+from gpupool.state.lease import ReclaimRecord, RoomHold
+from gpupool.state.lease_writes import EvictionMark
+from gpupool.state.listed import Listed, ObjectReference
 from gpupool.state.nodes import DefragMark, GpuNodeObject
 from gpupool.state.pods import PodView
+from gpupool.state.pool import PoolObject
 
 log = logging.getLogger("gpupool.controller.defrag")
 
@@ -38,9 +40,9 @@ CONDITION = "Defragmentation"
 BUSY_S = 5.0  # while defragmenting, a round at least this often
 
 
-def _pool_ref(name: str) -> Json:
+def _pool_ref(name: str) -> ObjectReference:
     """What an event on a GpuPool names (cluster-scoped: the event lives in `default`)."""
-    return {"apiVersion": names.API_VERSION, "kind": "GpuPool", "metadata": {"name": name}}
+    return reference("GpuPool", name)
 
 
 def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
@@ -56,21 +58,15 @@ def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
     }
 
 
-def hold_record(eviction: EvictPod, stamp: str) -> Json | None:
+def hold_record(eviction: EvictPod, now: float) -> EvictionMark | None:
     """The room hold on the evicted pod's GpuLease (`status.reclaim`), when a waiting pod is
     named: the extender then keeps the cleared card for it (`extender_http.room_hold`)."""
     notice = eviction.notice
     if eviction.hold_until is None:
         return None
-    return {
-        "at": stamp,
-        "reason": "Defragmentation",
-        "message": eviction.message[:1024],
-        "room": notice.room,
-        "for": notice.claimant_pod,
-        "forUid": eviction.claimant_uid,
-        "holdUntil": format_time(eviction.hold_until),
-    }
+    hold = RoomHold(notice.room or "", notice.claimant_pod, eviction.claimant_uid or "",
+                    eviction.hold_until)  # fmt: skip
+    return EvictionMark(ReclaimRecord(now, "Defragmentation", eviction.message), hold)
 
 
 # Defragmentation's notices: the annotation `gpupool.io/defrag-notice` (its `room` is the node
@@ -113,7 +109,7 @@ class LiveState:
 
     placement: Placement
     pods: list[PodView]
-    raw_pods: dict[str, Json]
+    pod_refs: dict[str, ObjectReference]
     budgets: list[DisruptionBudget]
     held_nodes: frozenset[str]  # nodes where a room hold stands now
     closable: frozenset[str]  # nodes with a GpuNode to carry a mark
@@ -121,15 +117,13 @@ class LiveState:
 
 async def read_live(api: DefragApi, gpunodes: list[GpuNodeObject], now: float) -> LiveState:
     """Nodes, GpuLeases, tenant pods and PodDisruptionBudgets, with the GpuNodes already read,
-    into the extender's snapshot (`reclaim.room.build_placement`) and the pods' views."""
-    nodes = [read_node(n) for n in await api.nodes()]
+    into the extender's snapshot (`reclaim.room.build_placement`) and the pods' views (what does
+    not decode is left out: the other loops set it aside and say so)."""
+    nodes = (await api.nodes()).values
     leases = read_leases(await api.leases(), log)
-    raw_pods = {
-        f"{p['metadata'].get('namespace')}/{p['metadata']['name']}": p
-        for p in await api.tenant_pods()
-    }
-    pods = [read_pod(p) for p in raw_pods.values()]
-    budgets = [read_budget(b) for b in await api.disruption_budgets()]
+    listed = await api.tenant_pods()
+    pods = listed.values
+    budgets = (await api.disruption_budgets()).values
     holders = {p.uid for p in pods if p.holds_quota}
     held = frozenset(
         le.room_hold.node for le in leases if le.room_hold is not None and le.room_hold.until > now
@@ -137,7 +131,7 @@ async def read_live(api: DefragApi, gpunodes: list[GpuNodeObject], now: float) -
     return LiveState(
         build_placement(nodes, gpunodes, leases, holders),
         pods,
-        raw_pods,
+        {v.key: ref for v, ref in listed.read},
         budgets,
         held,
         frozenset(g.name for g in gpunodes),
@@ -167,9 +161,8 @@ class DefragReconciler:
 
     async def reconcile(self) -> DefragRound:
         pool_objs = await self.api.gpu_pools()
-        pools = [read_pool(p) for p in pool_objs]
-        gpunode_objs = await self.api.gpu_nodes()
-        gpunodes = [read_gpu_node(g) for g in gpunode_objs]
+        pools = pool_objs.values
+        gpunodes = (await self.api.gpu_nodes()).values
         marks = {g.name: g.defrag for g in gpunodes if g.defrag is not None}
         now = self.clock()
         self._active_at = now if marks or any(p.defrag is not None for p in pools) else None
@@ -188,15 +181,17 @@ class DefragReconciler:
             live.held_nodes,
             live.closable,
         )
-        await self._apply(plan, pool_objs, live.raw_pods, now)
+        await self._apply(plan, pool_objs, live.pod_refs, now)
         return plan
 
-    async def _conditions(self, plan: DefragRound, pool_objs: list[Json], now: float) -> None:
+    async def _conditions(
+        self, plan: DefragRound, pool_objs: Listed[PoolObject], now: float
+    ) -> None:
         stamp = format_time(now)
-        by_name = {str(p["metadata"]["name"]): p for p in pool_objs}
+        by_name = {p.name: ref for p, ref in pool_objs.read}
         for c in plan.conditions:
-            obj = by_name.get(c.pool) or {}
-            status = obj.get("status") or {}
+            ref = by_name.get(c.pool)
+            status = (pool_objs.stored.get(ref.key) if ref is not None else None) or {}
             old = next(
                 (x for x in status.get("conditions") or () if x.get("type") == CONDITION), None
             )
@@ -215,7 +210,11 @@ class DefragReconciler:
                 )
 
     async def _apply(
-        self, plan: DefragRound, pool_objs: list[Json], raw: dict[str, Json], now: float
+        self,
+        plan: DefragRound,
+        pool_objs: Listed[PoolObject],
+        refs: dict[str, ObjectReference],
+        now: float,
     ) -> None:
         stamp = format_time(now)
         await self._conditions(plan, pool_objs, now)
@@ -254,7 +253,7 @@ class DefragReconciler:
         await write_notices(
             self.api,
             DEFRAG,
-            raw,
+            refs,
             now,
             notices=plan.notices,
             evictions=plan.evictions,

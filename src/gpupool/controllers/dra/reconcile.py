@@ -25,20 +25,10 @@ when that changes (NoRoom while it waits for room, ClaimRefused when the claim m
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, TypeVar
 
-from gpupool.adapters.kubernetes.decoded import (
-    lease_from_json,
-    read_gpu_node,
-    read_node,
-    read_pod,
-)
-from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.claim_request import ClaimAsk, claim_ask, from_annotation
 from gpupool.controllers.admission.plan import AdmitPod
 from gpupool.controllers.dra.plan import (
     ClaimAllocation,
@@ -51,17 +41,18 @@ from gpupool.domain.allocations import Allocation
 from gpupool.domain.errors import GpupoolError
 from gpupool.placement import Planner
 from gpupool.placement.default_workload import default_workload
-from gpupool.ports import ClaimApi, Json
+from gpupool.ports import ClaimApi
 from gpupool.rfc3339 import format_time
 from gpupool.state.admitted import Admitted
+from gpupool.state.claim_ask import ClaimAsk
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import ObjectReference
 from gpupool.state.nodes import NodeObject
 from gpupool.state.pod_hold import held_by
 from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.claims")
-T = TypeVar("T")
 
 
 class ClaimWaits(GpupoolError):
@@ -79,27 +70,24 @@ class ClaimAllocator:
         self._publishing: frozenset[str] = frozenset()
         self._leases: dict[str, LeaseRecord] = {}  # pod uid -> its live lease
 
-    async def ready(self, pod: Json, admit: AdmitPod, now: float) -> bool:
+    async def ready(self, pod: ObjectReference, admit: AdmitPod, now: float) -> bool:
         """Whether the admission queue may lift the pod's gate now: True for a pod without a
         claim on gpupool's class, or once its claim is allocated and leased; False (the pod
         shown why) while it cannot be."""
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        text = annotations.get(names.ANN_CLAIM)
-        if text is None:
-            return True
         view = admit.pod
+        if view.claim_ask is None and not view.claim_pod:
+            return True
         try:
-            ask = from_annotation(str(text), f"pod {view.key}")
-            await self._allocate(pod, view, ask, admit, now)
+            if view.claim_ask is None:  # its ask could not be read (the decoder says why)
+                raise GpupoolError(view.problem or f"pod {view.key}: gpupool.io/claim unreadable")
+            await self._allocate(view, view.claim_ask, admit, now)
         except GpupoolError as err:
             await self._waits(pod, view, err, now)
             return False
         return True
 
-    async def _allocate(
-        self, pod: Json, view: PodView, ask: ClaimAsk, admit: AdmitPod, now: float
-    ) -> None:
-        name = claim_name(pod, ask.pod_claim)
+    async def _allocate(self, view: PodView, ask: ClaimAsk, admit: AdmitPod, now: float) -> None:
+        name = view.claim_name
         if name is None:
             raise ClaimWaits(
                 f"its claim {ask.pod_claim!r} is not made yet (kube-controller-manager makes a "
@@ -108,25 +96,20 @@ class ClaimAllocator:
         claim = await self.api.resource_claim(view.namespace, name)
         if claim is None:
             raise ClaimWaits(f"its ResourceClaim {view.namespace}/{name} is not made yet")
-        meta = claim.get("metadata") or {}
         who = f"ResourceClaim {view.namespace}/{name}"
-        live = claim_ask(ask.pod_claim, claim.get("spec") or {}, (), who)
-        if live != ask:
+        if claim.refusal is not None:
+            raise claim.refusal
+        if claim.ask is None or replace(claim.ask, pod_claim=ask.pod_claim) != ask:
             raise GpupoolError(
                 f"{who} no longer asks what the pod was admitted for; delete the pod and create "
                 f"it again"
             )
         await self._read_round(now)
         target = ClaimTarget(
-            view.namespace,
-            name,
-            str(meta.get("uid") or ""),
-            ask.request,
-            names.DRA_DRIVER,
-            _configs(claim),
+            view.namespace, name, claim.uid, ask.request, names.DRA_DRIVER, claim.configs
         )
         held = self._leases.get(view.uid)
-        if (claim.get("status") or {}).get("allocation"):
+        if claim.allocated:
             if held is None:
                 raise GpupoolError(
                     f"{who} is allocated already, but not by gpupool for this pod (a claim "
@@ -136,7 +119,7 @@ class ClaimAllocator:
         else:
             if held is None:  # else a round stopped before the claim's status: write the same
                 held = await self._place_confirmed(view, admit, target)
-                if not await self.api.create_lease(lease_to_json(held)):
+                if not await self.api.create_lease(held):
                     raise ClaimWaits("its GpuLease exists already; the next round reads it")
                 self._cache.set_lease(held)
                 self._leases[view.uid] = held
@@ -146,10 +129,7 @@ class ClaimAllocator:
                 self._leases.pop(view.uid, None)
                 raise ClaimWaits(f"{who} went away or was made again; the next round retries")
             log.info("allocated %s to %s on %s", who, view.key, held.node)
-        await self.api.patch_pod(
-            view.namespace, view.name, {"metadata": {"annotations": _marks(held)}},
-            json_patch=False,
-        )  # fmt: skip
+        await self.api.annotate_pod(view, _marks(held), same_uid=False)
 
     def _place(self, view: PodView, admit: AdmitPod, target: ClaimTarget) -> ClaimAllocation:
         """The planner's placement over the round's snapshot, charged as the pod was admitted."""
@@ -170,7 +150,7 @@ class ClaimAllocator:
         pod planned again (once; then the next round)."""
         for _ in range(2):
             lease = self._place(view, admit, target).lease
-            listed = _decoded(lease_from_json, await self.api.leases_on_node(lease.node))
+            listed = (await self.api.leases_on_node(lease.node)).values
             unseen = [x for x in listed if x.holds_capacity and x.key not in self._cache.leases]
             if not unseen:
                 return lease
@@ -189,23 +169,25 @@ class ClaimAllocator:
         if self._round == now:
             return
         # what cannot be decoded is left out here: the other loops set it aside and say so
-        nodes = _decoded(read_node, await self.api.nodes())
-        gpunodes = _decoded(read_gpu_node, await self.api.gpu_nodes())
-        leases = _decoded(lease_from_json, await self.api.leases())
+        nodes = (await self.api.nodes()).values
+        gpunodes = (await self.api.gpu_nodes()).values
+        leases = (await self.api.leases()).values
         live = [x for x in leases if x.holds_capacity]
         cache = ClusterCache()
         cache.rebuild(nodes, gpunodes, live)
         # bound pods whose lease is not written yet (it trails the Binding): their bytes are taken
-        for pod in _decoded(read_pod, await self.api.tenant_pods()):
+        for pod in (await self.api.tenant_pods()).values:
             hold = held_by(pod)
             if hold is not None:
                 cache.hold_unleased(hold)  # a standing lease of its name wins
         self._cache, self._nodes = cache, nodes
         self._leases = {x.pod.uid: x for x in live}
-        self._publishing = publishing_nodes(await self.api.resource_slices())
+        self._publishing = await self.api.publishing_nodes()
         self._round = now
 
-    async def _waits(self, pod: Json, view: PodView, err: GpupoolError, now: float) -> None:
+    async def _waits(
+        self, pod: ObjectReference, view: PodView, err: GpupoolError, now: float
+    ) -> None:
         refused = not isinstance(err, ClaimWaits)
         note = (
             f"admitted by tenant {view.tenant}'s quota, but its claim "
@@ -214,8 +196,7 @@ class ClaimAllocator:
         if view.queue_note == note:
             return
         log.info("claim of %s not allocated: %s", view.key, err)
-        patch = {"metadata": {"annotations": {names.ANN_QUEUE: note}}}
-        if await self.api.patch_pod(view.namespace, view.name, patch, json_patch=False):
+        if await self.api.annotate_pod(view, {names.ANN_QUEUE: note}, same_uid=False):
             await self.api.event(
                 pod,
                 "ClaimRefused" if refused else "NoRoom",
@@ -223,48 +204,6 @@ class ClaimAllocator:
                 warning=refused,
                 now_rfc3339=format_time(now),
             )
-
-
-def _decoded(read: Callable[[Json], T], objects: list[Json]) -> list[T]:
-    out = []
-    for obj in objects:
-        try:
-            out.append(read(obj))
-        except (GpupoolError, KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def claim_name(pod: Mapping[str, Any], entry: str) -> str | None:
-    """The name of the ResourceClaim the pod's claim entry stands for: `resourceClaimName`, or
-    the claim kube-controller-manager made from the template (`status.resourceClaimStatuses`);
-    None while it is not made."""
-    for claim in (pod.get("spec") or {}).get("resourceClaims") or ():
-        if claim.get("name") == entry and claim.get("resourceClaimName"):
-            return str(claim["resourceClaimName"])
-    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
-        if status.get("name") == entry and status.get("resourceClaimName"):
-            return str(status["resourceClaimName"])
-    return None
-
-
-def publishing_nodes(slices: list[Json]) -> frozenset[str]:
-    """The nodes whose ResourceSlice of gpupool's driver lists devices (its pool is the node)."""
-    out = set()
-    for item in slices:
-        spec = item.get("spec") or {}
-        if spec.get("driver") == names.DRA_DRIVER and spec.get("nodeName") and spec.get("devices"):
-            out.add(str(spec["nodeName"]))
-    return frozenset(out)
-
-
-def _configs(claim: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
-    devices = (claim.get("spec") or {}).get("devices") or {}
-    return tuple(
-        c
-        for c in devices.get("config") or ()
-        if (c.get("opaque") or {}).get("driver") == names.DRA_DRIVER
-    )
 
 
 def _marks(lease: LeaseRecord) -> dict[str, str]:

@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node
-from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.lease import KIND
-from gpupool.adapters.wire.names import API_VERSION
+from gpupool.controllers.contain import lease_ref, pod_ref
 from gpupool.controllers.leases.charge_audit import (
     REASON,
     ChargeAudit,
@@ -28,39 +26,19 @@ from gpupool.controllers.leases.charge_audit import (
     audit_charges,
     card_sizes,
 )
-from gpupool.ports import ClusterApi, Json
+from gpupool.ports import ClusterApi
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import ObjectReference
 from gpupool.state.nodes import GpuNodeObject
+from gpupool.state.pods import PodView
 
 log = logging.getLogger("gpupool.controller.charges")
 
 
-def lease_object(raw: Mapping[str, object], lease: LeaseRecord) -> Json:
-    """The GpuLease as an event's involved object (a listed item may lack kind and apiVersion)."""
-    meta = raw.get("metadata")
-    uid = meta.get("uid") if isinstance(meta, Mapping) else None
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": lease.name, "namespace": lease.namespace, "uid": uid},
-    }
-
-
-def readable_nodes(gpunodes: Iterable[Json] | None) -> list[GpuNodeObject]:
-    """The GpuNodes that can be read (an unreadable one reports no cards: logged, skipped)."""
-    nodes = []
-    for obj in gpunodes or ():
-        try:
-            nodes.append(read_gpu_node(obj))
-        except InvalidObject as err:
-            log.warning("charge audit: ignoring an unreadable GpuNode: %s", err)
-    return nodes
-
-
-def audit_of(leases: Iterable[LeaseRecord], gpunodes: Iterable[Json]) -> ChargeAudit:
-    """The pure decision over the API's GpuNodes (an unreadable one reports no cards)."""
-    return audit_charges(leases, card_sizes(readable_nodes(gpunodes)))
+def audit_of(leases: Iterable[LeaseRecord], gpunodes: Iterable[GpuNodeObject]) -> ChargeAudit:
+    """The pure decision over the GpuNodes that read (an unreadable one reports no cards)."""
+    return audit_charges(leases, card_sizes(list(gpunodes)))
 
 
 class ChargeReporter:
@@ -76,12 +54,12 @@ class ChargeReporter:
     async def report(
         self,
         audit: ChargeAudit,
-        raw_leases: Mapping[str, Json],
-        raw_pods: Mapping[str, Json],
+        leases: Mapping[str, ObjectReference],
+        pods: Mapping[str, ObjectReference],
         now: float,
     ) -> list[ChargeFinding]:
-        """Writes the new findings' events; returns the findings reported now. `raw_leases`:
-        lease key -> its JSON; `raw_pods`: pod uid -> its JSON (a pod not there is read)."""
+        """Writes the new findings' events; returns the findings reported now. `leases`: lease
+        key -> its reference; `pods`: pod uid -> its reference (a pod not there is read)."""
         current = {f.lease.key: f for f in audit.findings}
         for key in list(self._reported):  # mended or gone: a later disagreement is news again
             if key not in current:
@@ -92,7 +70,7 @@ class ChargeReporter:
             if self._reported.get(key) == finding.problem:
                 continue
             try:
-                await self._write(finding, raw_leases.get(key, {}), raw_pods, stamp)
+                await self._write(finding, leases.get(key), pods, stamp)
             except (asyncio.CancelledError, NotLeader):
                 raise
             except Exception:
@@ -105,20 +83,21 @@ class ChargeReporter:
     async def _write(
         self,
         finding: ChargeFinding,
-        raw: Mapping[str, object],
-        pods: Mapping[str, Json],
+        listed: ObjectReference | None,
+        pods: Mapping[str, ObjectReference],
         stamp: str,
     ) -> None:
         lease = finding.lease
         log.warning("%s", finding.message)
-        await self.api.event(
-            lease_object(raw, lease), REASON, finding.message, warning=True, now_rfc3339=stamp
-        )
+        about = lease_ref(lease.name, lease.namespace)
+        if listed is not None:  # the listing's reference carries the lease's uid
+            about = replace(about, uid=listed.uid)
+        await self.api.event(about, REASON, finding.message, warning=True, now_rfc3339=stamp)
         pod = pods.get(lease.pod.uid)
         if pod is None:  # not a tenant's pod as listed: read it (a finding is rare)
-            pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
-            if pod is not None and (pod.get("metadata") or {}).get("uid") != lease.pod.uid:
-                pod = None  # another pod of that name
+            found = await self.api.pod(lease.pod.namespace, lease.pod.name)
+            if isinstance(found, PodView) and found.uid == lease.pod.uid:
+                pod = pod_ref(found)  # else gone, unreadable, or another pod of that name
         if pod is not None:
             await self.api.event(pod, REASON, finding.message, warning=True, now_rfc3339=stamp)
         self.on_report(REASON)

@@ -13,13 +13,11 @@ from collections.abc import Mapping
 from functools import partial
 
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.lease_terms import read_tenant_terms
-from gpupool.controllers.contain import Containment, run_one
+from gpupool.controllers.contain import Containment, lease_ref, run_one
 from gpupool.controllers.leases.expiry import ExpiryPlan, SetTerms
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
-from gpupool.ports import ClusterApi, Json, Outcomes
-from gpupool.rfc3339 import format_time
-from gpupool.state.lease_terms import TenantLeaseTerms
+from gpupool.ports import ClusterApi, Outcomes
+from gpupool.state.listed import ObjectReference
 
 log = logging.getLogger("gpupool.controller.expiry")
 
@@ -36,33 +34,25 @@ EXPIRY = NoticeKind(
 )
 
 
-def tenant_terms(quotas: list[Json]) -> dict[str, TenantLeaseTerms]:
-    return dict(read_tenant_terms(q) for q in quotas)
-
-
-def terms_patch(ttl_s: float, expiry: float, renewal: str | None) -> Json:
-    return {"expiry": format_time(expiry), "ttlSeconds": ttl_s, "renewal": renewal}
-
-
 async def apply_expiry(
     api: ClusterApi,
     plan: ExpiryPlan,
-    raw: Mapping[str, Json],
+    refs: Mapping[str, ObjectReference],
     now: float,
     outcomes: Outcomes | None = None,
     contain: Containment | None = None,
 ) -> None:
-    """`raw`: the pods' JSON by namespace/name (a notice patch and an event need the object);
+    """`refs`: the pods' references by namespace/name, as listed (an event names the pod);
     `outcomes` hears of each notice given and each eviction done; `contain`: each lease's and
     pod's writes fail only that object."""
     for item in plan.terms:
         lease = item.lease
-        ref = {"metadata": {"name": lease.name, "namespace": lease.namespace}}
-        await run_one(contain, EXPIRY.step, "GpuLease", ref, partial(_terms, api, item), now)
+        ref = lease_ref(lease.name, lease.namespace)
+        await run_one(contain, EXPIRY.step, ref, partial(_terms, api, item), now)
     await write_notices(
         api,
         EXPIRY,
-        raw,
+        refs,
         now,
         notices=plan.notices,
         evictions=plan.evictions,
@@ -73,6 +63,6 @@ async def apply_expiry(
 
 async def _terms(api: ClusterApi, item: SetTerms) -> None:
     lease = item.lease
-    patch = terms_patch(item.ttl_s, item.expiry, item.renewal)
-    if await api.patch_lease_spec(lease.namespace, lease.name, patch):
+    if await api.set_lease_expiry(lease.namespace, lease.name, item.ttl_s, item.expiry,
+                                  item.renewal):  # fmt: skip
         log.info("lease %s %s", lease.key, item.message)

@@ -27,14 +27,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 
-from gpupool.adapters.kubernetes.decoded import read_quota
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.kubernetes.lease import lease_to_json, phase_name
-from gpupool.adapters.wire.lease_terms import read_tenant_terms
-from gpupool.controllers.contain import Containment, object_key
+from gpupool.adapters.kubernetes.lease import phase_name
+from gpupool.controllers.contain import Containment, lease_ref, pod_ref
 from gpupool.controllers.due import soonest
 from gpupool.controllers.leases.charge_audit import card_sizes
-from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of, readable_nodes
+from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of
 from gpupool.controllers.leases.due import next_lease_work
 from gpupool.controllers.leases.expiry import plan_expiry
 from gpupool.controllers.leases.expiry_reconcile import apply_expiry
@@ -45,54 +43,42 @@ from gpupool.controllers.leases.plan import (
     plan_leases,
 )
 from gpupool.controllers.leases.restore import Fence, Restore, RestorePlan, plan_restores
-from gpupool.controllers.reads import READ, decode_leases, decode_pods
-from gpupool.ports import Clock, ClusterApi, Json, Outcomes
+from gpupool.controllers.reads import READ, decode_leases, decode_pods, quota_specs
+from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.lease_terms import TenantLeaseTerms
+from gpupool.state.lease_writes import LeaseStatusWrite
+from gpupool.state.listed import Listed, ObjectReference, Unreadable
+from gpupool.state.nodes import GpuNodeObject
 from gpupool.state.pods import PodView
+from gpupool.state.quota_object import QuotaObject
 
 log = logging.getLogger("gpupool.controller.leases")
 
 LOOP = "leases"
 
 
-def move_status(move: Move, now: float) -> Json:
-    stamp = format_time(now)
-    name = phase_name(move.phase)
-    status: Json = {
-        "phase": name,
-        "conditions": [
-            {
-                "type": name,
-                "status": "True",
-                "reason": move.reason,
-                "message": move.message,
-                "lastTransitionTime": stamp,
-            }
-        ],
-    }
-    if move.to.bound_at is not None:
-        status["boundAt"] = format_time(move.to.bound_at)
-    if move.to.active_at is not None:
-        status["activeAt"] = format_time(move.to.active_at)
-    if move.to.ended_at is not None:
-        status["end"] = format_time(move.to.ended_at)
-    if move.gib_hours is not None:
-        status["gibHours"] = round(move.gib_hours, 6)
-    return status
+def lease_move(move: Move, now: float) -> LeaseStatusWrite:
+    """What a planned move writes on the lease (its condition is named after the phase)."""
+    to = move.to
+    return LeaseStatusWrite(move.phase, move.reason, move.message, now, bound_at=to.bound_at,
+                            active_at=to.active_at, ended_at=to.ended_at,
+                            gib_hours=move.gib_hours)  # fmt: skip
 
 
-def _budgets(contain: Containment, quotas: list[Json], now: float) -> dict[str, Budget]:
+def _budgets(contain: Containment, quotas: Listed[QuotaObject], now: float) -> dict[str, Budget]:
     """The tenants' budgets, so ended leases are kept while their window counts them (an
-    unreadable quota keeps none and is set aside)."""
-    read = contain.decode(READ, "GpuQuota", quotas, read_quota, now)
+    unreadable or invalid quota keeps none and is set aside)."""
+    read = contain.decode(READ, "GpuQuota", quota_specs(quotas), now)
     return {q.name: q.budget for q, _ in read if q.budget is not None}
 
 
-def _terms(contain: Containment, quotas: list[Json], now: float) -> dict[str, TenantLeaseTerms]:
-    return dict(t for t, _ in contain.decode("terms", "GpuQuota", quotas, read_tenant_terms, now))
+def _terms(quotas: Listed[QuotaObject]) -> dict[str, TenantLeaseTerms]:
+    """The tenants' lease terms (an invalid quota's too: its TTL still holds); one that did not
+    decode gives none, and `_budgets` has set it aside with its event."""
+    return {q.name: q.terms for q in quotas.values}
 
 
 class LeaseReconciler:
@@ -117,7 +103,7 @@ class LeaseReconciler:
         self.reserved_timeout_s = reserved_timeout_s
         self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
         self.charges = ChargeReporter(api, on_report=on_integrity)
-        self._raw_leases: dict[str, Json] = {}  # this round's GpuLeases by namespace/name
+        self._lease_refs: dict[str, ObjectReference] = {}  # this round's GpuLeases by key
         self._next: float | None = None  # the last round's next timed work (wall time)
         self._round_at = 0.0  # when the last round began (wall time)
 
@@ -138,8 +124,8 @@ class LeaseReconciler:
         self,
         leases: list[LeaseRecord],
         pods: list[PodView],
-        raw: list[Json],
-        quotas: list[Json],
+        refs: Mapping[str, ObjectReference],
+        quotas: Listed[QuotaObject],
         now: float,
     ) -> None:
         """Expiry terms, renewals, expiry notices and evictions (`leases.expiry`), over the
@@ -147,20 +133,17 @@ class LeaseReconciler:
         live = [le for le in leases if not le.phase.terminal]
         if not live:
             return
-        tenants = _terms(self.contain, quotas, now)
+        tenants = _terms(quotas)
         by_uid = {p.uid: p for p in pods}
         plan = self.contain.plan(
             "expiry", "GpuLease", live, lambda le: le.key,
             lambda some: plan_expiry(list(some), by_uid, tenants, now), now, self._lease_obj,
         )  # fmt: skip
-        by_key = {object_key(p): p for p in raw}
-        await apply_expiry(self.api, plan, by_key, now, self.outcomes, self.contain)
+        await apply_expiry(self.api, plan, refs, now, self.outcomes, self.contain)
 
-    def _lease_obj(self, lease: LeaseRecord) -> Json:
-        """The lease's JSON as this round read it (an Event names it)."""
-        return self._raw_leases.get(lease.key) or {
-            "metadata": {"name": lease.name, "namespace": lease.namespace}
-        }
+    def _lease_obj(self, lease: LeaseRecord) -> ObjectReference:
+        """The lease's reference as this round read it (an Event names it)."""
+        return self._lease_refs.get(lease.key) or lease_ref(lease.name, lease.namespace)
 
     def _planned(
         self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
@@ -185,33 +168,32 @@ class LeaseReconciler:
         return soonest(self._next, self.contain.next_retry(self._round_at))
 
     async def _reconcile(self, now: float) -> LeasePlan:
-        raw_leases = await self.api.leases()
-        self._raw_leases = {object_key(o): o for o in raw_leases}
-        leases = decode_leases(self.contain, raw_leases, now)
-        raw_pods = await self.api.tenant_pods()
-        read = decode_pods(self.contain, raw_pods, now)
+        listed_leases = await self.api.leases()
+        self._lease_refs = {ref.key: ref for _, ref in listed_leases.read}
+        leases = decode_leases(self.contain, listed_leases, now)
+        read = decode_pods(self.contain, await self.api.tenant_pods(), now)
         pods = [v for v, _ in read]
-        raw_pods = [p for _, p in read]
+        refs = {v.key: ref for v, ref in read}
         quotas = await self.api.quotas()
         budgets = _budgets(self.contain, quotas, now)
         gpunodes = await self._gpu_nodes()
-        await self.restore(leases, pods, raw_pods, card_sizes(readable_nodes(gpunodes)))
-        await self.audit_charges(leases, raw_leases, raw_pods, gpunodes)
+        await self.restore(leases, pods, refs, card_sizes(gpunodes or ()))
+        await self.audit_charges(leases, refs, gpunodes)
         by_uid = {p.uid: p for p in pods}
         plan = self._planned(leases, by_uid, now, frozenset(), budgets)
         if plan.unsure:  # pods outside the tenant list: look each up before declaring it gone
             gone: set[str] = set()
             for lease in plan.unsure:
                 pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
-                if pod is None or (pod.get("metadata") or {}).get("uid") != lease.pod.uid:
+                if pod is None or _uid(pod) != lease.pod.uid:
                     gone.add(lease.pod.uid)
                 else:
-                    for view, _ in decode_pods(self.contain, [pod], now):
+                    for view, _ in decode_pods(self.contain, _one(pod), now):
                         by_uid[lease.pod.uid] = view
             plan = self._planned(leases, by_uid, now, frozenset(gone), budgets)
         for move in plan.moves:
             await self._lease_step("lifecycle", move.lease, partial(self._move, move, now), now)
-        await self._expire(leases, pods, raw_pods, quotas, now)
+        await self._expire(leases, pods, refs, quotas, now)
         for item in plan.collect:
             await self._lease_step("collect", item.lease, partial(self._collect, item.lease), now)
         for lease in plan.sweep:
@@ -225,11 +207,11 @@ class LeaseReconciler:
     async def _lease_step(
         self, step: str, lease: LeaseRecord, work: Callable[[], Awaitable[None]], now: float
     ) -> None:
-        await self.contain.handle(step, "GpuLease", self._lease_obj(lease), work, now)
+        await self.contain.handle(step, self._lease_obj(lease), work, now)
 
     async def _move(self, move: Move, now: float) -> None:
         lease = move.lease
-        if await self.api.patch_lease_status(lease.namespace, lease.name, move_status(move, now)):
+        if await self.api.move_lease(lease.namespace, lease.name, lease_move(move, now)):
             log.info("lease %s: %s (%s)", lease.key, phase_name(move.phase), move.message)
 
     async def _collect(self, lease: LeaseRecord) -> None:
@@ -240,10 +222,11 @@ class LeaseReconciler:
         # The snapshot may predate the pod's Binding: read it again; bound, it keeps the
         # lease (the next pass moves it to Bound).
         pod = await self.api.pod(lease.pod.namespace, lease.pod.name)
-        meta = (pod or {}).get("metadata") or {}
-        if pod is None or meta.get("uid") != lease.pod.uid:
+        if pod is None or _uid(pod) != lease.pod.uid:
             return  # gone: released and metered by the next pass, as any lease
-        if ((pod.get("spec") or {}).get("nodeName")) or meta.get("deletionTimestamp"):
+        if isinstance(pod, Unreadable):
+            raise pod.error  # this lease is set aside: its pod cannot be read now
+        if pod.node or pod.deleting:
             return
         if await self.api.delete_lease(lease.namespace, lease.name):
             log.warning(
@@ -251,37 +234,36 @@ class LeaseReconciler:
                 lease.key, format_time(lease.start), lease.pod.key,
             )  # fmt: skip
 
-    async def _gpu_nodes(self) -> list[Json] | None:
-        """The GpuNodes (the cards' sizes), or None when they cannot be read this round (the
-        audit waits for the next; a restored lease is charged its admitted amount)."""
+    async def _gpu_nodes(self) -> list[GpuNodeObject] | None:
+        """The GpuNodes that read (the cards' sizes; an unreadable one reports no cards), or
+        None when they cannot be read this round (the audit waits for the next; a restored
+        lease is charged its admitted amount)."""
         try:
-            return await self.api.gpu_nodes()
+            listed = await self.api.gpu_nodes()
         except (asyncio.CancelledError, NotLeader):
             raise
         except Exception:
             log.exception("reading the GpuNodes failed; the charge audit waits for the next round")
             return None
+        for bad in listed.unreadable:
+            log.warning("charge audit: ignoring an unreadable GpuNode %s: %s", bad.ref.key,
+                        bad.error)  # fmt: skip
+        return listed.values
 
     async def audit_charges(
         self,
         leases: list[LeaseRecord],
-        raw_leases: list[Json],
-        raw_pods: list[Json],
-        gpunodes: list[Json] | None,
+        pods: Mapping[str, ObjectReference],
+        gpunodes: list[GpuNodeObject] | None,
     ) -> None:
         """Report the live leases charged other than what they hold; a failure is logged and
-        the round goes on."""
+        the round goes on. `pods`: the pods' references by key."""
         if gpunodes is None:
             return
         try:
             audit = audit_of(leases, gpunodes)
-            by_key = {
-                f"{(o.get('metadata') or {}).get('namespace')}/"
-                f"{(o.get('metadata') or {}).get('name')}": o
-                for o in raw_leases
-            }
-            by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in raw_pods}
-            await self.charges.report(audit, by_key, by_uid, self.clock())
+            by_uid = {ref.uid: ref for ref in pods.values() if ref.uid}
+            await self.charges.report(audit, self._lease_refs, by_uid, self.clock())
         except (asyncio.CancelledError, NotLeader):
             raise
         except Exception:
@@ -291,17 +273,16 @@ class LeaseReconciler:
         self,
         leases: list[LeaseRecord],
         pods: list[PodView],
-        raw: list[Json],
+        refs: Mapping[str, ObjectReference],
         card_bytes: Mapping[str, int] | None = None,
     ) -> RestorePlan:
         """Make again the leases of bound pods that lost theirs; fence those it cannot trust.
-        A pod whose handling fails is set aside; the others go on."""
+        A pod whose handling fails is set aside; the others go on. `refs`: the pods'
+        references by key, as listed."""
         now = self.clock()
-        by_uid = {str((p.get("metadata") or {}).get("uid")): p for p in raw}
 
-        def pod_obj(pod: PodView) -> Json:
-            return by_uid.get(pod.uid) or {"metadata": {"name": pod.name,
-                                                        "namespace": pod.namespace}}  # fmt: skip
+        def pod_obj(pod: PodView) -> ObjectReference:
+            return refs.get(pod.key) or pod_ref(pod)
 
         plan = self.contain.plan(
             "restore", "Pod", pods, lambda p: p.key,
@@ -312,11 +293,11 @@ class LeaseReconciler:
             if pod.uid in self._reported:
                 continue
             self._reported.add(pod.uid)
-            work = partial(self._unadmitted, pod, by_uid, stamp)
-            await self.contain.handle("restore", "Pod", pod_obj(pod), work, now)
+            work = partial(self._unadmitted, pod, pod_obj(pod), stamp)
+            await self.contain.handle("restore", pod_obj(pod), work, now)
         for item in plan.restore:
-            work = partial(self._restore, item, by_uid, stamp)
-            await self.contain.handle("restore", "Pod", pod_obj(item.pod), work, now)
+            work = partial(self._restore, item, pod_obj(item.pod), stamp)
+            await self.contain.handle("restore", pod_obj(item.pod), work, now)
         if plan.fence:
             # Fence only what a fresh read (not the watch cache) still shows: the lists may
             # predate a bind's lease. Rare: only when a fence is planned.
@@ -330,31 +311,40 @@ class LeaseReconciler:
             for fence in plan.fence:
                 if fence.pod.uid not in still:
                     continue
-                work = partial(self._fence, fence, by_uid, stamp)
-                await self.contain.handle("restore", "Pod", pod_obj(fence.pod), work, now)
+                work = partial(self._fence, fence, pod_obj(fence.pod), stamp)
+                await self.contain.handle("restore", pod_obj(fence.pod), work, now)
         return plan
 
-    async def _unadmitted(self, pod: PodView, by_uid: dict[str, Json], stamp: str) -> None:
+    async def _unadmitted(self, pod: PodView, ref: ObjectReference, stamp: str) -> None:
         message = (
             f"pod {pod.key} on {pod.node} holds gpupool GPUs without a gpupool.io/admitted "
             f"record: its tenant's quota never admitted it (its gate was removed, or it was "
             f"bound, by something other than gpupool)"
         )
         log.warning("%s", message)
-        await self.api.event(by_uid[pod.uid], "NotAdmitted", message, warning=True,
-                             now_rfc3339=stamp)  # fmt: skip
+        await self.api.event(ref, "NotAdmitted", message, warning=True, now_rfc3339=stamp)
         self.on_integrity("NotAdmitted")
 
-    async def _restore(self, item: Restore, by_uid: dict[str, Json], stamp: str) -> None:
-        if await self.api.create_lease(lease_to_json(item.lease)):
+    async def _restore(self, item: Restore, ref: ObjectReference, stamp: str) -> None:
+        if await self.api.create_lease(item.lease):
             log.warning("%s", item.message)
-            await self.api.event(by_uid[item.pod.uid], "LeaseRestored", item.message,
-                                 warning=True, now_rfc3339=stamp)  # fmt: skip
+            await self.api.event(ref, "LeaseRestored", item.message, warning=True,
+                                 now_rfc3339=stamp)  # fmt: skip
             self.on_integrity("LeaseRestored")
 
-    async def _fence(self, fence: Fence, by_uid: dict[str, Json], stamp: str) -> None:
+    async def _fence(self, fence: Fence, ref: ObjectReference, stamp: str) -> None:
         log.error("%s", fence.message)
-        await self.api.event(by_uid[fence.pod.uid], "Fenced", fence.message,
-                             warning=True, now_rfc3339=stamp)  # fmt: skip
+        await self.api.event(ref, "Fenced", fence.message, warning=True, now_rfc3339=stamp)
         await self.api.delete_pod(fence.pod.namespace, fence.pod.name)
         self.on_integrity("Fenced")
+
+
+def _uid(pod: PodView | Unreadable) -> str | None:
+    return pod.uid if isinstance(pod, PodView) else pod.ref.uid
+
+
+def _one(pod: PodView | Unreadable) -> Listed[PodView]:
+    """A pod read alone, as a listing (the loop's containment takes it)."""
+    if isinstance(pod, Unreadable):
+        return Listed(unreadable=(pod,))
+    return Listed(((pod, pod_ref(pod)),))

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node
-from gpupool.adapters.kubernetes.lease import phase_name
-from gpupool.controllers.contain import Containment
+from gpupool.adapters.kubernetes.decoded import reference
+from gpupool.controllers.contain import Containment, lease_ref
 from gpupool.controllers.due import soonest
 from gpupool.controllers.node_health.plan import (
     LOST_S,
@@ -35,8 +35,9 @@ from gpupool.controllers.node_health.plan import (
     plan_node_health,
 )
 from gpupool.controllers.reads import READ, decode_leases
-from gpupool.ports import Clock, ClusterApi, Json, Outcomes
+from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.lease_writes import LeaseStatusWrite
 
 log = logging.getLogger("gpupool.controller.nodes")
 
@@ -85,36 +86,39 @@ class NodeHealthReconciler:
 
     async def _reconcile(self, now: float) -> HealthPlan:
         contain = self.contain
-        read = contain.decode(READ, "GpuNode", await self.api.gpu_nodes(), read_gpu_node, now)
-        raw = {n.name: obj for n, obj in read}
+        listed = await self.api.gpu_nodes()
+        read = contain.decode(READ, "GpuNode", listed, now)
+        refs = {n.name: ref for n, ref in read}
         nodes = [n for n, _ in read]
-        heartbeats = self._heartbeats(set(raw), await self.api.node_renewals())
+        heartbeats = self._heartbeats(set(refs), await self.api.node_renewals())
         leases = decode_leases(contain, await self.api.leases(), now)
         plan = contain.plan(
             "health", "GpuNode", nodes, lambda n: n.name,
             lambda some: plan_node_health(some, heartbeats, leases, now,
                                           suspect_s=self.suspect_s, lost_s=self.lost_s),
-            now, lambda n: raw[n.name],
+            now, lambda n: refs[n.name],
         )  # fmt: skip
         self._next = next_check(nodes, heartbeats, now, suspect_s=self.suspect_s,
                                 lost_s=self.lost_s)  # fmt: skip
         stamp = format_time(now)
         for change in plan.health:
-            held = raw.get(change.node) or _named(change.node)
-            await contain.handle("health", "GpuNode", held,
-                                 partial(self._set_health, change, stamp, held), now)  # fmt: skip
+            held = refs.get(change.node) or reference("GpuNode", change.node)
+            stored = listed.stored.get(held.key) or {}
+            await contain.handle("health", held,
+                                 partial(self._set_health, change, stamp, stored), now)  # fmt: skip
         # A lost lease's pod goes first, then the lease: a round that fails between the two
         # finds the lease still live next time and deletes (or finds gone) its pod again, where
         # the other order would leave a pod on a lost node behind an ended lease for ever.
         deleted: set[tuple[str, str]] = set()
         for lost in plan.lose:
             lease = lost.lease
-            ref = {"metadata": {"name": lease.name, "namespace": lease.namespace}}
-            await contain.handle("lost", "GpuLease", ref,
+            ref = lease_ref(lease.name, lease.namespace)
+            await contain.handle("lost", ref,
                                  partial(self._lose, lost, deleted, now, stamp), now)  # fmt: skip
         return plan
 
-    async def _set_health(self, change: SetHealth, stamp: str, held: Json) -> None:
+    async def _set_health(self, change: SetHealth, stamp: str, stored: Mapping[str, Any]) -> None:
+        """`stored`: the GpuNode's status as listed (the agent's conditions are kept)."""
         log.warning("GpuNode %s: %s (%s)", change.node, change.health, change.message)
         heartbeat = {
             "type": "Heartbeat",
@@ -124,11 +128,7 @@ class NodeHealthReconciler:
             "lastTransitionTime": stamp,
         }
         # the list is replaced whole: keep the agent's conditions (OtherGpuPath) as they are
-        conditions = [
-            c
-            for c in (held.get("status") or {}).get("conditions") or []
-            if c.get("type") != "Heartbeat"
-        ]
+        conditions = [c for c in stored.get("conditions") or [] if c.get("type") != "Heartbeat"]
         await self.api.patch_gpu_node_status(
             change.node, {"health": change.health, "conditions": [*conditions, heartbeat]}
         )
@@ -144,25 +144,8 @@ class NodeHealthReconciler:
                 log.warning("deleted pod %s from lost node %s", lease.pod.key, lease.node)
                 if self.outcomes is not None:
                     self.outcomes.evicted("NodeLost")
-        await self.api.patch_lease_status(
-            lease.namespace,
-            lease.name,
-            {
-                "phase": phase_name(lost.to.phase),
-                "end": format_time(lost.to.ended_at or now),
-                "gibHours": round(lost.gib_hours, 6),
-                "conditions": [
-                    {
-                        "type": "Lost",
-                        "status": "True",
-                        "reason": "NodeLost",
-                        "message": lost.message,
-                        "lastTransitionTime": stamp,
-                    }
-                ],
-            },
-        )
-
-
-def _named(name: str) -> Json:
-    return {"metadata": {"name": name}}
+        lost_at = LeaseStatusWrite(
+            lost.to.phase, "NodeLost", lost.message, now, condition="Lost",
+            ended_at=lost.to.ended_at or now, gib_hours=lost.gib_hours,
+        )  # fmt: skip
+        await self.api.move_lease(lease.namespace, lease.name, lost_at)

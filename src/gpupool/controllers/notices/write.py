@@ -5,8 +5,9 @@ Each user says what is its own in a `NoticeKind`: its annotation (`gpupool.io/re
 `expiry-notice`, `drain-notice`, `defrag-notice`: the same JSON, `adapters.wire.reclaim_notice`),
 its Event reasons, what an eviction is for, and what the evicted pod's GpuLease records
 (`status.reclaim`). A refusal of the Eviction API (429: a PodDisruptionBudget) is retried every
-round and recorded once in the notice's `blocked`, with an `EvictionBlocked` event. Every patch
-of a pod tests its uid, so a pod replaced under the same name is left alone. A `NoticeTally`
+round and recorded once in the notice's `blocked`, with an `EvictionBlocked` event. Every
+annotation of a pod is written only to the same pod (`annotate_pod(..., same_uid=True)`: the
+adapter's patch tests its uid), so a pod replaced under the same name is left alone. A `NoticeTally`
 hears what was done (the controller's outcome metrics, the defragmentation metrics).
 """
 
@@ -19,17 +20,18 @@ from functools import partial
 from typing import Protocol
 
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.adapters.wire.json_pointer import escape
 from gpupool.adapters.wire.reclaim_notice import notice_annotation
-from gpupool.controllers.contain import Containment, run_one
+from gpupool.controllers.contain import Containment, pod_ref, run_one
 from gpupool.controllers.notices.plan import (
     EvictPod,
     NoticePod,
     WithdrawNotice,
     blocked_notice,
 )
-from gpupool.ports import ClusterApi, Json, Outcomes
+from gpupool.ports import ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
+from gpupool.state.lease_writes import EvictionMark
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 from gpupool.state.pods import PodView
 
@@ -46,9 +48,9 @@ class NoticeKind:
     evicted: str  # the Event reason of an eviction
     purpose: Callable[[EvictPod], str]  # what an eviction is for (the EvictionBlocked event)
     withdrawn: str = ""  # the Event reason of a withdrawal ("": this kind never withdraws)
-    # The evicted pod's GpuLease `status.reclaim` (the stamp is the round's time), or None to
-    # leave the lease as it is.
-    lease_record: Callable[[EvictPod, str], Json | None] | None = None
+    # The evicted pod's GpuLease `status.reclaim` (at the round's time), or None to leave the
+    # lease as it is.
+    lease_record: Callable[[EvictPod, float], EvictionMark | None] | None = None
     unmarked: str = (
         "its lease will end as for any pod that goes"  # a record that could not be written
     )
@@ -95,32 +97,10 @@ def outcome_tally(
     return None if outcomes is None else OutcomeTally(outcomes, reason)
 
 
-def notice_patch(pod: Json, uid: str, notice: ReclaimNotice, annotation: str) -> list[Json]:
-    """JSON patch: the same pod (uid) gets the notice annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations")
-    patch: list[Json] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-    value = notice_annotation(notice)
-    if annotations is None:
-        patch.append({"op": "add", "path": "/metadata/annotations", "value": {annotation: value}})
-    else:
-        path = "/metadata/annotations/" + escape(annotation)
-        patch.append({"op": "add", "path": path, "value": value})
-    return patch
-
-
-def withdraw_patch(uid: str, annotation: str) -> list[Json]:
-    """JSON patch: the same pod (uid) loses the notice annotation."""
-    path = "/metadata/annotations/" + escape(annotation)
-    return [
-        {"op": "test", "path": "/metadata/uid", "value": uid},
-        {"op": "remove", "path": path},
-    ]
-
-
 async def write_notices(
     api: ClusterApi,
     kind: NoticeKind,
-    raw: Mapping[str, Json],
+    refs: Mapping[str, ObjectReference],
     now: float,
     *,
     notices: Iterable[NoticePod] = (),
@@ -129,36 +109,37 @@ async def write_notices(
     tally: NoticeTally | None = None,
     contain: Containment | None = None,
 ) -> None:
-    """Write one round's notices, then its evictions, then its withdrawals. `raw`: the pods'
-    JSON by namespace/name (a patch and an event need the object); `contain`: one pod's failed
-    write fails only that pod (without one, it raises)."""
+    """Write one round's notices, then its evictions, then its withdrawals. `refs`: the pods'
+    references by namespace/name, as listed (an event names the pod; one not there is named
+    from its view); `contain`: one pod's failed write fails only that pod (without one, it
+    raises)."""
     stamp = format_time(now)
     for item in notices:
-        pod = raw[item.pod.key]
-        await run_one(contain, kind.step, "Pod", pod,
+        pod = refs.get(item.pod.key) or pod_ref(item.pod)
+        await run_one(contain, kind.step, pod,
                       partial(give_notice, api, kind, pod, item, stamp, tally), now)  # fmt: skip
     for eviction in evictions:
-        pod = raw[eviction.pod.key]
-        await run_one(contain, kind.step, "Pod", pod,
-                      partial(evict, api, kind, pod, eviction, stamp, tally), now)  # fmt: skip
+        pod = refs.get(eviction.pod.key) or pod_ref(eviction.pod)
+        await run_one(contain, kind.step, pod,
+                      partial(evict, api, kind, pod, eviction, now, tally), now)  # fmt: skip
     for withdrawal in withdrawals:
-        pod = raw[withdrawal.pod.key]
-        await run_one(contain, kind.step, "Pod", pod,
+        pod = refs.get(withdrawal.pod.key) or pod_ref(withdrawal.pod)
+        await run_one(contain, kind.step, pod,
                       partial(withdraw, api, kind, pod, withdrawal, stamp, tally), now)  # fmt: skip
 
 
 async def give_notice(
     api: ClusterApi,
     kind: NoticeKind,
-    pod: Json,
+    pod: ObjectReference,
     item: NoticePod,
     stamp: str,
     tally: NoticeTally | None = None,
 ) -> bool:
     """The notice annotation and a Warning event; False when the pod is gone (or replaced)."""
     view = item.pod
-    patch = notice_patch(pod, view.uid, item.notice, kind.annotation)
-    if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+    notice = {kind.annotation: notice_annotation(item.notice)}
+    if not await api.annotate_pod(view, notice, same_uid=True):
         return False
     log.warning("%s on %s: %s", kind.annotation, view.key, item.message)
     await api.event(pod, kind.noticed, item.message, warning=True, now_rfc3339=stamp)
@@ -170,15 +151,16 @@ async def give_notice(
 async def evict(
     api: ClusterApi,
     kind: NoticeKind,
-    pod: Json,
+    pod: ObjectReference,
     eviction: EvictPod,
-    stamp: str,
+    now: float,
     tally: NoticeTally | None = None,
 ) -> bool:
     """Evict a pod whose grace period is over: True when the Eviction API took it (then its
     GpuLease gets the kind's record and the pod an event); a refusal is written into the notice
     once (`blocked`) with an `EvictionBlocked` event and retried next round."""
     view, notice = eviction.pod, eviction.notice
+    stamp = format_time(now)
     refused = await api.evict_pod(view.namespace, view.name)
     if refused is not None:
         log.info("eviction of %s refused, retrying: %s", view.key, refused)
@@ -188,7 +170,7 @@ async def evict(
         return False
     log.warning("evicted %s: %s", view.key, eviction.message)
     if kind.lease_record is not None:
-        record = kind.lease_record(eviction, stamp)
+        record = kind.lease_record(eviction, now)
         if record is not None:
             await _mark_lease(api, view, record, f"{kind.unmarked}, once {view.key} is gone")
     await api.event(pod, kind.evicted, eviction.message, warning=True, now_rfc3339=stamp)
@@ -198,14 +180,19 @@ async def evict(
 
 
 async def _record_refusal(
-    api: ClusterApi, kind: NoticeKind, pod: Json, eviction: EvictPod, refused: str, stamp: str
+    api: ClusterApi,
+    kind: NoticeKind,
+    pod: ObjectReference,
+    eviction: EvictPod,
+    refused: str,
+    stamp: str,
 ) -> None:
     view = eviction.pod
     blocked = blocked_notice(eviction.notice, refused)
     if blocked is None:
         return  # said so already; the notice carries it
-    patch = notice_patch(pod, view.uid, blocked, kind.annotation)
-    if await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+    notice = {kind.annotation: notice_annotation(blocked)}
+    if await api.annotate_pod(view, notice, same_uid=True):
         await api.event(
             pod,
             "EvictionBlocked",
@@ -216,7 +203,7 @@ async def _record_refusal(
         )
 
 
-async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) -> None:
+async def _mark_lease(api: ClusterApi, pod: PodView, record: EvictionMark, lost: str) -> None:
     """The evicted pod's GpuLease (named after the pod's uid, in its namespace) gets
     `status.reclaim`, so it ends for this reason once the pod is gone; it keeps holding its
     slices until then. Best effort: the eviction is done, and without the mark the lease is
@@ -225,7 +212,7 @@ async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) ->
         log.warning("evicted %s has no uid: %s", pod.key, lost)
         return
     try:
-        recorded = await api.patch_lease_status(pod.namespace, pod.uid, {"reclaim": record})
+        recorded = await api.mark_lease_evicted(pod.namespace, pod.uid, record)
     except NotLeader:
         raise
     except Exception as err:
@@ -239,15 +226,14 @@ async def _mark_lease(api: ClusterApi, pod: PodView, record: Json, lost: str) ->
 async def withdraw(
     api: ClusterApi,
     kind: NoticeKind,
-    pod: Json,
+    pod: ObjectReference,
     withdrawal: WithdrawNotice,
     stamp: str,
     tally: NoticeTally | None = None,
 ) -> bool:
     """Remove the notice annotation, with an event; False when the pod is gone (or replaced)."""
     view = withdrawal.pod
-    patch = withdraw_patch(view.uid, kind.annotation)
-    if not await api.patch_pod(view.namespace, view.name, patch, json_patch=True):
+    if not await api.annotate_pod(view, {kind.annotation: None}, same_uid=True):
         return False
     log.info("%s on %s withdrawn", kind.annotation, view.key)
     await api.event(pod, kind.withdrawn, withdrawal.message, now_rfc3339=stamp)

@@ -16,15 +16,14 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from gpupool.adapters.kubernetes.decoded import read_node
-from gpupool.adapters.kubernetes.pool import read_pool
 from gpupool.adapters.metrics.controller import CardReading
 from gpupool.controllers.contain import Containment, run_one
 from gpupool.controllers.pool_status.plan import CONDITION, PoolCard, PoolStatus, pool_status
-from gpupool.domain.errors import GpupoolError
 from gpupool.domain.units import format_bytes
 from gpupool.ports import Json, PoolStatusApi
 from gpupool.rfc3339 import format_time
+from gpupool.state.listed import ObjectReference, Unreadable
+from gpupool.state.pool import PoolObject
 
 log = logging.getLogger("gpupool.controller.pools")
 
@@ -70,15 +69,10 @@ class PoolStatusReconciler:
 
     async def reconcile(self, cards: Sequence[CardReading], now: float) -> tuple[PoolStatus, ...]:
         pools = await self.api.gpu_pools()
-        if not pools:
+        if not pools.read and not pools.unreadable:
             return ()
-        labels = {}
-        for obj in await self.api.nodes():
-            try:
-                node = read_node(obj)
-            except GpupoolError:
-                continue
-            labels[node.name] = node.labels
+        # a Node that does not decode is left out (the admission loop sets it aside)
+        labels = {node.name: node.labels for node in (await self.api.nodes()).values}
         pool_cards = [
             PoolCard(c.node, c.gpu, c.uuid, c.model, c.total_bytes, c.allocated_bytes,
                      c.fragmentation)
@@ -87,13 +81,12 @@ class PoolStatusReconciler:
         stamp = format_time(now)
         done: list[PoolStatus] = []
 
-        async def one(obj: Json) -> None:
-            current = obj.get("status") or {}
+        async def one(pool: PoolObject, ref: ObjectReference) -> None:
+            current = pools.stored.get(ref.key) or {}
             conditions = [c for c in current.get("conditions") or () if isinstance(c, dict)]
             old = next((c for c in conditions if c.get("type") == CONDITION), None)
             others = [c for c in conditions if c.get("type") != CONDITION]
-            name = str((obj.get("metadata") or {}).get("name") or "")
-            pool = read_pool(obj)
+            name = pool.name
             if pool.problem is not None:
                 wanted: Json = {}
                 cond = condition_json(
@@ -115,9 +108,15 @@ class PoolStatusReconciler:
                 log.info("GpuPool %s: %s %s: %s", name, CONDITION, cond["status"], cond["message"])
 
         try:
-            for obj in pools:
-                await run_one(self.contain, "pool-status", "GpuPool", obj, partial(one, obj), now)
+            for bad in pools.unreadable:  # read_pool raised: this pool is set aside
+                await run_one(self.contain, "pool-status", bad.ref, partial(_raise, bad), now)
+            for pool, ref in pools.read:
+                await run_one(self.contain, "pool-status", ref, partial(one, pool, ref), now)
         finally:
             if self.contain is not None:
                 await self.contain.report(now)
         return tuple(done)
+
+
+async def _raise(bad: Unreadable) -> None:
+    raise bad.error

@@ -16,16 +16,17 @@ import logging
 from collections.abc import Mapping
 from functools import partial
 
-from gpupool.adapters.kubernetes.decoded import read_gpu_node, read_node
 from gpupool.adapters.wire import names
 from gpupool.controllers.admission.reconcile import LOOP, AdmissionRound
-from gpupool.controllers.contain import Containment, run_one
+from gpupool.controllers.contain import Containment, lease_ref, run_one
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
 from gpupool.controllers.reclaim.plan import EndHold, ReclaimRound, plan_reclaim_round
 from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
-from gpupool.ports import ClusterApi, Json, Outcomes
-from gpupool.rfc3339 import format_time
+from gpupool.ports import ClusterApi, Outcomes
+from gpupool.state.lease import ReclaimRecord, RoomHold
+from gpupool.state.lease_writes import EvictionMark
+from gpupool.state.listed import ObjectReference
 from gpupool.state.notice import ReclaimNotice
 
 log = logging.getLogger("gpupool.controller.reclaim")
@@ -50,15 +51,16 @@ class ReclaimReconciler:
         views = admission.pods
         placement: Placement | None = None
         if any(waits_for_room(v) for v in views):  # nodes are read only when a pod needs room
-            nodes = [read_node(n) for n in await self.api.nodes()]
-            gpunodes = [read_gpu_node(n) for n in await self.api.gpu_nodes()]
+            # what does not decode is left out: the admission loop sets it aside and says so
+            nodes = (await self.api.nodes()).values
+            gpunodes = (await self.api.gpu_nodes()).values
             holders = {v.uid for v in views if v.holds_quota}
             placement = build_placement(nodes, gpunodes, admission.leases, holders)
         now = admission.now
         holds = {le.key: le.room_hold for le in admission.leases if le.room_hold is not None}
         plan = plan_reclaim_round(admission.plan, views, now, placement=placement, holds=holds)
         try:
-            await apply_reclaim(self.api, plan, admission.raw, now, self.outcomes, self.contain)
+            await apply_reclaim(self.api, plan, admission.refs, now, self.outcomes, self.contain)
         finally:
             await self.contain.report(now)
         return plan
@@ -68,19 +70,16 @@ def reclaim_reason(notice: ReclaimNotice) -> str:
     return "RoomReclaim" if notice.room is not None else "QuotaReclaim"
 
 
-def reclaim_record(eviction: EvictPod, stamp: str) -> Json:
-    """The GpuLease's `status.reclaim` for a pod reclaim has evicted (`leases.plan` reads it)."""
+def reclaim_record(eviction: EvictPod, now: float) -> EvictionMark:
+    """The GpuLease's `status.reclaim` for a pod reclaim has evicted (`leases.plan` reads it),
+    with the room hold when it was evicted for room."""
     notice = eviction.notice
-    reason = reclaim_reason(notice)
-    record: Json = {"at": stamp, "reason": reason, "message": eviction.message[:1024]}
+    record = ReclaimRecord(now, reclaim_reason(notice), eviction.message)
     if notice.room is not None and eviction.claimant_uid and eviction.hold_until is not None:
-        record |= {
-            "room": notice.room,
-            "for": notice.claimant_pod,
-            "forUid": eviction.claimant_uid,
-            "holdUntil": format_time(eviction.hold_until),
-        }
-    return record
+        hold = RoomHold(notice.room, notice.claimant_pod, eviction.claimant_uid,
+                        eviction.hold_until)  # fmt: skip
+        return EvictionMark(record, hold)
+    return EvictionMark(record)
 
 
 # Reclaim's notices: the annotation `gpupool.io/reclaim-notice`; each evicted pod's GpuLease gets
@@ -100,7 +99,7 @@ RECLAIM = NoticeKind(
 async def apply_reclaim(
     api: ClusterApi,
     plan: ReclaimRound,
-    raw: Mapping[str, Json],
+    refs: Mapping[str, ObjectReference],
     now: float,
     outcomes: Outcomes | None = None,
     contain: Containment | None = None,
@@ -112,7 +111,7 @@ async def apply_reclaim(
     await write_notices(
         api,
         RECLAIM,
-        raw,
+        refs,
         now,
         notices=plan.notices,
         evictions=plan.evictions,
@@ -123,10 +122,9 @@ async def apply_reclaim(
 
     async def end_hold(end: EndHold) -> None:
         namespace, _, name = end.lease_key.partition("/")
-        if await api.patch_lease_status(namespace, name, {"reclaim": {"holdUntil": None}}):
+        if await api.end_room_hold(namespace, name):
             log.info("room hold on GpuLease %s ended: %s", end.lease_key, end.message)
 
     for end in plan.ended_holds:
         namespace, _, name = end.lease_key.partition("/")
-        ref = {"metadata": {"name": name, "namespace": namespace}}
-        await run_one(contain, "reclaim", "GpuLease", ref, partial(end_hold, end), now)
+        await run_one(contain, "reclaim", lease_ref(name, namespace), partial(end_hold, end), now)
