@@ -121,3 +121,45 @@ def test_the_notice_and_the_eviction_are_reported_once_each_with_their_reason() 
     for now in (NOW, NOW + 1, NOW + 3):
         round_at(now)
     assert told.said == [("noticed", "QuotaReclaim"), ("evicted", "QuotaReclaim")]
+
+
+class _CountingCluster(FakeCluster):
+    """Counts the reclaim round's reads of Nodes (the snapshot of every lease is built with
+    them)."""
+
+    node_reads = 0
+
+    async def nodes(self):  # type: ignore[no-untyped-def]
+        self.node_reads += 1
+        return await super().nodes()
+
+
+def _waiting(name: str, tenant: str) -> dict[str, object]:
+    """An admitted pod kube-scheduler found no card for."""
+    pod = pod_json(name, tenant, admitted_at=NOW - 5)
+    pod["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: insufficient memory on every card"}
+    ]  # fmt: skip
+    return pod
+
+
+def test_the_snapshot_is_built_only_for_a_waiting_pod_room_reclaim_could_serve() -> None:
+    """Room is taken only within the claimant's cohort: a full cluster's waiting pods of a tenant
+    in no cohort cost no snapshot (no read of the nodes); one of a tenant in a cohort does."""
+
+    def reads(cohort: str | None) -> int:
+        cluster = _CountingCluster(
+            pods=[_waiting("w1", "solo")], quotas=[quota_json("solo", 24, cohort=cohort)]
+        )
+
+        async def both() -> None:
+            admission = await AdmissionReconciler(cluster, lambda: NOW).reconcile()
+            await ReclaimReconciler(cluster).reconcile(admission)
+
+        before = cluster.node_reads
+        asyncio.run(both())
+        return cluster.node_reads - before
+
+    # the admission round reads the nodes (card sizes) either way; reclaim once more, or not
+    assert reads("c") == reads(None) + 1

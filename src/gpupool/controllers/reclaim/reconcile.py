@@ -50,7 +50,11 @@ class ReclaimReconciler:
     async def reconcile(self, admission: AdmissionRound) -> ReclaimRound:
         views = admission.pods
         placement: Placement | None = None
-        if any(waits_for_room(v) for v in views):  # nodes are read only when a pod needs room
+        in_cohort = {q.name for q in admission.quotas if q.cohort is not None}
+        # Nodes are read, and the snapshot built, only when a pod needs room and could get it:
+        # room is taken only from the claimant's cohort (`room.plan_room_reclaim`), so a full
+        # cluster's waiting pods of tenants in no cohort cost no snapshot of every lease.
+        if any(waits_for_room(v) and v.tenant in in_cohort for v in views):
             # what does not decode is left out: the admission loop sets it aside and says so
             nodes = (await self.api.nodes()).values
             gpunodes = (await self.api.gpu_nodes()).values
