@@ -24,6 +24,7 @@ from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
+from gpupool.state.status_writes import GpuNodeHealthWrite, PoolStatusWrite, QuotaStatusWrite
 
 
 class Clock(Protocol):
@@ -67,7 +68,8 @@ class ClusterApi(EventWriter, Protocol):
     Reads hand decoded values (`state.listed.Listed`: each with its `ObjectReference`, and the
     objects that did not decode, which a loop's containment sets aside): the adapter decodes each
     object once, with the memoised readers of `adapters.kubernetes.decoded`. Writes take
-    references and values the adapter encodes: a pod's writes are intents (`admit_pod`,
+    references and values the adapter encodes (a status: `state.status_writes`, compared
+    beforehand with the decoded `Listed.stored`): a pod's writes are intents (`admit_pod`,
     `annotate_pod`) whose patches, and the `test` ops that are their optimistic concurrency,
     the adapter builds (`adapters.kubernetes.pod_patches`). A write answers False when its
     object is gone or changed under it (404, 409, a failed JSON-patch test) and raises on any
@@ -120,7 +122,9 @@ class ClusterApi(EventWriter, Protocol):
         """None when evicted (or gone); else why the Eviction API refused (429)."""
         ...
 
-    async def patch_quota_status(self, name: str, status: Json) -> bool: ...
+    async def patch_quota_status(self, name: str, status: QuotaStatusWrite) -> bool:
+        """Merge `status` into the GpuQuota's status; False when it is gone."""
+        ...
 
     async def move_lease(self, namespace: str, name: str, move: LeaseStatusWrite) -> bool:
         """Write the GpuLease's phase (with its condition, times and metering); False when it
@@ -151,7 +155,9 @@ class ClusterApi(EventWriter, Protocol):
         (409)."""
         ...
 
-    async def patch_gpu_node_status(self, name: str, status: Json) -> bool: ...
+    async def patch_gpu_node_status(self, name: str, status: GpuNodeHealthWrite) -> bool:
+        """Set the GpuNode's health and conditions (the list whole); False when it is gone."""
+        ...
 
 
 class DefragApi(ClusterApi, Protocol):
@@ -167,7 +173,7 @@ class DefragApi(ClusterApi, Protocol):
         """Set (None: remove) one annotation of a GpuNode; False when it is gone."""
         ...
 
-    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool: ...
+    async def patch_gpu_pool_status(self, name: str, status: PoolStatusWrite) -> bool: ...
 
 
 class PoolStatusApi(ClusterApi, Protocol):
@@ -175,7 +181,7 @@ class PoolStatusApi(ClusterApi, Protocol):
 
     async def gpu_pools(self) -> Listed[PoolObject]: ...
 
-    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
+    async def patch_gpu_pool_status(self, name: str, status: PoolStatusWrite) -> bool:
         """Merge `status` into the GpuPool's status; False when it is gone."""
         ...
 

@@ -2,8 +2,9 @@
 generic resources for the CRDs). Reads cross this boundary decoded (`state.listed.Listed`: each
 object decoded here, once, with the memoised readers of `adapters.kubernetes.decoded`; one that
 does not decode is handed as `Unreadable` for the loop's containment to set aside); Events take
-an `ObjectReference`, a new GpuLease its `LeaseRecord`. Patches and statuses are still JSON the
-reconcilers build (a pod's JSON patch tests what it changes).
+an `ObjectReference`, a new GpuLease its `LeaseRecord`. Writes take values encoded here (pod
+intents: `pod_patches`; GpuLease: `lease_writes`; the statuses of GpuQuota, GpuNode and GpuPool:
+`status_writes`); a ResourceClaim's status and the autoscaler's workloads are still JSON.
 
 With `may_write` (the controller's leader election), every write asks it first and raises
 NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
@@ -49,6 +50,11 @@ from gpupool.adapters.kubernetes.lease_writes import (
 )
 from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
+from gpupool.adapters.kubernetes.status_writes import (
+    gpu_node_health_json,
+    pool_status_json,
+    quota_status_json,
+)
 from gpupool.adapters.kubernetes.watch_cache import (
     DEPLOYMENTS,
     GPULEASES,
@@ -74,6 +80,7 @@ from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
+from gpupool.state.status_writes import GpuNodeHealthWrite, PoolStatusWrite, QuotaStatusWrite
 
 log = logging.getLogger("gpupool.controller")
 
@@ -271,10 +278,11 @@ class KubeClusterApi:
         except ApiError as err:  # an event is best effort: never fail a reconcile for one
             log.warning("could not record event %s on %s: %s", reason, about.name, err)
 
-    async def patch_quota_status(self, name: str, status: Json) -> bool:
+    async def patch_quota_status(self, name: str, status: QuotaStatusWrite) -> bool:
         self._writing(f"status of GpuQuota {name}")
+        patch = {"status": quota_status_json(status)}
         return await _landed(
-            self.client.patch(GpuQuota.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+            self.client.patch(GpuQuota.Status, name, patch, patch_type=PatchType.MERGE)
         )
 
     async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
@@ -328,10 +336,11 @@ class KubeClusterApi:
         # the namespace is in its metadata; 409: it exists already
         return await _landed(self.client.create(GpuLease(**lease_to_json(lease))), absent=409)
 
-    async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
+    async def patch_gpu_node_status(self, name: str, status: GpuNodeHealthWrite) -> bool:
         self._writing(f"status of GpuNode {name}")
+        patch = {"status": gpu_node_health_json(status)}
         return await _landed(
-            self.client.patch(GpuNode.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+            self.client.patch(GpuNode.Status, name, patch, patch_type=PatchType.MERGE)
         )
 
     # -- the autoscaler's workloads (ports.WorkloadApi) ----------------------------------------
@@ -385,10 +394,11 @@ class KubeClusterApi:
         patch = {"metadata": {"annotations": {key: value}}}
         return await _landed(self.client.patch(GpuNode, name, patch, patch_type=PatchType.MERGE))
 
-    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
+    async def patch_gpu_pool_status(self, name: str, status: PoolStatusWrite) -> bool:
         self._writing(f"status of GpuPool {name}")
+        patch = {"status": pool_status_json(status)}
         return await _landed(
-            self.client.patch(GpuPool.Status, name, {"status": status}, patch_type=PatchType.MERGE)
+            self.client.patch(GpuPool.Status, name, patch, patch_type=PatchType.MERGE)
         )
 
     # -- the claim allocator's claims (ports.ClaimApi) -----------------------------------------

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
+
+from gpupool.state.status_writes import NO_STATUS, StoredStatus
 
 T = TypeVar("T")
 
@@ -46,12 +48,16 @@ class Listed(Generic[T]):
     """The objects of one read, in the order the API server (or the watch cache) gave them:
     `read`, each decoded value with its reference; `unreadable`, those that did not decode;
     `stored`, for the kinds whose status the controller writes (GpuQuota, GpuNode, GpuPool), each
-    read object's status as the API server holds it, by key: opaque here, what a status writer
+    read object's status as the API server holds it, decoded, by key: what a status writer
     compares its own with (to write only a change) and keeps (the conditions others wrote)."""
 
     read: tuple[tuple[T, ObjectReference], ...] = ()
     unreadable: tuple[Unreadable, ...] = ()
-    stored: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    stored: Mapping[str, StoredStatus] = field(default_factory=dict)
+
+    def status_of(self, key: str) -> StoredStatus:
+        """The stored status of the object of `key` (none: an empty one)."""
+        return self.stored.get(key, NO_STATUS)
 
     @property
     def values(self) -> list[T]:

@@ -35,6 +35,11 @@ from gpupool.adapters.kubernetes.lease_writes import (
 )
 from gpupool.adapters.kubernetes.node import lease_renewals
 from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
+from gpupool.adapters.kubernetes.status_writes import (
+    gpu_node_health_json,
+    pool_status_json,
+    quota_status_json,
+)
 from gpupool.adapters.wire.times import format_time
 from gpupool.ports import Json
 from gpupool.state.defrag import DisruptionBudget
@@ -45,6 +50,7 @@ from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
+from gpupool.state.status_writes import GpuNodeHealthWrite, PoolStatusWrite, QuotaStatusWrite
 
 
 class ApiDown(Exception):
@@ -243,8 +249,11 @@ class FakeCluster:
         _merge(obj.setdefault("status", {}), s)
         return True
 
-    async def patch_quota_status(self, name: str, status: Json) -> bool:
-        return await self._patch_status(self.quota_objects, "patch_quota_status", name, status)
+    # the status writes: the real adapter's encoding, recorded as the patch it sends
+    async def patch_quota_status(self, name: str, status: QuotaStatusWrite) -> bool:
+        return await self._patch_status(
+            self.quota_objects, "patch_quota_status", name, quota_status_json(status)
+        )
 
     async def patch_lease_status(self, namespace: str, name: str, status: Json) -> bool:
         key = f"{namespace}/{name}"
@@ -288,9 +297,9 @@ class FakeCluster:
         self.lease_objects[key] = obj
         return True
 
-    async def patch_gpu_node_status(self, name: str, status: Json) -> bool:
+    async def patch_gpu_node_status(self, name: str, status: GpuNodeHealthWrite) -> bool:
         return await self._patch_status(
-            self.gpu_node_objects, "patch_gpu_node_status", name, status
+            self.gpu_node_objects, "patch_gpu_node_status", name, gpu_node_health_json(status)
         )
 
     async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:
@@ -301,8 +310,10 @@ class FakeCluster:
         _merge(obj.setdefault("metadata", {}).setdefault("annotations", {}), {key: value})
         return True
 
-    async def patch_gpu_pool_status(self, name: str, status: Json) -> bool:
-        return await self._patch_status(self.pool_objects, "patch_gpu_pool_status", name, status)
+    async def patch_gpu_pool_status(self, name: str, status: PoolStatusWrite) -> bool:
+        return await self._patch_status(
+            self.pool_objects, "patch_gpu_pool_status", name, pool_status_json(status)
+        )
 
 
 # -- objects as the API server serves them -----------------------------------------------------

@@ -171,8 +171,8 @@ def test_quota_status_lists_the_queue_head() -> None:
     plan = decide(pods, [quota], now=1.0)
     (tenant,) = [t for t in plan.tenants if t.tenant == "alpha"]
     status = quota_status(tenant, 4)
-    assert status["used"] == "12Gi" and status["queued"] == 2 and status["observedGeneration"] == 4
-    assert [q["name"] for q in status["queue"]] == ["p1", "p2"]
+    assert status.used == "12Gi" and status.queued == 2 and status.observed_generation == 4
+    assert [q.name for q in status.queue] == ["p1", "p2"]
 
 
 def test_unreadable_gated_pod_waits_with_its_problem() -> None:

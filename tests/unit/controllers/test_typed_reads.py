@@ -12,11 +12,13 @@ from fake_cluster import FakeCluster, lease_json, pod_json, quota_json
 
 from gpupool.adapters.kubernetes.decoded import pods_listed, quotas_listed
 from gpupool.adapters.kubernetes.dra_objects import read_claim
+from gpupool.adapters.kubernetes.status_writes import quota_status_json
 from gpupool.adapters.wire.names import API_VERSION
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.contain import Containment
 from gpupool.state.listed import ObjectReference
 from gpupool.state.pods import PodView
+from gpupool.state.status_writes import QueueLine, QuotaStatusWrite
 
 NOW = 1_767_225_600.0
 
@@ -53,15 +55,20 @@ def test_a_listing_hands_values_with_their_references_and_the_objects_that_did_n
     assert isinstance(bad.error, AttributeError)
 
 
+WRITTEN = QuotaStatusWrite(
+    "12Gi", 12 * 2**30, "0", 0, "0", 0, 1, 1, (QueueLine("ns", "p", 1, "waits"),), 2
+)
+
+
 def test_an_invalid_quota_reads_with_why_and_its_status_is_kept_to_compare() -> None:
     broken = quota_json("beta", 24)
     broken["spec"]["nominal"] = "lots"
-    broken["status"] = {"pods": 3}
+    broken["status"] = quota_status_json(WRITTEN)
     listed = quotas_listed([quota_json("alpha", 24), broken])
     alpha, beta = listed.values
     assert alpha.quota is not None and alpha.invalid is None and alpha.generation == 1
     assert beta.quota is None and beta.invalid is not None and "nominal" in str(beta.invalid)
-    assert listed.stored["beta"] == {"pods": 3}  # a status writer compares with it
+    assert listed.stored["beta"].quota == WRITTEN  # a status writer compares with it
     assert listed.unreadable == ()
 
 

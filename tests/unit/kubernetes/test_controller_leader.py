@@ -19,6 +19,7 @@ from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubernetes.decoded import reference_of
 from gpupool.adapters.kubernetes.leader import LeaderElector, NotLeader
 from gpupool.controllers.manager import Loop, run_loops
+from gpupool.state.status_writes import GpuNodeHealthWrite, QuotaStatusWrite
 
 BOUND = 5.0  # seconds: a hang guard on each wait; every step is in-process
 
@@ -58,10 +59,14 @@ WRITES: dict[str, Callable[[KubeClusterApi], Awaitable[object]]] = {
     "event": lambda api: api.event(
         reference_of("Pod", POD), "Admitted", "m", now_rfc3339="2026-01-01T00:00:00Z"
     ),
-    "patch_quota_status": lambda api: api.patch_quota_status("q", {}),
+    "patch_quota_status": lambda api: api.patch_quota_status(
+        "q", QuotaStatusWrite("0", 0, "0", 0, "0", 0, 0, 0, (), None)
+    ),
     "patch_lease_status": lambda api: api.patch_lease_status("t", "u", {}),
     "delete_lease": lambda api: api.delete_lease("t", "u"),
-    "patch_gpu_node_status": lambda api: api.patch_gpu_node_status("n", {}),
+    "patch_gpu_node_status": lambda api: api.patch_gpu_node_status(
+        "n", GpuNodeHealthWrite("Healthy", ())
+    ),
 }
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from gpupool.adapters.kubernetes import lease, node, pdb, pod_view, pool
+from gpupool.adapters.kubernetes.status_writes import stored_status
 from gpupool.adapters.wire import names, quotas
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.domain.errors import GpupoolError
@@ -31,6 +32,7 @@ from gpupool.state.nodes import GpuNodeObject, NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
+from gpupool.state.status_writes import StoredStatus
 
 T = TypeVar("T")
 
@@ -103,41 +105,45 @@ def reference_of(kind: str, obj: Mapping[str, Any]) -> ObjectReference:
     )
 
 
-_kept_pairs: dict[tuple[object, str, str], tuple[Any, ObjectReference]] = {}
+_kept_pairs: dict[
+    tuple[object, str, str], tuple[tuple[Any, ObjectReference], StoredStatus | None]
+] = {}
 
 
 def listed(
     kind: str, objects: Iterable[Mapping[str, Any]], read: Callable[[Mapping[str, Any]], T]
 ) -> Listed[T]:
     """Each object read alone: a reader that raises makes that object `Unreadable`, not the
-    list. Each (value, reference) is remembered by reader, uid and resourceVersion, as the
-    readers remember their values: a round over the watch cache makes them only for the objects
-    that changed."""
+    list. Each (value, reference, stored status) is remembered by reader, uid and
+    resourceVersion, as the readers remember their values: a round over the watch cache makes
+    them only for the objects that changed."""
     good: list[tuple[T, ObjectReference]] = []
     bad: list[Unreadable] = []
-    stored: dict[str, Mapping[str, Any]] = {}
+    stored: dict[str, StoredStatus] = {}
     keeps_status = kind in STATUS_KINDS
     for obj in objects:
         meta = obj.get("metadata")
         uid = meta.get("uid") if isinstance(meta, Mapping) else None
         version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
         key = (read, str(uid), str(version)) if uid and version else None
-        pair = _kept_pairs.get(key) if key is not None else None
-        if pair is None:
+        kept = _kept_pairs.get(key) if key is not None else None
+        if kept is None:
             ref = reference_of(kind, obj)
             try:
-                pair = (read(obj), ref)
+                value = read(obj)
             except Exception as err:
                 bad.append(Unreadable(ref, err))
                 continue
+            decoded = stored_status(kind, obj.get("status")) if keeps_status else None
+            kept = ((value, ref), decoded)
             if key is not None:
                 if len(_kept_pairs) >= MAX_KEPT:  # old versions pile up: start afresh
                     _kept_pairs.clear()
-                _kept_pairs[key] = pair
+                _kept_pairs[key] = kept
+        pair, status = kept
         good.append(pair)
-        if keeps_status:
-            status = obj.get("status")
-            stored[pair[1].key] = status if isinstance(status, Mapping) else {}
+        if status is not None:
+            stored[pair[1].key] = status
     return Listed(tuple(good), tuple(bad), stored)
 
 

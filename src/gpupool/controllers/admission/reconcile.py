@@ -26,7 +26,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
@@ -39,12 +39,12 @@ from gpupool.controllers.admission.plan import (
     plan_admission,
 )
 from gpupool.controllers.budget.plan import plan_budgets
-from gpupool.controllers.budget.status import budget_status_json
+from gpupool.controllers.budget.status import budget_fields
 from gpupool.controllers.contain import Containment, quota_ref
 from gpupool.controllers.reads import READ, decode_leases, decode_pods
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError
-from gpupool.ports import Clock, ClusterApi, Json
+from gpupool.ports import Clock, ClusterApi
 from gpupool.quota.budget import BudgetStatus
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
@@ -54,6 +54,7 @@ from gpupool.state.listed import Listed, ObjectReference
 from gpupool.state.nodes import GpuNodeObject, NodeObject, node_of
 from gpupool.state.pods import PodView
 from gpupool.state.quota_object import QuotaObject
+from gpupool.state.status_writes import BudgetFields, QueueLine, QuotaStatusWrite
 
 log = logging.getLogger("gpupool.controller.admission")
 
@@ -71,30 +72,27 @@ def admitted_record(admit: AdmitPod, now: float) -> str:
     )
 
 
-def quota_status(status: TenantStatus, generation: int | None) -> Json:
+def quota_status(
+    status: TenantStatus, generation: int | None, budget: BudgetFields | None = None
+) -> QuotaStatusWrite:
+    """The tenant's GpuQuota status: amounts as their resource writes them, the queue's head."""
     fmt = status.resource.format
-    out: Json = {
-        "used": fmt(status.used),
-        "usedAmount": status.used,
-        "borrowed": fmt(status.borrowed),
-        "borrowedAmount": status.borrowed,
-        "lent": fmt(status.lent),
-        "lentAmount": status.lent,
-        "pods": status.pods,
-        "queued": len(status.queue),
-        "queue": [
-            {
-                "namespace": q.pod.namespace,
-                "name": q.pod.name,
-                "position": q.position,
-                "reason": q.detail,
-            }
+    return QuotaStatusWrite(
+        used=fmt(status.used),
+        used_amount=status.used,
+        borrowed=fmt(status.borrowed),
+        borrowed_amount=status.borrowed,
+        lent=fmt(status.lent),
+        lent_amount=status.lent,
+        pods=status.pods,
+        queued=len(status.queue),
+        queue=tuple(
+            QueueLine(q.pod.namespace, q.pod.name, q.position, q.detail)
             for q in status.queue[:QUEUE_STATUS_ITEMS]
-        ],
-    }
-    if generation is not None:
-        out["observedGeneration"] = generation
-    return out
+        ),
+        observed_generation=generation,
+        budget=budget,
+    )
 
 
 def read_quotas(
@@ -209,9 +207,9 @@ class AdmissionReconciler:
             if tenant.tenant not in by_name:
                 continue  # the implicit `default` tenant has no object to report on
             quota, ref = by_name[tenant.tenant]
-            status = quota_status(tenant, quota.generation)
-            status |= budget_status_json(budgets.statuses.get(tenant.tenant))
-            if not _same(quota_objects.stored.get(ref.key) or {}, status):
+            budget = budget_fields(budgets.statuses.get(tenant.tenant))
+            status = quota_status(tenant, quota.generation, budget)
+            if not status.same_as(quota_objects.status_of(ref.key).quota):
                 await contain.handle("status", ref,
                                      partial(self.api.patch_quota_status, tenant.tenant, status),
                                      now)  # fmt: skip
@@ -272,7 +270,3 @@ class AdmissionReconciler:
                 warning=stuck,
                 now_rfc3339=stamp,
             )
-
-
-def _same(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    return all(current.get(k) == v for k, v in wanted.items())

@@ -24,7 +24,7 @@ from gpupool.controllers.notices.plan import EvictPod, NoticePod, WithdrawNotice
 from gpupool.controllers.notices.write import NoticeKind, write_notices
 from gpupool.controllers.reads import read_leases
 from gpupool.controllers.reclaim.room import Placement, build_placement
-from gpupool.ports import Clock, DefragApi, Json
+from gpupool.ports import Clock, DefragApi
 from gpupool.rfc3339 import format_time
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import ReclaimRecord, RoomHold
@@ -33,6 +33,7 @@ from gpupool.state.listed import Listed, ObjectReference
 from gpupool.state.nodes import DefragMark, GpuNodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
+from gpupool.state.status_writes import NO_STATUS, Condition, DefragRecord, PoolStatusWrite
 
 log = logging.getLogger("gpupool.controller.defrag")
 
@@ -45,17 +46,22 @@ def _pool_ref(name: str) -> ObjectReference:
     return reference("GpuPool", name)
 
 
-def _condition(c: PoolCondition, stamp: str, old: Json | None) -> Json:
+def _condition(c: PoolCondition, stamp: str, old: Condition | None) -> Condition:
     status = "True" if c.ok else "False"
-    same = old is not None and old.get("status") == status and old.get("reason") == c.reason
-    return {
-        "type": CONDITION,
-        "status": status,
-        "reason": c.reason,
-        "message": c.message[:1024],
-        "lastTransitionTime": str(old.get("lastTransitionTime")) if same and old else stamp,
-        "observedGeneration": c.generation,
-    }
+    same = (
+        old is not None
+        and old.status == status
+        and old.reason == c.reason
+        and old.last_transition_time is not None
+    )
+    return Condition(
+        type=CONDITION,
+        status=status,
+        reason=c.reason,
+        message=c.message[:1024],
+        last_transition_time=old.last_transition_time if same and old else stamp,
+        observed_generation=c.generation,
+    )
 
 
 def hold_record(eviction: EvictPod, now: float) -> EvictionMark | None:
@@ -191,15 +197,13 @@ class DefragReconciler:
         by_name = {p.name: ref for p, ref in pool_objs.read}
         for c in plan.conditions:
             ref = by_name.get(c.pool)
-            status = (pool_objs.stored.get(ref.key) if ref is not None else None) or {}
-            old = next(
-                (x for x in status.get("conditions") or () if x.get("type") == CONDITION), None
-            )
+            status = pool_objs.status_of(ref.key) if ref is not None else NO_STATUS
+            old = status.condition(CONDITION)
             new = _condition(c, stamp, old)
-            if old is not None and all(old.get(k) == v for k, v in new.items()):
+            if old == new:
                 continue
-            others = [x for x in status.get("conditions") or () if x.get("type") != CONDITION]
-            await self.api.patch_gpu_pool_status(c.pool, {"conditions": [*others, new]})
+            conditions = (*status.others(CONDITION), new)
+            await self.api.patch_gpu_pool_status(c.pool, PoolStatusWrite(conditions=conditions))
             if not c.ok and c.reason == "InvalidSpec":
                 await self.api.event(
                     _pool_ref(c.pool),
@@ -231,14 +235,14 @@ class DefragReconciler:
                 if m is not None:
                     m.release(release.mark.pool, release.kind)
         for rnd in plan.rounds:
-            last = {
-                "lastRound": stamp,
-                "moves": len(rnd.plan.moves),
-                "cleared": len(rnd.plan.cleared),
-                "fragmentationBefore": f"{100 * rnd.plan.pool_before:.1f}%",
-                "fragmentationAfter": f"{100 * rnd.plan.pool_after:.1f}%",
-            }
-            await self.api.patch_gpu_pool_status(rnd.pool, {"defrag": last})
+            last = DefragRecord(
+                last_round=stamp,
+                moves=len(rnd.plan.moves),
+                cleared=len(rnd.plan.cleared),
+                fragmentation_before=f"{100 * rnd.plan.pool_before:.1f}%",
+                fragmentation_after=f"{100 * rnd.plan.pool_after:.1f}%",
+            )
+            await self.api.patch_gpu_pool_status(rnd.pool, PoolStatusWrite(defrag=last))
             if m is not None:
                 m.round(rnd.pool)
             if rnd.plan.moves:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
 
 from gpupool.adapters.kubernetes.decoded import reference
 from gpupool.controllers.contain import Containment, lease_ref
@@ -38,6 +37,7 @@ from gpupool.controllers.reads import READ, decode_leases
 from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease_writes import LeaseStatusWrite
+from gpupool.state.status_writes import Condition, GpuNodeHealthWrite, StoredStatus
 
 log = logging.getLogger("gpupool.controller.nodes")
 
@@ -103,7 +103,7 @@ class NodeHealthReconciler:
         stamp = format_time(now)
         for change in plan.health:
             held = refs.get(change.node) or reference("GpuNode", change.node)
-            stored = listed.stored.get(held.key) or {}
+            stored = listed.status_of(held.key)
             await contain.handle("health", held,
                                  partial(self._set_health, change, stamp, stored), now)  # fmt: skip
         # A lost lease's pod goes first, then the lease: a round that fails between the two
@@ -117,20 +117,20 @@ class NodeHealthReconciler:
                                  partial(self._lose, lost, deleted, now, stamp), now)  # fmt: skip
         return plan
 
-    async def _set_health(self, change: SetHealth, stamp: str, stored: Mapping[str, Any]) -> None:
+    async def _set_health(self, change: SetHealth, stamp: str, stored: StoredStatus) -> None:
         """`stored`: the GpuNode's status as listed (the agent's conditions are kept)."""
         log.warning("GpuNode %s: %s (%s)", change.node, change.health, change.message)
-        heartbeat = {
-            "type": "Heartbeat",
-            "status": "True" if change.health == "Healthy" else "False",
-            "reason": change.health,
-            "message": change.message,
-            "lastTransitionTime": stamp,
-        }
+        heartbeat = Condition(
+            type="Heartbeat",
+            status="True" if change.health == "Healthy" else "False",
+            reason=change.health,
+            message=change.message,
+            last_transition_time=stamp,
+        )
         # the list is replaced whole: keep the agent's conditions (OtherGpuPath) as they are
-        conditions = [c for c in stored.get("conditions") or [] if c.get("type") != "Heartbeat"]
+        conditions = (*stored.others("Heartbeat"), heartbeat)
         await self.api.patch_gpu_node_status(
-            change.node, {"health": change.health, "conditions": [*conditions, heartbeat]}
+            change.node, GpuNodeHealthWrite(change.health, conditions)
         )
 
     async def _lose(

@@ -12,54 +12,50 @@ ReconcileFailed event and the other pools go on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
 
 from gpupool.adapters.metrics.controller import CardReading
 from gpupool.controllers.contain import Containment, run_one
 from gpupool.controllers.pool_status.plan import CONDITION, PoolCard, PoolStatus, pool_status
 from gpupool.domain.units import format_bytes
-from gpupool.ports import Json, PoolStatusApi
+from gpupool.ports import PoolStatusApi
 from gpupool.rfc3339 import format_time
 from gpupool.state.listed import ObjectReference, Unreadable
 from gpupool.state.pool import PoolObject
+from gpupool.state.status_writes import Condition, PoolFields, PoolStatusWrite
 
 log = logging.getLogger("gpupool.controller.pools")
 
 
-def status_json(status: PoolStatus) -> Json:
+def pool_fields(status: PoolStatus) -> PoolFields:
     """The controller's status fields (without the conditions)."""
-    return {
-        "observedGeneration": status.generation,
-        "nodes": status.nodes,
-        "gpus": status.gpus,
-        "capacity": format_bytes(status.capacity_bytes),
-        "capacityBytes": status.capacity_bytes,
-        "allocated": format_bytes(status.allocated_bytes),
-        "allocatedBytes": status.allocated_bytes,
-        "fragmentation": f"{100 * status.fragmentation:.1f}%",
-        "cardsOverThreshold": len(status.over),
-    }
+    return PoolFields(
+        observed_generation=status.generation,
+        nodes=status.nodes,
+        gpus=status.gpus,
+        capacity=format_bytes(status.capacity_bytes),
+        capacity_bytes=status.capacity_bytes,
+        allocated=format_bytes(status.allocated_bytes),
+        allocated_bytes=status.allocated_bytes,
+        fragmentation=f"{100 * status.fragmentation:.1f}%",
+        cards_over_threshold=len(status.over),
+    )
 
 
-def condition_json(
-    state: str, reason: str, message: str, generation: int, stamp: str, old: Json | None
-) -> Json:
+def pool_condition(
+    state: str, reason: str, message: str, generation: int, stamp: str, old: Condition | None
+) -> Condition:
     """The condition; its lastTransitionTime moves only when its status does."""
-    same = old is not None and old.get("status") == state
-    return {
-        "type": CONDITION,
-        "status": state,
-        "reason": reason,
-        "message": message[:1024],
-        "lastTransitionTime": str(old.get("lastTransitionTime")) if same and old else stamp,
-        "observedGeneration": generation,
-    }
-
-
-def _changed(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    return any(current.get(k) != v for k, v in wanted.items())
+    same = old is not None and old.status == state and old.last_transition_time is not None
+    return Condition(
+        type=CONDITION,
+        status=state,
+        reason=reason,
+        message=message[:1024],
+        last_transition_time=old.last_transition_time if same and old else stamp,
+        observed_generation=generation,
+    )
 
 
 class PoolStatusReconciler:
@@ -82,30 +78,28 @@ class PoolStatusReconciler:
         done: list[PoolStatus] = []
 
         async def one(pool: PoolObject, ref: ObjectReference) -> None:
-            current = pools.stored.get(ref.key) or {}
-            conditions = [c for c in current.get("conditions") or () if isinstance(c, dict)]
-            old = next((c for c in conditions if c.get("type") == CONDITION), None)
-            others = [c for c in conditions if c.get("type") != CONDITION]
+            current = pools.status_of(ref.key)
+            old = current.condition(CONDITION)
             name = pool.name
+            wanted: PoolFields | None = None
             if pool.problem is not None:
-                wanted: Json = {}
-                cond = condition_json(
+                cond = pool_condition(
                     "Unknown", "InvalidSpec", pool.problem, pool.generation, stamp, old
                 )
             else:
                 status = pool_status(pool, pool_cards, labels)
                 done.append(status)
-                wanted = status_json(status)
+                wanted = pool_fields(status)
                 state = "True" if status.condition_true else "False"
-                cond = condition_json(
+                cond = pool_condition(
                     state, status.reason, status.message, status.generation, stamp, old
                 )
-            if not _changed(current, wanted) and old is not None and not _changed(old, cond):
+            if (wanted is None or current.pool == wanted) and old == cond:
                 return
-            patch = {**wanted, "conditions": [*others, cond]}
-            written = await self.api.patch_gpu_pool_status(name, patch)
-            if written and cond["status"] != (old or {}).get("status"):
-                log.info("GpuPool %s: %s %s: %s", name, CONDITION, cond["status"], cond["message"])
+            write = PoolStatusWrite(wanted, (*current.others(CONDITION), cond))
+            written = await self.api.patch_gpu_pool_status(name, write)
+            if written and (old is None or cond.status != old.status):
+                log.info("GpuPool %s: %s %s: %s", name, CONDITION, cond.status, cond.message)
 
         try:
             for bad in pools.unreadable:  # read_pool raised: this pool is set aside
