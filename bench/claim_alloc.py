@@ -18,7 +18,7 @@ import statistics
 import time
 
 from gpupool.adapters.wire.names import DRA_DRIVER
-from gpupool.controllers.dra.plan import ClaimTarget, plan_claim
+from gpupool.controllers.dra.plan import plan_claim
 from gpupool.domain.devices import Gpu, Node
 from gpupool.domain.requests import Request
 from gpupool.domain.units import GiB
@@ -26,6 +26,7 @@ from gpupool.placement import Planner
 from gpupool.placement.default_workload import default_workload
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.state.admitted import Admitted
+from gpupool.state.claim_writes import ClaimTarget
 from gpupool.state.pods import PodView
 
 

@@ -16,6 +16,7 @@ from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.gpu_paths import PathFinding
 from gpupool.state.claim_ask import ClaimObject
+from gpupool.state.claim_writes import ClaimAllocationWrite
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
@@ -195,9 +196,9 @@ class ClaimApi(ClusterApi, Protocol):
         its configs for gpupool's driver), or None when it does not exist (yet)."""
         ...
 
-    async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
-        """Merge `status` into the claim's status subresource, only if it is still `uid`;
-        False when it is gone or was made again."""
+    async def patch_claim_status(self, allocation: ClaimAllocationWrite) -> bool:
+        """Write the allocation into its claim's status subresource, only if the claim is still
+        the one of `allocation.target.uid`; False when it is gone or was made again."""
         ...
 
     async def leases_on_node(self, node: str) -> Listed[LeaseRecord]:

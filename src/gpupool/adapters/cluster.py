@@ -4,7 +4,8 @@ object decoded here, once, with the memoised readers of `adapters.kubernetes.dec
 does not decode is handed as `Unreadable` for the loop's containment to set aside); Events take
 an `ObjectReference`, a new GpuLease its `LeaseRecord`. Writes take values encoded here (pod
 intents: `pod_patches`; GpuLease: `lease_writes`; the statuses of GpuQuota, GpuNode and GpuPool:
-`status_writes`); a ResourceClaim's status and the autoscaler's workloads are still JSON.
+`status_writes`; a ResourceClaim's allocation: `claim_writes`); the autoscaler's workloads
+are still JSON.
 
 With `may_write` (the controller's leader election), every write asks it first and raises
 NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
@@ -28,6 +29,7 @@ from lightkube.resources.apps_v1 import Deployment, StatefulSet
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
+from gpupool.adapters.kubernetes.claim_writes import allocation_status
 from gpupool.adapters.kubernetes.decoded import (
     budgets_listed,
     gpu_nodes_listed,
@@ -72,6 +74,7 @@ from gpupool.adapters.kubernetes.watch_cache import (
 from gpupool.adapters.wire import names
 from gpupool.ports import Json
 from gpupool.state.claim_ask import ClaimObject
+from gpupool.state.claim_writes import ClaimAllocationWrite
 from gpupool.state.defrag import DisruptionBudget
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
@@ -412,10 +415,12 @@ class KubeClusterApi:
                 return None
             raise
 
-    async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
+    async def patch_claim_status(self, allocation: ClaimAllocationWrite) -> bool:
+        target = allocation.target
+        namespace, name = target.namespace, target.name
         self._writing(f"status of ResourceClaim {namespace}/{name}")
         # the uid precondition: a claim deleted and made again under the same name is not ours
-        body = {"metadata": {"uid": uid}, "status": status}
+        body = {"metadata": {"uid": target.uid}, "status": allocation_status(allocation)}
         try:
             await self.client.patch(
                 ResourceClaim.Status, name, body, namespace=namespace, patch_type=PatchType.MERGE

@@ -14,6 +14,7 @@ from typing import Any
 
 from fake_cluster import FakeCluster, quota_json
 
+from gpupool.adapters.kubernetes.claim_writes import allocation_status
 from gpupool.adapters.kubernetes.decoded import leases_listed, read_gpu_node, read_node
 from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.pod_view import read_pod
@@ -28,6 +29,7 @@ from gpupool.placement.default_workload import default_workload
 from gpupool.placement.snapshot import Decision
 from gpupool.ports import Json
 from gpupool.state.claim_ask import ClaimObject
+from gpupool.state.claim_writes import ClaimAllocationWrite
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.listed import Listed
@@ -97,11 +99,13 @@ class ClaimCluster(FakeCluster):
         found = self.claims.get(f"{namespace}/{name}")
         return read_claim(copy.deepcopy(found)) if found is not None else None  # as the adapter
 
-    async def patch_claim_status(self, namespace: str, name: str, uid: str, status: Json) -> bool:
-        key = f"{namespace}/{name}"
+    async def patch_claim_status(self, allocation: ClaimAllocationWrite) -> bool:
+        target = allocation.target
+        key = f"{target.namespace}/{target.name}"
+        status = allocation_status(allocation)  # what the real adapter sends
         self._write("patch_claim_status", key, status)
         claim = self.claims.get(key)
-        if claim is None or claim["metadata"]["uid"] != uid:
+        if claim is None or claim["metadata"]["uid"] != target.uid:
             return False
         claim.setdefault("status", {}).update(copy.deepcopy(status))
         return True

@@ -7,15 +7,8 @@ import uuid
 
 import pytest
 
-from gpupool.controllers.dra.plan import (
-    ClaimTarget,
-    NoRoom,
-    allocation_status,
-    claim_lease,
-    consumed_memory,
-    pick,
-    share_id,
-)
+from gpupool.adapters.kubernetes.claim_writes import allocation_status
+from gpupool.controllers.dra.plan import NoRoom, claim_lease, consumed_memory, pick
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import Gpu, Node
 from gpupool.domain.requests import Request
@@ -24,6 +17,7 @@ from gpupool.placement import Planner
 from gpupool.placement.default_workload import default_workload
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.state.admitted import Admitted
+from gpupool.state.claim_writes import ClaimAllocationWrite, ClaimTarget, share_id
 from gpupool.state.pods import PodView
 
 TARGET = ClaimTarget(
@@ -63,7 +57,7 @@ def test_pick_says_why_when_no_allowed_node_fits() -> None:
 def test_the_allocation_names_the_card_its_share_and_what_it_consumes() -> None:
     piece = Slice(gpu_index=1, uuid="n2-1", model="A100-80GB", offset_bytes=0,
                   size_bytes=12 * GiB, compute_milli=300)  # fmt: skip
-    status = allocation_status(TARGET, "n2", [piece], "2026-12-03T16:00:00Z")
+    status = allocation_status(ClaimAllocationWrite(TARGET, "n2", (piece,), "2026-12-03T16:00:00Z"))
     [result] = status["allocation"]["devices"]["results"]
     assert result == {
         "request": "gpu", "driver": "gpu.gpupool.io", "pool": "n2", "device": "gpu-1",

@@ -1,6 +1,7 @@
 """gpupool's allocation of a claim on `gpu.gpupool.io`, pure: the node and cards its placement
-core picks, the ResourceClaim `status.allocation` that records them for kube-scheduler and the
-kubelet, and the GpuLease that records them for quota, metering, expiry and reclaim.
+core picks (which the ResourceClaim's `status.allocation` records for kube-scheduler and the
+kubelet: `state.claim_writes`, encoded by the adapter), and the GpuLease that records them for
+quota, metering, expiry and reclaim.
 
 kube-scheduler's DRA plugin honours an allocated claim as it is (Kubernetes 1.34,
 `pkg/scheduler/framework/plugins/dynamicresources`: PreFilter takes an allocated claim's
@@ -18,10 +19,8 @@ for the same pod on the same cards, so everything downstream reads it alike.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -33,40 +32,10 @@ from gpupool.placement import Planner
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
 from gpupool.quota.resource import Resource, held_amount
 from gpupool.state.admitted import Admitted
+from gpupool.state.claim_writes import ClaimTarget
 from gpupool.state.lease import LeaseRecord, PodRef
 from gpupool.state.nodes import NodeObject
 from gpupool.state.pods import PodView
-
-DEVICE_PREFIX = "gpu-"  # node.dra.slices.device_name: the card's device in its node's pool
-# A fixed namespace for share IDs: the same claim on the same card always gets the same one,
-# so an allocation written twice (a retried round) is the same allocation.
-SHARE_NAMESPACE = uuid.UUID("6f1d5c8e-3b7a-4c1e-9a55-2d0f8e6b4a10")
-COMPUTE_MODES = ("mps", "none")
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimTarget:
-    """The claim to allocate: its name and uid, the request name the result answers, gpupool's
-    driver name (`names.DRA_DRIVER`, which this pure module does not import), and the claim's
-    opaque configs for that driver (copied into the allocation, where the node's plugin reads
-    `computeMode`)."""
-
-    namespace: str
-    name: str
-    uid: str
-    request: str
-    driver: str
-    configs: tuple[Mapping[str, Any], ...] = ()
-
-    @property
-    def compute_mode(self) -> str | None:
-        mode = None
-        for config in self.configs:
-            parameters = (config.get("opaque") or {}).get("parameters") or {}
-            value = parameters.get("computeMode") if isinstance(parameters, Mapping) else None
-            if value in COMPUTE_MODES:
-                mode = str(value)
-        return mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,59 +82,9 @@ def allowed_nodes(
     return frozenset(n.name for n in nodes if n.name in publishing and pod.constraints.allows(n))
 
 
-def share_id(claim_uid: str, device: str) -> str:
-    return str(uuid.uuid5(SHARE_NAMESPACE, f"{claim_uid}/{device}"))
-
-
 def consumed_memory(piece: Slice) -> int:
     """The bytes the claim consumes of the card: the slice's, down to the driver's step."""
     return dra_capacity.consumed_memory(piece.size_bytes)
-
-
-def allocation_status(
-    target: ClaimTarget, node: str, slices: Sequence[Slice], allocated_at: str,
-    shared: bool = True,
-) -> dict[str, Any]:  # fmt: skip
-    """The claim's `status` with gpupool's allocation: one result per card, on the node's pool.
-    `shared`: the devices allow several allocations (consumable capacity), so each result
-    carries its consumed capacity and a share ID. `allocated_at` (RFC 3339) is written as the
-    allocation's `allocationTimestamp`: on 1.36 (DRADeviceBindingConditions and
-    DRAResourceClaimDeviceStatus, beta) kube-scheduler's PreBind stamps an allocation that
-    lacks one, and the API server refuses that change of an allocation as immutable, so the
-    pod would never bind."""
-    results = []
-    for piece in slices:
-        device = f"{DEVICE_PREFIX}{piece.gpu_index}"
-        result: dict[str, Any] = {
-            "request": target.request,
-            "driver": target.driver,
-            "pool": node,
-            "device": device,
-        }
-        if shared:
-            result["shareID"] = share_id(target.uid, device)
-            result["consumedCapacity"] = {
-                "memory": str(consumed_memory(piece)),
-                "compute": str(piece.compute_milli // 10),
-                "shares": "1",
-            }
-        results.append(result)
-    config = [
-        {"source": "FromClaim", "requests": [target.request], "opaque": c["opaque"]}
-        for c in target.configs
-        if "opaque" in c
-    ]
-    devices: dict[str, Any] = {"results": results}
-    if config:
-        devices["config"] = config
-    selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    return {
-        "allocation": {
-            "devices": devices,
-            "nodeSelector": {"nodeSelectorTerms": [selector]},
-            "allocationTimestamp": allocated_at,
-        }
-    }
 
 
 def claim_lease(

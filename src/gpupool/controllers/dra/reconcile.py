@@ -32,8 +32,6 @@ from gpupool.adapters.wire import names
 from gpupool.controllers.admission.plan import AdmitPod
 from gpupool.controllers.dra.plan import (
     ClaimAllocation,
-    ClaimTarget,
-    allocation_status,
     allowed_nodes,
     plan_claim,
 )
@@ -45,6 +43,7 @@ from gpupool.ports import ClaimApi
 from gpupool.rfc3339 import format_time
 from gpupool.state.admitted import Admitted
 from gpupool.state.claim_ask import ClaimAsk
+from gpupool.state.claim_writes import ClaimAllocationWrite, ClaimTarget
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.listed import ObjectReference
@@ -123,8 +122,8 @@ class ClaimAllocator:
                     raise ClaimWaits("its GpuLease exists already; the next round reads it")
                 self._cache.set_lease(held)
                 self._leases[view.uid] = held
-            status = allocation_status(target, held.node, held.slices, format_time(now))
-            if not await self.api.patch_claim_status(view.namespace, name, target.uid, status):
+            allocation = ClaimAllocationWrite(target, held.node, held.slices, format_time(now))
+            if not await self.api.patch_claim_status(allocation):
                 await self.api.delete_lease(held.namespace, held.name)
                 self._leases.pop(view.uid, None)
                 raise ClaimWaits(f"{who} went away or was made again; the next round retries")
