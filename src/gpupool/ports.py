@@ -26,6 +26,7 @@ from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
 from gpupool.state.status_writes import GpuNodeHealthWrite, PoolStatusWrite, QuotaStatusWrite
+from gpupool.state.workload import ScalableWorkload
 
 
 class Clock(Protocol):
@@ -35,7 +36,7 @@ class Clock(Protocol):
     def __call__(self) -> float: ...
 
 
-Json = dict[str, Any]  # a patch or status as the API server takes it (the workloads' objects)
+Json = dict[str, Any]  # an object or patch as the API server holds or takes it (adapters)
 
 
 class Outcomes(Protocol):
@@ -383,8 +384,9 @@ class WorkloadApi(Protocol):
     """What the autoscaler reads and writes beside `ClusterApi`: Deployments and StatefulSets
     and their scale subresource (`adapters.cluster.KubeClusterApi`; a fake in the unit tests)."""
 
-    async def workloads(self) -> list[tuple[str, Json]]:
-        """(kind, object) of every Deployment and StatefulSet, in all namespaces."""
+    async def workloads(self) -> Listed[ScalableWorkload]:
+        """The Deployments and StatefulSets, in all namespaces, that ask to be autoscaled
+        (`gpupool.io/autoscale`), decoded."""
         ...
 
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:
@@ -397,8 +399,7 @@ class WorkloadApi(Protocol):
 
     async def workload_event(
         self,
-        kind: str,
-        obj: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,

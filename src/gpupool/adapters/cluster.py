@@ -5,7 +5,7 @@ does not decode is handed as `Unreadable` for the loop's containment to set asid
 an `ObjectReference`, a new GpuLease its `LeaseRecord`. Writes take values encoded here (pod
 intents: `pod_patches`; GpuLease: `lease_writes`; the statuses of GpuQuota, GpuNode and GpuPool:
 `status_writes`; a ResourceClaim's allocation: `claim_writes`); the autoscaler's workloads
-are still JSON.
+are read decoded too (`decoded.workloads_listed`).
 
 With `may_write` (the controller's leader election), every write asks it first and raises
 NotLeader instead of writing when it says no: a round that outlives its replica's term stops at
@@ -39,7 +39,7 @@ from gpupool.adapters.kubernetes.decoded import (
     pods_listed,
     pools_listed,
     quotas_listed,
-    reference_of,
+    workloads_listed,
 )
 from gpupool.adapters.kubernetes.dra_objects import publishing_nodes, read_claim
 from gpupool.adapters.kubernetes.leader import NotLeader
@@ -84,6 +84,7 @@ from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
 from gpupool.state.status_writes import GpuNodeHealthWrite, PoolStatusWrite, QuotaStatusWrite
+from gpupool.state.workload import ScalableWorkload
 
 log = logging.getLogger("gpupool.controller")
 
@@ -347,11 +348,13 @@ class KubeClusterApi:
         )
 
     # -- the autoscaler's workloads (ports.WorkloadApi) ----------------------------------------
-    async def workloads(self) -> list[tuple[str, Json]]:
-        out: list[tuple[str, Json]] = []
-        for kind, watched in (("Deployment", DEPLOYMENTS), ("StatefulSet", STATEFULSETS)):
-            out += [(kind, o) for o in await self._read(watched)]
-        return out
+    async def workloads(self) -> Listed[ScalableWorkload]:
+        deployments = workloads_listed("Deployment", await self._read(DEPLOYMENTS))
+        stateful_sets = workloads_listed("StatefulSet", await self._read(STATEFULSETS))
+        return Listed(
+            deployments.read + stateful_sets.read,
+            deployments.unreadable + stateful_sets.unreadable,
+        )
 
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:
         """Through the scale subresource (as HorizontalPodAutoscaler does)."""
@@ -380,16 +383,13 @@ class KubeClusterApi:
 
     async def workload_event(
         self,
-        kind: str,
-        obj: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
         warning: bool = False,
         now_rfc3339: str,
     ) -> None:
-        # the one event writer; a workload's JSON may lack its kind and apiVersion
-        about = reference_of(kind, obj)
         await self.event(about, reason, message, warning=warning, now_rfc3339=now_rfc3339)
 
     async def annotate_gpu_node(self, name: str, key: str, value: str | None) -> bool:

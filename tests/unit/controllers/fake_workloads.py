@@ -8,7 +8,10 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpupool.adapters.kubernetes.decoded import workloads_listed
 from gpupool.ports import Json, PodPlace
+from gpupool.state.listed import Listed, ObjectReference
+from gpupool.state.workload import ScalableWorkload
 
 
 class FakeWorkloads:
@@ -25,8 +28,15 @@ class FakeWorkloads:
     def get(self, kind: str, namespace: str, name: str) -> Json:
         return self.objects[f"{kind}/{namespace}/{name}"][1]
 
-    async def workloads(self) -> list[tuple[str, Json]]:
-        return [(k, copy.deepcopy(o)) for k, o in self.objects.values()]
+    async def workloads(self) -> Listed[ScalableWorkload]:
+        """Decoded as the adapter decodes them (`decoded.workloads_listed`)."""
+        kinds = [
+            workloads_listed(
+                kind, [copy.deepcopy(o) for k, o in self.objects.values() if k == kind]
+            )
+            for kind in ("Deployment", "StatefulSet")
+        ]
+        return Listed(kinds[0].read + kinds[1].read, kinds[0].unreadable + kinds[1].unreadable)
 
     async def scale(self, kind: str, namespace: str, name: str, replicas: int) -> bool:
         key = f"{kind}/{namespace}/{name}"
@@ -47,16 +57,16 @@ class FakeWorkloads:
 
     async def workload_event(
         self,
-        kind: str,
-        obj: Mapping[str, Any],
+        about: ObjectReference,
         reason: str,
         message: str,
         *,
         warning: bool = False,
         now_rfc3339: str,
     ) -> None:
-        self.writes.append(("event", self._key(kind, obj), reason))
-        self.events.append((self._key(kind, obj), reason, message, warning))
+        key = f"{about.kind}/{about.namespace}/{about.name}"
+        self.writes.append(("event", key, reason))
+        self.events.append((key, reason, message, warning))
 
 
 class SetUtilisation:

@@ -160,3 +160,16 @@ def test_a_statefulset_is_scaled_the_same_way() -> None:
     _run(_cluster(2), workloads, SetUtilisation(95.0), NOW)
     assert workloads.get("StatefulSet", "ns", "web")["spec"]["replicas"] == 4
     assert workloads.writes[1] == ("scale", "StatefulSet/ns/web", 4)
+
+
+def test_a_workload_that_does_not_decode_is_set_aside_and_the_other_is_scaled() -> None:
+    broken = _deployment(2)
+    broken["metadata"]["name"] = "broken"
+    broken["spec"]["selector"] = "app=web"  # not a LabelSelector: its decoding raises
+    workloads = FakeWorkloads([("Deployment", broken), ("Deployment", _deployment(2))])
+    cluster = _cluster(2)
+    _run(cluster, workloads, SetUtilisation(95.0), NOW)
+    assert workloads.get("Deployment", "ns", "web")["spec"]["replicas"] == 4
+    assert workloads.get("Deployment", "ns", "broken")["spec"]["replicas"] == 2
+    [(key, message)] = [(k, m) for k, r, m in cluster.events if r == "ReconcileFailed"]
+    assert key == "ns/broken" and "AttributeError" in message

@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 
 from gpupool.adapters.kubernetes import lease, node, pdb, pod_view, pool
 from gpupool.adapters.kubernetes.status_writes import stored_status
+from gpupool.adapters.kubernetes.workload import read_workload
 from gpupool.adapters.wire import names, quotas
+from gpupool.adapters.wire.autoscale import autoscaled
 from gpupool.adapters.wire.lease_terms import read_tenant_terms
 from gpupool.domain.errors import GpupoolError
 from gpupool.quota.spec import TenantQuota
@@ -33,6 +35,7 @@ from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
 from gpupool.state.status_writes import StoredStatus
+from gpupool.state.workload import ScalableWorkload
 
 T = TypeVar("T")
 
@@ -199,6 +202,24 @@ def pools_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[PoolObject]:
 
 def budgets_listed(objects: Iterable[Mapping[str, Any]]) -> Listed[DisruptionBudget]:
     return listed("PodDisruptionBudget", objects, read_budget)
+
+
+def _deployment(obj: Mapping[str, Any]) -> ScalableWorkload:
+    return read_workload(obj, "Deployment")
+
+
+def _stateful_set(obj: Mapping[str, Any]) -> ScalableWorkload:
+    return read_workload(obj, "StatefulSet")
+
+
+WORKLOAD_READERS = {"Deployment": _deployment, "StatefulSet": _stateful_set}
+
+
+def workloads_listed(kind: str, objects: Iterable[Mapping[str, Any]]) -> Listed[ScalableWorkload]:
+    """The Deployments or StatefulSets (`kind`) that ask to be autoscaled, decoded (the others
+    are not read: the autoscaler leaves them alone)."""
+    asking = [o for o in objects if autoscaled((o.get("metadata") or {}).get("annotations") or {})]
+    return listed(kind, asking, WORKLOAD_READERS[kind])
 
 
 def pod_read(obj: Mapping[str, Any]) -> PodView | Unreadable:

@@ -19,10 +19,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from functools import partial
 
-from gpupool.adapters.kubernetes.decoded import reference_of
-from gpupool.adapters.kubernetes.workload import read_workload
 from gpupool.adapters.wire import names
-from gpupool.adapters.wire.autoscale import autoscaled, record_annotation
+from gpupool.adapters.wire.autoscale import record_annotation
 from gpupool.controllers.autoscale.plan import (
     WorkloadPlan,
     plan_workload,
@@ -36,11 +34,12 @@ from gpupool.controllers.reads import decode_leases, decode_pods
 from gpupool.placement.autoscale import Direction
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.placement.whatif import room_for
-from gpupool.ports import Clock, ClusterApi, Json, PodPlace, UtilisationSource, WorkloadApi
+from gpupool.ports import Clock, ClusterApi, PodPlace, UtilisationSource, WorkloadApi
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
 from gpupool.state.cluster import ClusterCache
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.listed import ObjectReference, Unreadable
 from gpupool.state.nodes import NodeObject
 from gpupool.state.pods import PodView
 from gpupool.state.workload import ScalableWorkload
@@ -91,13 +90,9 @@ class AutoscaleReconciler:
         return soonest(scrape, self.contain.next_retry(self._last_round or 0.0))
 
     async def _reconcile(self, now: float) -> list[WorkloadPlan]:
-        found = [
-            (kind, obj)
-            for kind, obj in await self.workloads.workloads()
-            if autoscaled((obj.get("metadata") or {}).get("annotations") or {})
-        ]
-        self._workloads = bool(found)
-        if not found:
+        found = await self.workloads.workloads()
+        self._workloads = bool(found.read or found.unreadable)
+        if not self._workloads:
             return []
         pods = [
             (v, v.labels) for v, _ in decode_pods(self.contain, await self.api.tenant_pods(), now)
@@ -108,20 +103,20 @@ class AutoscaleReconciler:
         reads = _RoundReads(self.api, nodes, leases)
         plans: list[WorkloadPlan] = []
 
-        async def one(kind: str, obj: Json) -> None:
-            w = read_workload(obj, kind)
+        async def one(w: ScalableWorkload, ref: ObjectReference) -> None:
             mine = [
                 v
                 for v, labels in pods
                 if w.selects(v.namespace, labels) and not v.terminal and not v.deleting
             ]
             plan = await self._plan(w, mine, reads, addresses, now)
-            await self._apply(obj, plan, now)
+            await self._apply(ref, plan, now)
             plans.append(plan)
 
-        for kind, obj in found:
-            ref = reference_of(kind, obj)
-            await self.contain.handle("workload", ref, partial(one, kind, obj), now)
+        for bad in found.unreadable:  # its decoding raised: set aside, as its writes would be
+            await self.contain.handle("workload", bad.ref, partial(_raise, bad), now)
+        for w, ref in found:
+            await self.contain.handle("workload", ref, partial(one, w, ref), now)
         return plans
 
     async def _plan(
@@ -155,7 +150,7 @@ class AutoscaleReconciler:
                 room = max(0, room_for(snap, request, room + waiting) - waiting)
         return plan_workload(w, step, figures, now, room)
 
-    async def _apply(self, obj: Json, plan: WorkloadPlan, now: float) -> None:
+    async def _apply(self, ref: ObjectReference, plan: WorkloadPlan, now: float) -> None:
         w = plan.workload
         if plan.record is not None:
             written = await self.workloads.annotate(
@@ -179,8 +174,7 @@ class AutoscaleReconciler:
             if plan.event.warning:
                 log.warning("%s: %s", w.key, plan.event.message)
             await self.workloads.workload_event(
-                w.kind,
-                obj,
+                ref,
                 plan.event.reason,
                 plan.event.message,
                 warning=plan.event.warning,
@@ -213,3 +207,7 @@ class _RoundReads:
             cache.rebuild(self.nodes, (await self.api.gpu_nodes()).values, self.leases)
             self._snap = cache.snapshot()
         return self._snap
+
+
+async def _raise(bad: Unreadable) -> None:
+    raise bad.error
