@@ -266,7 +266,18 @@ def test_an_idle_node_renews_its_lease_and_its_gpunode_is_not_written(
     lease = poll_until(lambda: _get(api, lease_path), timeout_s=30)
     assert lease, f"node {node} has no Lease:\n{_logs(c)}"
     assert lease["spec"]["holderIdentity"] == "gpupool-fake-agent"
-    version = api.get(f"{GPUPOOL_API}/gpunodes/{node}")["metadata"]["resourceVersion"]
+
+    def reported() -> dict[str, Any] | None:
+        """The GpuNode once its agent's first reports are in: the path look writes the
+        `OtherGpuPath` condition a moment after the GpuNode is made, and that write is not a
+        heartbeat."""
+        found = _get(api, f"{GPUPOOL_API}/gpunodes/{node}")
+        kinds = {x.get("type") for x in ((found or {}).get("status") or {}).get("conditions") or []}
+        return found if "OtherGpuPath" in kinds else None
+
+    first = poll_until(reported, timeout_s=30, interval_s=0.25)
+    assert first, f"GpuNode {node} never had its OtherGpuPath condition:\n{_logs(c)}"
+    version = first["metadata"]["resourceVersion"]
     renewals: set[str] = set()
 
     def renewed_four_times() -> bool:
