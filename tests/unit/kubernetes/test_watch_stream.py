@@ -34,6 +34,21 @@ GONE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Ex
 
 
 @asynccontextmanager
+async def served(handle: Any) -> AsyncIterator[int]:
+    """An in-process API server answering GET /api/v1/pods with `handle`; yields its port."""
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+@asynccontextmanager
 async def api(events: list[dict[str, Any]]) -> AsyncIterator[tuple[int, list[dict[str, str]]]]:
     """Serves one watch of Pods with `events`, then ends the stream; records each query."""
     queries: list[dict[str, str]] = []
@@ -48,16 +63,8 @@ async def api(events: list[dict[str, Any]]) -> AsyncIterator[tuple[int, list[dic
         await response.write_eof()
         return response
 
-    app = web.Application()
-    app.router.add_get("/api/v1/pods", handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield site._server.sockets[0].getsockname()[1], queries  # type: ignore[union-attr]
-    finally:
-        await runner.cleanup()
+    async with served(handle) as port:
+        yield port, queries
 
 
 def reflector(port: int, changes: list[Change]) -> Reflector:
@@ -124,20 +131,15 @@ def test_a_list_reads_every_page_and_keeps_the_last_pages_version() -> None:
         return web.json_response(body)
 
     async def run() -> tuple[Reflector, list[Change]]:
-        app = web.Application()
-        app.router.add_get("/api/v1/pods", handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         changes: list[Change] = []
-        found = Reflector(loopback_client(port), TENANT_PODS, ObjectStore("pods"), changes.append)
-        try:
-            await found.list()
-        finally:
-            await found.client.close()
-            await runner.cleanup()
+        async with served(handle) as port:
+            found = Reflector(
+                loopback_client(port), TENANT_PODS, ObjectStore("pods"), changes.append
+            )
+            try:
+                await found.list()
+            finally:
+                await found.client.close()
         return found, changes
 
     found, changes = asyncio.run(run())
@@ -169,16 +171,8 @@ def test_a_batched_watch_loses_no_event() -> None:
             await response.write_eof()
             return response
 
-        app = web.Application()
-        app.router.add_get("/api/v1/pods", handle)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        try:
-            yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        finally:
-            await runner.cleanup()
+        async with served(handle) as port:
+            yield port
 
     async def run() -> tuple[Reflector, list[Change]]:
         changes: list[Change] = []
