@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from aiohttp import web
 from support.loopback_client import loopback_client
+from support.loopback_server import loopback_server
 
 from gpupool.adapters.kubernetes.gpu_paths import (
     GPUNODE_KIND,
@@ -194,16 +195,8 @@ class Api:
 
 
 async def serve(api: Api) -> AsyncIterator[int]:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    finally:
-        await runner.cleanup()
+    async with loopback_server(api.handle) as port:
+        yield port
 
 
 def client_for(port: int) -> Any:

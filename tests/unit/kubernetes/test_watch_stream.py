@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from support.loopback_client import loopback_client
+from support.loopback_server import loopback_server
 
 from gpupool.adapters.kubernetes.watch_cache import TENANT_PODS, Gone, Reflector
 from gpupool.state.objects import Change, ObjectStore
@@ -34,21 +35,6 @@ GONE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Ex
 
 
 @asynccontextmanager
-async def served(handle: Any) -> AsyncIterator[int]:
-    """An in-process API server answering GET /api/v1/pods with `handle`; yields its port."""
-    app = web.Application()
-    app.router.add_get("/api/v1/pods", handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    finally:
-        await runner.cleanup()
-
-
-@asynccontextmanager
 async def api(events: list[dict[str, Any]]) -> AsyncIterator[tuple[int, list[dict[str, str]]]]:
     """Serves one watch of Pods with `events`, then ends the stream; records each query."""
     queries: list[dict[str, str]] = []
@@ -63,7 +49,7 @@ async def api(events: list[dict[str, Any]]) -> AsyncIterator[tuple[int, list[dic
         await response.write_eof()
         return response
 
-    async with served(handle) as port:
+    async with loopback_server(handle, "/api/v1/pods") as port:
         yield port, queries
 
 
@@ -132,7 +118,7 @@ def test_a_list_reads_every_page_and_keeps_the_last_pages_version() -> None:
 
     async def run() -> tuple[Reflector, list[Change]]:
         changes: list[Change] = []
-        async with served(handle) as port:
+        async with loopback_server(handle, "/api/v1/pods") as port:
             found = Reflector(
                 loopback_client(port), TENANT_PODS, ObjectStore("pods"), changes.append
             )
@@ -171,7 +157,7 @@ def test_a_batched_watch_loses_no_event() -> None:
             await response.write_eof()
             return response
 
-        async with served(handle) as port:
+        async with loopback_server(handle, "/api/v1/pods") as port:
             yield port
 
     async def run() -> tuple[Reflector, list[Change]]:
