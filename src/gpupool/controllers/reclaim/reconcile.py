@@ -22,7 +22,7 @@ from gpupool.controllers.contain import Containment, lease_ref, run_one
 from gpupool.controllers.notices.plan import EvictPod
 from gpupool.controllers.notices.write import NoticeKind, outcome_tally, write_notices
 from gpupool.controllers.reclaim.plan import EndHold, ReclaimRound, plan_reclaim_round
-from gpupool.controllers.reclaim.room import Placement, build_placement, waits_for_room
+from gpupool.controllers.reclaim.room import Placement, build_placement, may_claim_room
 from gpupool.ports import ClusterApi, Outcomes
 from gpupool.state.lease import ReclaimRecord, RoomHold
 from gpupool.state.lease_writes import EvictionMark
@@ -50,11 +50,8 @@ class ReclaimReconciler:
     async def reconcile(self, admission: AdmissionRound) -> ReclaimRound:
         views = admission.pods
         placement: Placement | None = None
-        in_cohort = {q.name for q in admission.quotas if q.cohort is not None}
-        # Nodes are read, and the snapshot built, only when a pod needs room and could get it:
-        # room is taken only from the claimant's cohort (`room.plan_room_reclaim`), so a full
-        # cluster's waiting pods of tenants in no cohort cost no snapshot of every lease.
-        if any(waits_for_room(v) and v.tenant in in_cohort for v in views):
+        cohorts = {q.name: q.cohort for q in admission.quotas}
+        if any(may_claim_room(v, cohorts) for v in views):  # nodes read only when of use
             # what does not decode is left out: the admission loop sets it aside and says so
             nodes = (await self.api.nodes()).values
             gpunodes = (await self.api.gpu_nodes()).values

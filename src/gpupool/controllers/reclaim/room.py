@@ -122,6 +122,13 @@ def waits_for_room(pod: PodView) -> bool:
     )
 
 
+def may_claim_room(pod: PodView, cohorts: Mapping[str, str | None]) -> bool:
+    """A pod room reclaim could act for: it waits for room and its tenant is in a cohort (room is
+    taken only from the claimant's cohort; `plan_room_reclaim` skips the others). `cohorts`:
+    each tenant's cohort. The reclaim round builds its snapshot of every lease only for these."""
+    return waits_for_room(pod) and cohorts.get(pod.tenant) is not None
+
+
 def plan_room_reclaim(
     pods: Sequence[PodView],
     ledger: Ledger,
