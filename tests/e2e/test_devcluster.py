@@ -303,7 +303,7 @@ class _RecordingExtender:
                 reply: Any
                 if verb == "filter":
                     reply = {"NodeNames": body["NodeNames"], "FailedNodes": {}, "Error": ""}
-                elif verb == "prioritize":
+                elif verb in ("prioritize", "prioritize-cpu"):
                     reply = [{"Host": name, "Score": 0} for name in body["NodeNames"]]
                 else:
                     assert extender.api is not None
@@ -339,8 +339,9 @@ class _RecordingExtender:
 
 
 def test_scheduler_calls_the_configured_extender(tmp_path: Path) -> None:
-    """With an extender URL, kube-scheduler sends vgpu pods through filter, prioritize and bind
-    (and plain pods not at all: the extender manages only gpupool.io/vgpu)."""
+    """With an extender URL, kube-scheduler sends vgpu pods through filter, prioritize and bind,
+    and every pod through the second entry's prioritize-cpu (scores only: a plain pod is never
+    filtered or bound by the extender)."""
     extender = _RecordingExtender()
     cluster = DevCluster(tmp_path / "extender-cluster")
     try:
@@ -376,9 +377,13 @@ def test_scheduler_calls_the_configured_extender(tmp_path: Path) -> None:
     finally:
         cluster.down()
         extender.close()
-    verbs = [verb for verb, _ in extender.calls]
-    assert verbs == ["filter", "prioritize", "bind"], verbs
-    filter_args = extender.calls[0][1]
-    assert filter_args["Pod"]["metadata"]["name"] == "sliced"
+    by_pod: dict[str, list[str]] = {}
+    for verb, body in extender.calls:
+        by_pod.setdefault(body.get("PodName") or body["Pod"]["metadata"]["name"], []).append(verb)
+    sliced = by_pod.pop("sliced")
+    # kube-scheduler asks the two entries' prioritize at once: either may come first
+    assert sliced[0] == "filter" and sliced[-1] == "bind", sliced
+    assert sorted(sliced[1:-1]) == ["prioritize", "prioritize-cpu"], sliced
+    assert by_pod == {"plain": ["prioritize-cpu"]}, extender.calls
+    filter_args = next(body for verb, body in extender.calls if verb == "filter")
     assert sorted(filter_args["NodeNames"]) == ["gpu-node-0", "gpu-node-1"]
-    assert extender.calls[2][1]["PodName"] == "sliced"

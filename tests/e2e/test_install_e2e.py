@@ -171,6 +171,7 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
     for field, stem in (("caFile", "ca.crt"), ("certFile", "tls.crt"), ("keyFile", "tls.key")):
         assert Path(tls[field]).name == stem, tls
         tls[field] = str(folder / stem)
+    config["extenders"][1]["tlsConfig"] = dict(tls)  # the second entry: the same pair
     pki.write_cert(folder / "ca.crt", ca.cert)
     pki.write_cert(folder / "tls.crt", cert)
     pki.write_key(folder / "tls.key", key)
@@ -190,12 +191,16 @@ def test_kube_scheduler_accepts_the_scheduler_configuration(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     effective = yaml.safe_load(written.read_text())
-    [extender] = effective["extenders"]
+    extender, cpu_pods = effective["extenders"]
     assert extender["urlPrefix"] == config["extenders"][0]["urlPrefix"]
     assert extender["enableHTTPS"] is True and extender["tlsConfig"]["certFile"] == tls["certFile"]
     assert {r["name"] for r in extender["managedResources"]} == {
         r["name"] for r in config["extenders"][0]["managedResources"]
     }
+    # the second entry: every pod's score only, skipped while the extender does not answer
+    assert cpu_pods["prioritizeVerb"] == "prioritize-cpu" and cpu_pods["ignorable"] is True
+    assert not cpu_pods.get("managedResources") and not cpu_pods.get("bindVerb")
+    assert effective["percentageOfNodesToScore"] == 100
     # ... and refuses a misspelt field (strict decoding), so the test above can fail.
     config["extenders"][0]["filterVerbs"] = config["extenders"][0].pop("filterVerb")
     path.write_text(yaml.safe_dump(config))

@@ -28,7 +28,7 @@ from gpupool.devcluster.nodes import (
 )
 from gpupool.devcluster.realnode.fake_gpus import DEFAULT_GPUS
 from gpupool.devcluster.realnode.node import RealNodeSpec
-from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.scheduler_config import EXTENDER_WEIGHT, ExtenderConfig
 from gpupool.devcluster.spec import ClusterState, GpupoolSpec, Ports
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
@@ -137,7 +137,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help=f"the real node's fake cards (default {DEFAULT_GPUS}; 8 at most, each named as the "
         "project's fake CUDA driver names it)",
     )
-    up.add_argument("--extender-weight", type=int, default=1, help="extender priority weight")
+    up.add_argument(
+        "--extender-weight",
+        type=int,
+        default=EXTENDER_WEIGHT,
+        help=f"the extender's priority weight (default {EXTENDER_WEIGHT}: docs/extender.md)",
+    )
     up.add_argument("--apiserver-port", type=int, default=None, help="default: a free port")
     up.add_argument(
         "--timeout",

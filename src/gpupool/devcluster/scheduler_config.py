@@ -1,8 +1,12 @@
 """The KubeSchedulerConfiguration the dev cluster's kube-scheduler runs with.
 
 Plain by default. Given an extender (gpupool's scheduler extender), kube-scheduler calls its
-filter, prioritize and bind verbs for pods that request `gpupool.io/vgpu`; the scheduler itself
-then ignores that resource (the extender accounts for it per card).
+filter, prioritize and bind verbs for pods that request gpupool's resources; the scheduler itself
+then ignores those resources (the extender accounts for them per card). A second, ignorable entry
+asks the extender's `prioritize-cpu` about every other pod, so pods without a GPU pack onto as
+few GPU nodes as they need (kube-scheduler alone spreads them, stranding GPUs); kube-scheduler
+scores every feasible node (`percentageOfNodesToScore: 100`), so the planner's pick is among
+them (docs/extender.md says why each number is what it is).
 """
 
 from __future__ import annotations
@@ -19,15 +23,22 @@ VGPU_RESOURCE = RES_VGPU
 # The pod resources a user writes (DESIGN section 3); no node advertises them, so kube-scheduler
 # must leave them to the extender too (its NodeResourcesFit would otherwise reject every node).
 GPU_RESOURCES = USER_RESOURCES
+# the planner's pick (10) beats any other node (5 at most) by 5 x 10 x 5 = 250 points, more than
+# kube-scheduler's resource-spreading scores can differ (extender_http/prioritize.py)
+EXTENDER_WEIGHT = 5
 
 
 @dataclass(frozen=True, slots=True)
 class ExtenderConfig:
     url_prefix: str
-    weight: int = 1
+    weight: int = EXTENDER_WEIGHT
     http_timeout_s: float = 5.0
     filter_verb: str = "filter"
     prioritize_verb: str = "prioritize"
+    cpu_prioritize_verb: str = "prioritize-cpu"
+    # every pod of the cluster waits on the second entry: a slow or absent extender is skipped
+    # (ignorable) after at most this long
+    cpu_http_timeout_s: float = 2.0
     bind_verb: str = "bind"
     managed_resource: str = VGPU_RESOURCE
     also_managed: tuple[str, ...] = GPU_RESOURCES
@@ -63,6 +74,27 @@ class ExtenderConfig:
             entry["tlsConfig"] = tls
         return entry
 
+    def entries(self) -> list[dict[str, Any]]:
+        """The `extenders` list: gpupool's pods (`to_json`), then every other pod's score."""
+        return [self.to_json(), self.cpu_entry_json()]
+
+    def cpu_entry_json(self) -> dict[str, Any]:
+        """The second entry: `prioritize-cpu` for every pod (no managedResources), nothing
+        else, ignorable."""
+        entry: dict[str, Any] = {
+            "urlPrefix": self.url_prefix,
+            "prioritizeVerb": self.cpu_prioritize_verb,
+            "weight": self.weight,
+            "nodeCacheCapable": True,
+            "enableHTTPS": self.url_prefix.startswith("https://"),
+            "httpTimeout": f"{self.cpu_http_timeout_s:g}s",
+            "ignorable": True,
+        }
+        tls = self.to_json().get("tlsConfig")
+        if tls:
+            entry["tlsConfig"] = tls
+        return entry
+
 
 def scheduler_configuration(
     kubeconfig: Path, extender: ExtenderConfig | None = None
@@ -75,7 +107,8 @@ def scheduler_configuration(
         "leaderElection": {"leaderElect": False},
     }
     if extender is not None:
-        config["extenders"] = [extender.to_json()]
+        config["percentageOfNodesToScore"] = 100
+        config["extenders"] = extender.entries()
     return config
 
 

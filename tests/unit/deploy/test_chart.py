@@ -229,17 +229,17 @@ def test_the_scheduler_configuration_follows_the_extenders_service(helm: Path) -
     )
     configmap = _one(docs, "ConfigMap", "gpupool-scheduler-config")
     config = yaml.safe_load(configmap["data"]["kube-scheduler-config.yaml"])
-    [extender] = config["extenders"]
     tls = Path("/etc/kubernetes/gpupool-extender")  # scheduler.tlsDir
     assert (
-        extender
+        config["extenders"]
         == ExtenderConfig(
             url_prefix="https://gpupool-extender.gpu.svc:80/gpupool",
             ca_file=tls / "ca.crt",
             cert_file=tls / "tls.crt",
             key_file=tls / "tls.key",
-        ).to_json()
+        ).entries()
     )
+    assert config["percentageOfNodesToScore"] == 100
     container = _container(docs, "Deployment", "gpupool-extender")
     args = _parse(container["args"])
     assert args.port == 9000 and args.advertise_url == "https://$(POD_IP):9000"
@@ -253,8 +253,8 @@ def test_an_explicit_extender_url_is_what_kube_scheduler_calls(helm: Path) -> No
     url = "http://10.0.0.7:8888/gpupool"
     docs = _template(helm, "--set", f"scheduler.extenderURL={url}")
     configmap = _one(docs, "ConfigMap", "gpupool-scheduler-config")
-    [extender] = yaml.safe_load(configmap["data"]["kube-scheduler-config.yaml"])["extenders"]
-    assert extender["urlPrefix"] == url
+    entries = yaml.safe_load(configmap["data"]["kube-scheduler-config.yaml"])["extenders"]
+    assert [e["urlPrefix"] for e in entries] == [url, url]
 
 
 def test_extra_flags_and_host_network_reach_the_pods(helm: Path) -> None:

@@ -86,10 +86,17 @@ def _write_secret(docs: list[dict[str, Any]], name: str, folder: Path) -> dict[s
     return files
 
 
-def _config(docs: list[dict[str, Any]]) -> dict[str, Any]:
+def _entries(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     configmap = _one(docs, "ConfigMap", "gpupool-scheduler-config")
-    [extender] = yaml.safe_load(configmap["data"]["kube-scheduler-config.yaml"])["extenders"]
-    return dict(extender)
+    entries: list[dict[str, Any]] = yaml.safe_load(configmap["data"]["kube-scheduler-config.yaml"])[
+        "extenders"
+    ]
+    return entries
+
+
+def _config(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first extender entry (gpupool's pods: filter, prioritize, bind)."""
+    return dict(_entries(docs)[0])
 
 
 def _usages(cert: x509.Certificate) -> set[x509.ObjectIdentifier]:
@@ -142,13 +149,13 @@ def test_the_chart_makes_a_serving_pair_and_kube_schedulers_client_pair_from_one
     assert set(args.allowed_client) == {"my-scheduler", "gpupool-extender"}
     # kube-scheduler's configuration names the client secret's keys, in scheduler.tlsDir
     assert (
-        _config(docs)
+        _entries(docs)
         == ExtenderConfig(
             url_prefix="https://10.0.0.7:8888/gpupool",
             ca_file=Path("/etc/kubernetes/gpupool-extender/ca.crt"),
             cert_file=Path("/etc/kubernetes/gpupool-extender/tls.crt"),
             key_file=Path("/etc/kubernetes/gpupool-extender/tls.key"),
-        ).to_json()
+        ).entries()
     )
 
 
@@ -184,8 +191,8 @@ def test_without_tls_the_extender_is_plain_http_and_needs_no_secret(helm: Path) 
     pod = _one(docs, "Deployment", "gpupool-extender")["spec"]["template"]["spec"]
     assert [v["name"] for v in pod["volumes"]] == ["tmp"]
     assert (
-        _config(docs)
-        == ExtenderConfig(url_prefix="http://gpupool-extender.gpu.svc:8888/gpupool").to_json()
+        _entries(docs)
+        == ExtenderConfig(url_prefix="http://gpupool-extender.gpu.svc:8888/gpupool").entries()
     )
 
 

@@ -319,17 +319,18 @@ def test_the_scheduler_config_extender_is_what_the_code_builds_for_the_extender_
     config = yaml.safe_load(SCHEDULER_CONFIG.read_text())
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
-    [extender] = config["extenders"]
+    extender = config["extenders"][0]
     tls = {k: Path(v) for k, v in extender["tlsConfig"].items()}
     assert (
-        extender
+        config["extenders"]
         == ExtenderConfig(
             url_prefix=extender["urlPrefix"],
             ca_file=tls["caFile"],
             cert_file=tls["certFile"],
             key_file=tls["keyFile"],
-        ).to_json()
+        ).entries()
     )
+    assert config["percentageOfNodesToScore"] == 100
     # the files of the secret kube-scheduler's client pair is issued into, in one folder
     assert {p.name for p in tls.values()} == {"ca.crt", "tls.crt", "tls.key"}
     assert len({p.parent for p in tls.values()}) == 1

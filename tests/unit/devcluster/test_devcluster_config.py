@@ -27,14 +27,17 @@ def test_plain_scheduler_configuration_has_no_extender() -> None:
 
 
 def test_extender_configuration() -> None:
-    extender = ExtenderConfig("http://127.0.0.1:9000/gpupool", weight=5, http_timeout_s=2.5)
-    [entry] = scheduler_configuration(Path("/k"), extender)["extenders"]
+    extender = ExtenderConfig("http://127.0.0.1:9000/gpupool", weight=7, http_timeout_s=2.5)
+    config = scheduler_configuration(Path("/k"), extender)
+    # every feasible node scored: the planner's pick is among them
+    assert config["percentageOfNodesToScore"] == 100
+    entry, cpu_pods = config["extenders"]
     assert entry == {
         "urlPrefix": "http://127.0.0.1:9000/gpupool",
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
         "bindVerb": "bind",
-        "weight": 5,
+        "weight": 7,
         "nodeCacheCapable": True,
         "enableHTTPS": False,
         "httpTimeout": "2.5s",
@@ -44,6 +47,16 @@ def test_extender_configuration() -> None:
             {"name": "gpupool.io/gpu-compute", "ignoredByScheduler": True},
             {"name": "gpupool.io/gpu", "ignoredByScheduler": True},
         ],
+    }
+    # every other pod: scored only, and skipped while the extender does not answer
+    assert cpu_pods == {
+        "urlPrefix": "http://127.0.0.1:9000/gpupool",
+        "prioritizeVerb": "prioritize-cpu",
+        "weight": 7,
+        "nodeCacheCapable": True,
+        "enableHTTPS": False,
+        "httpTimeout": "2s",
+        "ignorable": True,
     }
 
 

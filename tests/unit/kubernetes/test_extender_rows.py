@@ -94,3 +94,30 @@ def test_the_reply_template_writes_every_score_and_reads_back() -> None:
             {"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)
         ]
     assert encoder.encode((), np.zeros(0, dtype=np.int64)) == b"[]"
+
+
+def test_prioritize_cpu_scores_only_pods_without_a_gpupool_gpu() -> None:
+    """The second extender entry is asked about every pod: it scores a pod that asks for no
+    gpupool GPU (nodes without GPUs first, then the first GPU node by name) and leaves gpupool's
+    own pods (the first entry scores them) and DRA claim pods at 0 everywhere."""
+    cache = ClusterCache()
+    cache.rebuild([read_node(n) for n in [node_json(f"n{i}", cards=8) for i in range(3)]], [], [])
+    extender = Extender(cache, policy="gpupool")
+    plain = ScheduledPod.from_json(
+        {
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u-web"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}]},
+        }
+    )
+    names = ("n2", "cpu-only", "n1")
+    reply = json.loads(extender.prioritize_cpu_encoded(ExtenderArgs(plain, names)))
+    assert reply == [
+        {"Host": "n2", "Score": 0},
+        {"Host": "cpu-only", "Score": 10},
+        {"Host": "n1", "Score": 5},
+    ]
+    gpu_pod = _args("g1", list(names))
+    assert [h["Score"] for h in json.loads(extender.prioritize_cpu_encoded(gpu_pod))] == [0, 0, 0]
+    # and the first entry's prioritize gives the GPU pod's pick 10, a pod without GPU nothing
+    assert sorted(h.score for h in extender.prioritize(gpu_pod))[-1] == 10
+    assert {h.score for h in extender.prioritize(ExtenderArgs(plain, names))} == {0}

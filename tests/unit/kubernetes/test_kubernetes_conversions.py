@@ -9,7 +9,7 @@ import pytest
 from support.builders import node_json
 
 from gpupool.adapters.extender_http.fit import lay_out_slices
-from gpupool.adapters.extender_http.prioritize import scale_scores
+from gpupool.adapters.extender_http.prioritize import cpu_pod_scores, pick_scores
 from gpupool.adapters.extender_http.refusal import Refusal, Why
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
@@ -295,10 +295,29 @@ def test_extents_that_are_no_layout_of_the_slice_are_a_typed_error() -> None:
         slices_from_annotation(bad)
 
 
-def test_scores() -> None:
-    assert scale_scores(np.array([1.0, 3.0, 2.0])).tolist() == [0, 10, 5]
-    assert scale_scores(np.array([4.0, 4.0])).tolist() == [10, 10]
-    assert scale_scores(np.array([np.nan, 1.0, 2.0])).tolist() == [0, 0, 10]  # NaN: no score
+def _pick(values: list[float], rows: list[int]) -> list[int]:
+    out: list[int] = pick_scores(np.array(values), np.array(rows)).tolist()
+    return out
+
+
+def test_the_planners_pick_alone_gets_ten() -> None:
+    assert _pick([1.0, 5.0, 4.0], [0, 1, 2]) == [0, 10, 4]  # the rest onto 0..5
+    assert _pick([np.nan, 1.0, 2.0], [0, 1, 2]) == [0, 0, 10]  # NaN: no score
+    assert _pick([np.nan, np.nan], [-1, 0]) == [0, 0]
+
+
+def test_among_equal_best_scores_the_first_node_by_name_is_the_pick() -> None:
+    # kube-scheduler's order is not the snapshot's: the lowest row (first name) wins, as in
+    # the simulator, not the first name kube-scheduler listed
+    assert _pick([4.0, 4.0, 4.0], [7, 2, 5]) == [5, 10, 5]
+    assert _pick([4.0, 1.0, 4.0], [9, 0, 3]) == [5, 0, 10]
+
+
+def test_a_pod_without_gpu_prefers_nodes_without_gpus_then_the_first_gpu_node() -> None:
+    scores = cpu_pod_scores(np.array([4, -1, 2, 9, -1])).tolist()
+    assert scores == [0, 10, 5, 0, 10]
+    assert cpu_pod_scores(np.array([3, 1])).tolist() == [0, 5]
+    assert cpu_pod_scores(np.array([], dtype=np.int64)).tolist() == []
 
 
 def test_json_pointer_escapes_tilde_before_slash() -> None:

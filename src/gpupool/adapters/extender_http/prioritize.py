@@ -1,6 +1,27 @@
-"""/prioritize over the cache's snapshot: the planner's score of every node kube-scheduler names,
-scaled onto its 0..10, written as JSON text (the hot path: with 5,000 hosts, building a dict per
-host and encoding it costs more than the planning)."""
+"""/prioritize over the cache's snapshot, written as JSON text (the hot path: with 5,000 hosts,
+building a dict per host and encoding it costs more than the planning).
+
+kube-scheduler adds the extender's 0..10 (times its weight, times 10) to its own plugins' scores
+and binds the pod to the node with the highest sum, a random one among equal sums. Two things
+follow, and the replies are built for them:
+
+- The planner's choice must be one node. Many nodes often share the planner's best score; the
+  simulator takes the first of them in the snapshot's order (nodes by name), which packs, and a
+  random one among them undoes most of what the policy gains (the Alibaba `default` list: 14.7 %
+  of GPUs left unallocated instead of 10.6). So the planner's pick (the best score, the first
+  node by name among equals) gets 10 and every other node at most `OTHERS_MAX` (5).
+- A pod that asks for no gpupool GPU still takes CPU and memory on GPU nodes, and where it lands
+  decides which GPUs it strands: kube-scheduler alone spreads such pods over the GPU nodes
+  (16.9 % unallocated on the same list). The `prioritize-cpu` verb (a second, ignorable extender
+  entry with no managedResources, so kube-scheduler asks it about every pod) prefers nodes without
+  gpupool GPUs and, among GPU nodes, the first by name: such pods pack onto as few GPU nodes as
+  they need.
+
+With the configuration's extender weight of 5, 10 against at most 5 is 250 points: more than
+kube-scheduler's resource-spreading scores can differ (NodeResourcesFit and
+NodeResourcesBalancedAllocation, 100 each), so they do not move a pod off the pick
+(docs/extender.md).
+"""
 
 from __future__ import annotations
 
@@ -13,20 +34,36 @@ from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import MAX_EXTENDER_PRIORITY
 
 _SPACE, _ONE, _ZERO = ord(" "), ord("1"), ord("0")
+OTHERS_MAX = 5  # the most any node but the pick gets
 
 
-def scale_scores(values: np.ndarray) -> np.ndarray:
-    """Planner scores (higher is better, any range; NaN: no score) onto kube-scheduler's 0..10,
-    the best 10, the worst 0, all 10 when equal; NaN gets 0."""
+def pick_scores(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Planner scores per name (higher is better, any range; NaN: no score) with each name's
+    snapshot row, onto kube-scheduler's 0..10: the best, the lowest row among equals, 10; the
+    others scaled onto 0..OTHERS_MAX (all OTHERS_MAX when equal); NaN 0."""
     ok = ~np.isnan(values)
-    scaled = np.zeros(len(values), dtype=np.int64)
-    if ok.any():
-        lo, hi = float(values[ok].min()), float(values[ok].max())
-        if hi > lo:
-            scaled[ok] = np.rint(MAX_EXTENDER_PRIORITY * (values[ok] - lo) / (hi - lo))
-        else:
-            scaled[ok] = MAX_EXTENDER_PRIORITY
-    return scaled
+    scored = np.zeros(len(values), dtype=np.int64)
+    if not ok.any():
+        return scored
+    lo, hi = float(values[ok].min()), float(values[ok].max())
+    if hi > lo:
+        scored[ok] = np.rint(OTHERS_MAX * (values[ok] - lo) / (hi - lo))
+    else:
+        scored[ok] = OTHERS_MAX
+    best = np.flatnonzero(ok & (values == hi))
+    scored[best[np.argmin(rows[best])]] = MAX_EXTENDER_PRIORITY
+    return scored
+
+
+def cpu_pod_scores(rows: np.ndarray) -> np.ndarray:
+    """A pod that asks for no gpupool GPU, over the names' snapshot rows (-1: a node without
+    gpupool GPUs): 10 on nodes without GPUs, OTHERS_MAX on the first GPU node by name, 0 on the
+    other GPU nodes."""
+    scored = np.where(rows < 0, MAX_EXTENDER_PRIORITY, 0).astype(np.int64)
+    gpu = np.flatnonzero(rows >= 0)
+    if len(gpu):
+        scored[gpu[np.argmin(rows[gpu])]] = OTHERS_MAX
+    return scored
 
 
 def node_scores(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) -> list[int]:
@@ -44,7 +81,17 @@ def score_array(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) -> n
     snap = plans.cache.snapshot()
     by_row = np.full(len(snap) + 1, np.nan)  # the extra last slot answers unknown names
     by_row[plan.rows] = plan.scores
-    return scale_scores(by_row[plans.rows(snap, names)])
+    rows = plans.rows(snap, names)
+    return pick_scores(by_row[rows], rows)
+
+
+def cpu_score_array(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) -> np.ndarray:
+    """The `prioritize-cpu` scores of every name: `cpu_pod_scores` for a pod that asks for no
+    gpupool GPU (not a DRA claim pod: the claim allocator places those), all 0 for any other
+    (the `prioritize` verb scores gpupool's own pods)."""
+    if pod.request.wants_gpu or pod.view.claim_pod or pod.problem is not None:
+        return np.zeros(len(names), dtype=np.int64)
+    return cpu_pod_scores(plans.rows(plans.cache.snapshot(), names))
 
 
 class PriorityEncoder:

@@ -1,4 +1,5 @@
-"""The extender's HTTP server (aiohttp): POST /filter, /prioritize, /bind; GET /healthz, /metrics.
+"""The extender's HTTP server (aiohttp): POST /filter, /prioritize, /prioritize-cpu, /bind; GET
+/healthz, /metrics.
 
 Paths may carry a prefix (kube-scheduler's `urlPrefix`, e.g. `/gpupool/filter`): the verb is the
 last path segment. A body that is not JSON or not extender/v1 is answered 400 with the reason; any
@@ -213,7 +214,12 @@ def make_app(
     extender.set_step_timer(lambda step, seconds: m.bind_steps.labels(step).observe(seconds))
     extender.set_refusal_tally(m.record_refusals)
     extender.set_score_sink(m.record_scores)
-    for verb, handler in (("filter", filter_h), ("prioritize", prioritize_h), ("bind", bind_h)):
+    for verb, handler in (
+        ("filter", filter_h),
+        ("prioritize", prioritize_h),
+        ("prioritize-cpu", prioritize_cpu_h),
+        ("bind", bind_h),
+    ):
         app.router.add_post(f"/{verb}", handler)
         app.router.add_post(f"/{{prefix:.+}}/{verb}", handler)
     app.router.add_get("/healthz", healthz)
@@ -314,6 +320,13 @@ async def run_prioritize(state: ServerState, body: Any) -> Any:
     return state.extender.prioritize_encoded(args)
 
 
+async def run_prioritize_cpu(state: ServerState, body: Any) -> Any:
+    args = ExtenderArgs.from_json(body)
+    if not state.ready():
+        return [{"Host": n, "Score": 0} for n in args.node_names]
+    return state.extender.prioritize_cpu_encoded(args)
+
+
 async def run_bind(state: ServerState, body: Any, forwarded: bool = False) -> Any:
     # A replica that becomes leader forgets its ledgers then (LeaderElector's on_elected),
     # not here: a bind is no witness of a lost-and-regained lease between two binds.
@@ -350,6 +363,10 @@ async def filter_h(request: web.Request) -> web.Response:
 
 async def prioritize_h(request: web.Request) -> web.Response:
     return await handle_verb(request, "prioritize", run_prioritize, lambda e: [])
+
+
+async def prioritize_cpu_h(request: web.Request) -> web.Response:
+    return await handle_verb(request, "prioritize-cpu", run_prioritize_cpu, lambda e: [])
 
 
 async def forward(

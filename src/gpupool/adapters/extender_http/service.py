@@ -2,7 +2,8 @@
 its own module over the cache's snapshot (`ClusterCache`, fed by the informer):
 
 - filter.py: which nodes take the pod, and why each other one does not;
-- prioritize.py: the planner's scores on kube-scheduler's 0..10, as JSON text;
+- prioritize.py: the planner's pick and scores on kube-scheduler's 0..10, as JSON text, and
+  where pods that ask for no GPU go among GPU nodes (`prioritize-cpu`);
 - bind.py: the bind's named steps (bind_check.py, gang_bind.py, reserve.py, bind_write.py) over
   one per-bind state (bind_state.py); every failure becomes a typed refusal in one place
   (bind_failure.py) and the reservation is undone there, once; ledger.py, locks.py and held.py:
@@ -31,7 +32,12 @@ from gpupool.adapters.extender_http.filter import Tally, filter_nodes
 from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
-from gpupool.adapters.extender_http.prioritize import PriorityEncoder, node_scores, score_array
+from gpupool.adapters.extender_http.prioritize import (
+    PriorityEncoder,
+    cpu_score_array,
+    node_scores,
+    score_array,
+)
 from gpupool.adapters.extender_http.refusal import Why
 from gpupool.adapters.extender_http.requeue import RefusedPods, requeue, requeue_loop
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
@@ -105,6 +111,11 @@ class Extender:
         """The prioritize reply as JSON text (what the server sends)."""
         scores = score_array(self.plans, args.pod, args.node_names)
         self._on_scores(scores)
+        return self._encoder.encode(args.node_names, scores)
+
+    def prioritize_cpu_encoded(self, args: ExtenderArgs) -> bytes:
+        """The `prioritize-cpu` reply (pods that ask for no gpupool GPU) as JSON text."""
+        scores = cpu_score_array(self.plans, args.pod, args.node_names)
         return self._encoder.encode(args.node_names, scores)
 
     async def bind(self, args: ExtenderBindingArgs) -> ExtenderBindingResult:
