@@ -66,6 +66,8 @@ class Fill:
         self.snap = ClusterSnapshot(nodes)
         self.blind = ClusterSnapshot([replace(n, cpu_milli=0, memory_mib=0) for n in nodes])
         self.planner = Planner("gpupool", default_workload())
+        # the extender's own planner (a planner keeps per-snapshot state: one per snapshot)
+        self.blind_planner = Planner("gpupool", default_workload())
         self.kube = FirstFitByDevicePolicy(seed)
         self.rng = np.random.default_rng(seed)
         self.start = 0
@@ -141,7 +143,7 @@ def extender_now(f: Fill, req: Request, feas: object, rows: np.ndarray, scores: 
         # the extender plans over its CPU-blind view; kube-scheduler's filter has kept the
         # nodes where CPU and memory fit (`rows`)
         blind_req = replace(req, cpu_milli=0, memory_mib=0)
-        _, brows, bscores = f.planner.scores(f.blind, blind_req)
+        _, brows, bscores = f.blind_planner.scores(f.blind, blind_req)
         by_row = np.full(len(f.snap), np.nan)
         by_row[brows] = bscores
         ext = pick_scores(by_row[rows], rows)
@@ -170,8 +172,8 @@ def run(nodes: list[Node], requests: list[Request], choose: Choose, seed: int) -
         f.place(req, row)
         if req.wants_gpu and choose is extender_now:
             blind_req = replace(req, cpu_milli=0, memory_mib=0)
-            bfeas, _, _ = f.planner.scores(f.blind, blind_req)
-            f.blind.assume(f.planner.decide(f.blind, blind_req, bfeas, row, 0.0))
+            bfeas, _, _ = f.blind_planner.scores(f.blind, blind_req)
+            f.blind.assume(f.blind_planner.decide(f.blind, blind_req, bfeas, row, 0.0))
     return {
         "placed": len(f.placed),
         "unallocated_gpu_pct": round(unallocated_gpu_pct(nodes, f.placed), 3),
