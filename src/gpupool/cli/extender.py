@@ -56,10 +56,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             "Serves POST /filter, /prioritize, /bind and GET /healthz, /metrics for kube-scheduler "
             "(nodeCacheCapable: true), and /prioritize-cpu for a second, ignorable entry that "
             "scores pods without a gpupool GPU (docs/extender.md). Keeps a cache of nodes, "
-            "GpuNodes and GpuLeases from the API server; bind reserves the slice as the pod's GpuLease, annotates the pod and creates "
-            "the Binding. With --leader-elect only the replica holding the coordination Lease "
-            "binds; with --advertise-url too, the leader writes that URL on the Lease and the "
-            "other replicas forward /bind to it."
+            "GpuNodes and GpuLeases from the API server; bind reserves the slice as the pod's "
+            "GpuLease, annotates the pod and creates the Binding. With --leader-elect only the "
+            "replica holding the coordination Lease binds; with --advertise-url too, the leader "
+            "writes that URL on the Lease and the other replicas forward /bind to it."
         ),
     )
     parser.add_argument("--kubeconfig", type=Path, default=os.environ.get("KUBECONFIG") or None)
