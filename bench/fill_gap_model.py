@@ -49,7 +49,7 @@ from gpupool.domain.devices import Node
 from gpupool.domain.requests import Request
 from gpupool.placement.context import PlanContext
 from gpupool.placement.default_workload import default_workload
-from gpupool.placement.planner import Planner
+from gpupool.placement.planner import Planner, first_best
 from gpupool.placement.policies.first_fit import FirstFitByDevicePolicy
 from gpupool.placement.snapshot import ClusterSnapshot
 from gpupool.simulator.openb import load_pods
@@ -99,7 +99,7 @@ Choose = Callable[[Fill, Request, object, np.ndarray, np.ndarray], int]
 
 
 def simulator(f: Fill, req: Request, feas: object, rows: np.ndarray, scores: np.ndarray) -> int:
-    return int(rows[np.flatnonzero(scores == scores.max())[0]])
+    return int(rows[first_best(scores, rows)])
 
 
 def random_ties(f: Fill, req: Request, feas: object, rows: np.ndarray, scores: np.ndarray) -> int:

@@ -49,13 +49,7 @@ class ExtenderConfig:
     key_file: Path | None = None
 
     def to_json(self) -> dict[str, Any]:
-        tls = {
-            key: str(path)
-            for key, path in (
-                ("caFile", self.ca_file), ("certFile", self.cert_file), ("keyFile", self.key_file)
-            )
-            if path is not None
-        }  # fmt: skip
+        tls = self._tls()
         entry: dict[str, Any] = {
             "urlPrefix": self.url_prefix,
             "filterVerb": self.filter_verb,
@@ -90,10 +84,20 @@ class ExtenderConfig:
             "httpTimeout": f"{self.cpu_http_timeout_s:g}s",
             "ignorable": True,
         }
-        tls = self.to_json().get("tlsConfig")
+        tls = self._tls()
         if tls:
             entry["tlsConfig"] = tls
         return entry
+
+    def _tls(self) -> dict[str, str]:
+        """The entry's tlsConfig: the files that are set."""
+        return {
+            key: str(path)
+            for key, path in (
+                ("caFile", self.ca_file), ("certFile", self.cert_file), ("keyFile", self.key_file)
+            )
+            if path is not None
+        }  # fmt: skip
 
 
 def scheduler_configuration(

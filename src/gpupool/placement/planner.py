@@ -55,10 +55,8 @@ class Planner:
         feas, rows, scores = self.scores(snap, req)
         if len(rows) == 0:
             return self.unschedulable(snap, req, feas)
-        best = scores.max()
-        tied = np.flatnonzero(scores == best)
-        pick = int(tied[np.argmin(self.rank(snap)[rows[tied]])])
-        return self.decide(snap, req, feas, int(rows[pick]), float(best))
+        pick = first_best(scores, self.rank(snap)[rows])
+        return self.decide(snap, req, feas, int(rows[pick]), float(scores[pick]))
 
     def decide(
         self, snap: ClusterSnapshot, req: Request, feas: Feasibility, i: int, score: float
@@ -104,3 +102,11 @@ class Planner:
             snap.names[int(i)]: explain(snap, req, feas, int(i))
             for i in np.flatnonzero(feas.reason != Reason.FITS)
         }
+
+
+def first_best(scores: np.ndarray, ranks: IntArray) -> int:
+    """The planner's choice among scored candidates: the index of the best score, the lowest
+    rank among equal scores (the node order, by default: which packs). The extender's
+    prioritize gives this candidate its top score, so live and simulated picks agree."""
+    tied = np.flatnonzero(scores == scores.max())
+    return int(tied[np.argmin(ranks[tied])])

@@ -32,38 +32,47 @@ from gpupool.adapters.extender_http.plans import ROWS_MEMO, PlanMemo
 from gpupool.adapters.extender_http.refusal import Refusal
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.wire import MAX_EXTENDER_PRIORITY
+from gpupool.placement.planner import first_best
+from gpupool.placement.snapshot import ClusterSnapshot
 
 _SPACE, _ONE, _ZERO = ord(" "), ord("1"), ord("0")
 OTHERS_MAX = 5  # the most any node but the pick gets
 
 
-def pick_scores(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def pick_scores(values: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """Planner scores per name (higher is better, any range; NaN: no score) with each name's
-    snapshot row, onto kube-scheduler's 0..10: the best, the lowest row among equals, 10; the
+    planner rank, onto kube-scheduler's 0..10: the planner's choice (`first_best`) 10; the
     others scaled onto 0..OTHERS_MAX (all OTHERS_MAX when equal); NaN 0."""
-    ok = ~np.isnan(values)
+    ok = np.flatnonzero(~np.isnan(values))
     scored = np.zeros(len(values), dtype=np.int64)
-    if not ok.any():
+    if not len(ok):
         return scored
     lo, hi = float(values[ok].min()), float(values[ok].max())
     if hi > lo:
         scored[ok] = np.rint(OTHERS_MAX * (values[ok] - lo) / (hi - lo))
     else:
         scored[ok] = OTHERS_MAX
-    best = np.flatnonzero(ok & (values == hi))
-    scored[best[np.argmin(rows[best])]] = MAX_EXTENDER_PRIORITY
+    scored[ok[first_best(values[ok], ranks[ok])]] = MAX_EXTENDER_PRIORITY
     return scored
 
 
-def cpu_pod_scores(rows: np.ndarray) -> np.ndarray:
-    """A pod that asks for no gpupool GPU, over the names' snapshot rows (-1: a node without
-    gpupool GPUs): 10 on nodes without GPUs, OTHERS_MAX on the first GPU node by name, 0 on the
-    other GPU nodes."""
-    scored = np.where(rows < 0, MAX_EXTENDER_PRIORITY, 0).astype(np.int64)
-    gpu = np.flatnonzero(rows >= 0)
+def cpu_pod_scores(ranks: np.ndarray) -> np.ndarray:
+    """A pod that asks for no gpupool GPU, over the names' planner ranks (-1: a node without
+    gpupool GPUs): 10 on nodes without GPUs, OTHERS_MAX on the first GPU node in the planner's
+    order (by name), 0 on the other GPU nodes."""
+    scored = np.where(ranks < 0, MAX_EXTENDER_PRIORITY, 0).astype(np.int64)
+    gpu = np.flatnonzero(ranks >= 0)
     if len(gpu):
-        scored[gpu[np.argmin(rows[gpu])]] = OTHERS_MAX
+        scored[gpu[np.argmin(ranks[gpu])]] = OTHERS_MAX
     return scored
+
+
+def _ranks(
+    plans: PlanMemo, pod: ScheduledPod, snap: ClusterSnapshot, rows: np.ndarray
+) -> np.ndarray:
+    """The pod's planner's rank of each row (-1 stays -1: a name the extender does not know)."""
+    rank = plans.planners.of(pod.policy).rank(snap)
+    return np.where(rows >= 0, rank[rows], -1)
 
 
 def node_scores(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) -> list[int]:
@@ -82,7 +91,7 @@ def score_array(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) -> n
     by_row = np.full(len(snap) + 1, np.nan)  # the extra last slot answers unknown names
     by_row[plan.rows] = plan.scores
     rows = plans.rows(snap, names)
-    return pick_scores(by_row[rows], rows)
+    return pick_scores(by_row[rows], _ranks(plans, pod, snap, rows))
 
 
 def cpu_score_array(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) -> np.ndarray:
@@ -91,7 +100,8 @@ def cpu_score_array(plans: PlanMemo, pod: ScheduledPod, names: tuple[str, ...]) 
     (the `prioritize` verb scores gpupool's own pods)."""
     if pod.request.wants_gpu or pod.view.claim_pod or pod.problem is not None:
         return np.zeros(len(names), dtype=np.int64)
-    return cpu_pod_scores(plans.rows(plans.cache.snapshot(), names))
+    snap = plans.cache.snapshot()
+    return cpu_pod_scores(_ranks(plans, pod, snap, plans.rows(snap, names)))
 
 
 class PriorityEncoder:

@@ -314,17 +314,19 @@ async def run_filter(state: ServerState, body: Any) -> Any:
 
 
 async def run_prioritize(state: ServerState, body: Any) -> Any:
-    args = ExtenderArgs.from_json(body)
-    if not state.ready():
-        return [{"Host": n, "Score": 0} for n in args.node_names]
-    return state.extender.prioritize_encoded(args)
+    return _scored(state, body, state.extender.prioritize_encoded)
 
 
 async def run_prioritize_cpu(state: ServerState, body: Any) -> Any:
+    return _scored(state, body, state.extender.prioritize_cpu_encoded)
+
+
+def _scored(state: ServerState, body: Any, encode: Callable[[ExtenderArgs], bytes]) -> Any:
+    """A prioritize verb's reply: every node 0 until the cache is synced."""
     args = ExtenderArgs.from_json(body)
     if not state.ready():
         return [{"Host": n, "Score": 0} for n in args.node_names]
-    return state.extender.prioritize_cpu_encoded(args)
+    return encode(args)
 
 
 async def run_bind(state: ServerState, body: Any, forwarded: bool = False) -> Any:
