@@ -71,8 +71,9 @@ def _controller(leases: int) -> tuple[ControllerMetrics, ControllerReading]:
     )
     admissions = tuple(Admission(f"t{i % 100}", False, 12.0) for i in range(leases))
     metrics = ControllerMetrics()
-    metrics.observe(ControllerReading(tenants, cards, (("active", leases),), admissions))
-    return metrics, ControllerReading(tenants, cards, (("active", leases),), ())
+    metrics.admitted(admissions)
+    metrics.observe(ControllerReading(tenants, cards, (("active", leases),)))
+    return metrics, ControllerReading(tenants, cards, (("active", leases),))
 
 
 PROCS_OFFSET = 200  # after the header, the limits and a 40-byte mutex (x86-64 glibc)

@@ -15,7 +15,6 @@ import aiohttp
 
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.watch_cache import CONTROLLER_KINDS, WatchCache
 from gpupool.adapters.metrics.controller import ControllerMetrics
 from gpupool.adapters.metrics.defrag import DefragMetrics
@@ -49,7 +48,7 @@ from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
-from gpupool.controllers.wakes import wake_kind
+from gpupool.controllers.wakes import NODE_STATE, wake_kind
 from gpupool.quota.queue import FifoMode
 
 log = logging.getLogger("gpupool.controller")
@@ -171,6 +170,11 @@ LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
 ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})
 WORKLOAD_KINDS = frozenset({"deployments", "statefulsets"})
 DEFRAG_KINDS = frozenset({"gpupools", "gpunodes", "pdbs"})
+# /metrics and GpuPool status: after what admission reads changes (and a Node's readiness, the
+# cards' conditions), at most every OBSERVE_GAP_S (Prometheus scrapes every 15-30 s).
+OBSERVE_KINDS = ADMISSION_KINDS | {NODE_STATE}
+OBSERVE_GAP_S = 5.0
+METRICS_LOOP = "metrics+pools"
 
 
 async def follow(cache: WatchCache, changed: Changed, stop: asyncio.Event) -> None:
@@ -267,26 +271,25 @@ def run(args: argparse.Namespace) -> int:
         async def admission_then_reclaim() -> None:
             # Reclaim decides over the admission round's reads and quota decision (one snapshot,
             # one decision); a round whose admission fails reclaims nothing until the next.
-            # /metrics shows the same round; a failure to show it never stops reclaim.
             last.clear()
             round_ = await admission.reconcile()
             last.append(round_)
-            try:
-                reading = await observer.observe(round_)
-            except Exception:
-                log.exception("updating /metrics from this round failed")
-            else:  # GpuPool status: the same cards /metrics shows
-                try:
-                    await pools.reconcile(reading.cards, round_.now)
-                except NotLeader:
-                    raise
-                except Exception:
-                    log.exception("writing GpuPool status from this round failed")
+            observer.admitted(round_)  # the admissions counter sees every round's
             # Reclaim's failure as a whole does not stop the drain (each contains its pods).
             try:
                 await reclaim.reconcile(round_)
             finally:
                 await drain.reconcile(round_)  # spent `drain` budgets: notices, evictions
+
+        async def metrics_and_pools() -> None:
+            # /metrics and GpuPool status from the last admission round (its snapshot and quota
+            # decision), at most every OBSERVE_GAP_S: a pass over every card. None yet (or its
+            # admission failed): nothing new to show; admission's next round owes this one.
+            if not last:
+                return
+            round_ = last[-1]
+            reading = await observer.show(round_)
+            await pools.reconcile(reading.cards, round_.now)  # the same cards /metrics shows
 
         election = asyncio.ensure_future(elector.run(stop)) if elector else None
         try:
@@ -298,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
                         ADMISSION_KINDS,
                         due_at=admission_due,
                     ),
+                    Loop(METRICS_LOOP, metrics_and_pools, OBSERVE_KINDS, min_gap_s=OBSERVE_GAP_S),
                     Loop("node-health", nodes.reconcile, NODE_HEALTH_KINDS, due_at=nodes.due_at),
                     Loop("leases", leases.reconcile, LEASE_KINDS, due_at=leases.due_at),
                     Loop("autoscale", autoscale.reconcile, WORKLOAD_KINDS, due_at=autoscale.due_at),

@@ -58,6 +58,7 @@ class Loop:
     reconcile: Callable[[], Awaitable[object]]
     wakes_on: frozenset[str] = frozenset()  # watched kinds whose changes owe it a round
     period_s: float | None = None  # a round at least this often; None: run_loops' resync_s
+    min_gap_s: float = 0.0  # a round at most this often (`LoopSpec.min_gap_s`)
     # After a round: the wall-clock time its timed work next comes due, as that round saw it
     # (None: nothing timed; the loop waits for a change or its period).
     due_at: Callable[[], float | None] | None = None
@@ -87,7 +88,8 @@ async def run_loops(
     wake = wake if wake is not None else asyncio.Event()
     poke = asyncio.Event()  # something is owed
     queue = LoopQueue(
-        (LoopSpec(lp.name, lp.wakes_on, lp.period_s or resync_s) for lp in loops), monotonic()
+        (LoopSpec(lp.name, lp.wakes_on, lp.period_s or resync_s, lp.min_gap_s) for lp in loops),
+        monotonic(),
     )
     by_name = {lp.name: lp for lp in loops}
     failures: dict[str, int] = {}  # loop -> its rounds failed in a row

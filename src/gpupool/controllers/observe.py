@@ -1,4 +1,4 @@
-"""What the controller shows on /metrics, taken from the round it has just run.
+"""What the controller shows on /metrics, taken from the last admission round.
 
 `MetricsObserver.observe` turns the admission round (its pods, GpuLeases, GpuQuotas and quota
 decision: the numbers GpuQuota status shows) into the quota layer's reading, and keeps the same
@@ -123,6 +123,14 @@ def charge_readings(
     return audit_of(live, gpunodes).by_tenant(tenants)
 
 
+def admissions_of(round_: AdmissionRound) -> tuple[Admission, ...]:
+    """The pods the round admitted, each with its tenant and wait."""
+    return tuple(
+        Admission(a.pod.tenant, a.borrowed > 0, round_.now - a.pod.submitted_at)
+        for a in round_.plan.admit
+    )
+
+
 def reading_of(
     round_: AdmissionRound,
     nodes: Sequence[NodeObject],
@@ -135,10 +143,6 @@ def reading_of(
         tenants=tenant_readings(round_.plan.tenants, round_.quotas, round_.leases, round_.now),
         cards=card_readings(nodes, gpunodes, round_, cards),
         leases_by_phase=tuple(sorted(phases.items())),
-        admissions=tuple(
-            Admission(a.pod.tenant, a.borrowed > 0, round_.now - a.pod.submitted_at)
-            for a in round_.plan.admit
-        ),
         budgets=budget_readings(round_),
         nodes_by_health=tuple(sorted(health.items())),
         charge_mismatches=charge_readings(round_, gpunodes),
@@ -146,16 +150,30 @@ def reading_of(
 
 
 class MetricsObserver:
+    """The controller runs `admitted` after every admission round (counters must see each) and
+    `show` at most every few seconds (`OBSERVE_GAP_S`): the gauges, the cards' fragmentation and
+    the charge audit cost a pass over every card, and their readers look only at scrapes."""
+
     def __init__(self, api: ClusterApi, metrics: ControllerMetrics) -> None:
         self.api = api
         self.metrics = metrics
         self.cards = CardState()  # the cards' snapshot, kept between rounds
 
-    async def observe(self, round_: AdmissionRound) -> ControllerReading:
-        """Shows the round on /metrics; returns the reading (GpuPool status uses its cards)."""
+    def admitted(self, round_: AdmissionRound) -> None:
+        """Counts the round's admissions and their waits."""
+        self.metrics.admitted(admissions_of(round_))
+
+    async def show(self, round_: AdmissionRound) -> ControllerReading:
+        """Shows the round's state on /metrics (its admissions are `admitted`'s); returns the
+        reading (GpuPool status uses its cards)."""
         # what does not decode is left out here: the admission loop sets it aside and says so
         nodes = (await self.api.nodes()).values
         gpunodes = (await self.api.gpu_nodes()).values
         reading = reading_of(round_, nodes, gpunodes, self.cards)
         self.metrics.observe(reading)
         return reading
+
+    async def observe(self, round_: AdmissionRound) -> ControllerReading:
+        """Both at once: the round counted and shown."""
+        self.admitted(round_)
+        return await self.show(round_)

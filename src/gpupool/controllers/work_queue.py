@@ -6,6 +6,10 @@ deadline its last round computed comes (`schedule`: the work that comes due with
 the next lease expiry, grace end or heartbeat timeout), or when its period has passed since its
 last round (the safety net, in minutes). A loop with nothing owed does not run, so an idle
 cluster costs the rounds its deadlines ask for and nothing per object that did not change.
+A loop with a `min_gap_s` runs at most that often: what changes meanwhile folds into its next
+round (as client-go's rate-limited queue holds a key back). For a loop whose round costs what the
+cluster's size does and whose readers look only every few seconds (/metrics, GpuPool status),
+so that a fill of thousands of pods does not cost a pass over every card per pod.
 
 Pure: times are the caller's monotonic seconds. One entry per loop (a loop decides over its whole
 snapshot, so several changes before it runs make one round, as client-go's queue folds repeated
@@ -23,6 +27,7 @@ class LoopSpec:
     name: str
     wakes_on: frozenset[str]  # watched kinds whose changes owe this loop a round
     period_s: float  # a round at least this often (the safety net)
+    min_gap_s: float = 0.0  # a round at most this often (0: as soon as it is owed)
 
 
 class LoopQueue:
@@ -62,9 +67,20 @@ class LoopQueue:
             return float("-inf")
         return min(last + spec.period_s, self._deadline.get(spec.name, float("inf")))
 
+    def _held_until(self, spec: LoopSpec) -> float:
+        """Before this time an owed round waits (its `min_gap_s` since the last one)."""
+        last = self._last.get(spec.name)
+        return float("-inf") if last is None else last + spec.min_gap_s
+
+    def _due(self, spec: LoopSpec, now: float) -> bool:
+        if spec.name in self._owed:
+            return now >= self._held_until(spec)
+        return now >= self._next(spec)
+
     def due(self, now: float) -> list[str]:
-        """The loops to run now, in their order: owed, past their deadline or their period."""
-        return [s.name for s in self.specs if s.name in self._owed or now >= self._next(s)]
+        """The loops to run now, in their order: owed (and past their gap), past their deadline
+        or their period."""
+        return [s.name for s in self.specs if self._due(s, now)]
 
     def keys(self, name: str, most: int = 5) -> list[str]:
         """A few of the keys that owe `name` its round (for the round's log)."""
@@ -84,8 +100,15 @@ class LoopQueue:
         return len(self._owed)
 
     def wait_s(self, now: float) -> float:
-        """Seconds until the earliest deadline or period comes due (0 when something is due
-        now)."""
-        if self._owed:
-            return 0.0
-        return max(0.0, min((self._next(s) - now for s in self.specs), default=0.0))
+        """Seconds until the next loop comes due: owed past its gap, at its deadline or period
+        (0 when one is due now)."""
+        return max(
+            0.0,
+            min(
+                (
+                    (self._held_until(s) if s.name in self._owed else self._next(s)) - now
+                    for s in self.specs
+                ),
+                default=0.0,
+            ),
+        )

@@ -103,6 +103,27 @@ def test_an_admission_is_counted_with_its_wait() -> None:
     assert _one(samples, "gpupool_controller_tenant_pending_pods", tenant="alpha") == 0
 
 
+def test_every_rounds_admissions_are_counted_though_only_the_last_round_is_shown() -> None:
+    # The controller counts each admission round (`admitted`) and shows the state at most
+    # every few seconds (`show`): an admission in a round that is never shown still counts.
+    cluster = _cluster()
+    metrics = ControllerMetrics()
+    observer = MetricsObserver(cluster, metrics)
+    first = asyncio.run(AdmissionReconciler(cluster, lambda: NOW).reconcile())
+    observer.admitted(first)  # p2 still queued: nothing admitted
+    cluster.pods["ns/p1"]["status"]["phase"] = "Succeeded"
+    admitting = asyncio.run(AdmissionReconciler(cluster, lambda: NOW).reconcile())
+    assert [a.pod.name for a in admitting.plan.admit] == ["p2"]
+    observer.admitted(admitting)  # counted, never shown
+    asyncio.run(observer.show(first))  # the shown state is the older round's
+    samples: Samples = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((s.labels, s.value))
+    assert _one(samples, "gpupool_controller_admissions_total", tenant="alpha") == 1
+    assert _one(samples, "gpupool_controller_tenant_pending_pods", tenant="alpha") == 1
+
+
 def test_budget_series_are_the_quota_status_hours() -> None:
     # alpha's budget: 0.1 GiB-hours a 120 s window; 12Gi held from T0 to T0+20 and from T0+10.
     t0 = 1_767_225_600.0

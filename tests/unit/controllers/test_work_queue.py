@@ -79,3 +79,31 @@ def test_a_deadline_past_its_period_changes_nothing() -> None:
     queue = _after_first_rounds()
     queue.schedule("node-health", 500.0)
     assert queue.due(10.0) == ["node-health"]  # the period (the safety net) stands
+
+
+def test_a_loop_with_a_gap_runs_at_most_that_often_and_folds_the_changes_between() -> None:
+    specs = (LoopSpec("metrics", frozenset({"pods"}), 300.0, min_gap_s=5.0),)
+    queue = LoopQueue(specs, now=0.0)
+    assert queue.due(0.0) == ["metrics"]  # its first round is not held
+    queue.start("metrics", 0.0)
+    queue.mark("pods", "t/p1", 1.0)
+    queue.mark("pods", "t/p2", 2.0)
+    assert queue.due(2.0) == [] and queue.depth() == 1  # owed, held back by its gap
+    assert queue.wait_s(2.0) == 3.0  # the manager sleeps until the gap ends, not the period
+    assert queue.due(5.0) == ["metrics"]
+    assert queue.start("metrics", 5.0) == (4.0, 2)  # both changes in one round
+    assert queue.due(6.0) == [] and queue.wait_s(6.0) == 299.0  # nothing owed: its period
+
+
+def test_a_gap_holds_back_only_its_own_loop() -> None:
+    specs = (
+        LoopSpec("admission", frozenset({"pods"}), 300.0),
+        LoopSpec("metrics", frozenset({"pods"}), 300.0, min_gap_s=5.0),
+    )
+    queue = LoopQueue(specs, now=0.0)
+    for name in queue.due(0.0):
+        queue.start(name, 0.0)
+    queue.mark("pods", "t/p1", 1.0)
+    assert queue.due(1.0) == ["admission"] and queue.wait_s(1.0) == 0.0
+    queue.start("admission", 1.0)
+    assert queue.due(1.0) == [] and queue.wait_s(1.0) == 4.0

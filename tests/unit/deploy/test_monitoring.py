@@ -61,12 +61,12 @@ def exported_names() -> set[str]:
             (TenantReading("a", "gpu-memory", 1, 0, 1, 0, 0, 1, 0, 0.0, 0.0),),
             (CardReading("n1", 0, "GPU-a", "A100-80GB", 2, 1, 0.5),),
             (("active", 1),),
-            (Admission("a", False, 1.0),),
             budgets=(BudgetReading("a", "GiB-hours", 10.0, 1.0, 9.0),),
             nodes_by_health=(("Healthy", 1),),
             charge_mismatches=(("a", 0),),
         )
     )
+    controller.admitted((Admission("a", False, 1.0),))
     controller.evicted("NodeLost")
     controller.reconcile_took("leases", 0.1)  # the round-time histogram's series
     webhook = WebhookMetrics()

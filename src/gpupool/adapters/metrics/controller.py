@@ -11,7 +11,7 @@ Amounts are in the tenant quota's resource unit, named by the `resource` label: 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -77,7 +77,6 @@ class ControllerReading:
     tenants: tuple[TenantReading, ...]
     cards: tuple[CardReading, ...]
     leases_by_phase: tuple[tuple[str, int], ...]
-    admissions: tuple[Admission, ...]  # decided this round
     budgets: tuple[BudgetReading, ...] = ()
     nodes_by_health: tuple[tuple[str, int], ...] = ()  # GpuNodes: Healthy, Suspect, Lost
     # per tenant: live GpuLeases charged other than what they hold (0 for a tenant without one)
@@ -90,7 +89,7 @@ NOTICE_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain")
 EVICTION_REASONS = ("QuotaReclaim", "RoomReclaim", "LeaseExpired", "BudgetDrain", "NodeLost")
 NODE_HEALTH = ("Healthy", "Suspect", "Lost")
 # The controller's loops (controllers.manager), each shown at 0 from the start.
-LOOPS = ("node-health", "leases", "admission+reclaim", "autoscale", "defrag")
+LOOPS = ("node-health", "leases", "admission+reclaim", "metrics+pools", "autoscale", "defrag")
 # A loop's round that failed as a whole (not one object) counts with this kind.
 ROUND_KIND = "round"
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -98,7 +97,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 
 class _Latest(Collector):
     def __init__(self) -> None:
-        self.reading = ControllerReading((), (), (), ())
+        self.reading = ControllerReading((), (), ())
 
     def collect(self) -> Iterator[Metric]:
         return iter(controller_gauges(self.reading))
@@ -266,8 +265,12 @@ class ControllerMetrics:
         self.evictions.labels(reason).inc()
 
     def observe(self, reading: ControllerReading) -> None:
+        """The gauges show `reading` from now on."""
         self._latest.reading = reading
-        for a in reading.admissions:
+
+    def admitted(self, admissions: Iterable[Admission]) -> None:
+        """Counts admissions (each round's, as it decides them) and their waits."""
+        for a in admissions:
             self.admissions.labels(a.tenant, "true" if a.borrowed else "false").inc()
             self.wait.labels(a.tenant).observe(max(0.0, a.waited_s))
 
