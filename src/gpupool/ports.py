@@ -84,18 +84,23 @@ class ClusterApi(EventWriter, Protocol):
 
     async def quotas(self) -> Listed[QuotaObject]: ...
 
-    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
-        """Every GpuLease; `fresh`: from the API server itself, not a cache."""
+    async def leases(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[LeaseRecord]:
+        """Every GpuLease; `fresh`: from the API server itself, not a cache; `keys`: only these
+        (namespace/name; a loop's round over what changed costs what changed)."""
         ...
 
     async def nodes(self) -> Listed[NodeObject]: ...
 
-    async def gpu_nodes(self) -> Listed[GpuNodeObject]: ...
+    async def gpu_nodes(self, names: Collection[str] | None = None) -> Listed[GpuNodeObject]:
+        """Every GpuNode; `names`: only these (those that exist)."""
+        ...
 
-    async def node_renewals(self) -> Mapping[str, float]:
+    async def node_renewals(self, names: Collection[str] | None = None) -> Mapping[str, float]:
         """The GPU nodes' heartbeats, decoded: when each node's coordination.k8s.io Lease (named
         after the node) was last renewed, epoch seconds by node name (a Lease without a readable
-        renewTime is left out, as if missing)."""
+        renewTime is left out, as if missing); `names`: only these nodes'."""
         ...
 
     async def pod(self, namespace: str, name: str) -> PodView | Unreadable | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, cast
 
 from lightkube import AsyncClient, codecs
@@ -51,6 +51,7 @@ from gpupool.adapters.kubernetes.lease_writes import (
     lease_status,
 )
 from gpupool.adapters.kubernetes.node import lease_renewals
+from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE
 from gpupool.adapters.kubernetes.pod_patches import admit_patch, annotate_merge, annotate_patch
 from gpupool.adapters.kubernetes.status_writes import (
     gpu_node_health_json,
@@ -80,6 +81,7 @@ from gpupool.state.lease import LeaseRecord
 from gpupool.state.lease_writes import EvictionMark, LeaseStatusWrite
 from gpupool.state.listed import Listed, ObjectReference, Unreadable
 from gpupool.state.nodes import GpuNodeObject, NodeObject
+from gpupool.state.objects import key_of
 from gpupool.state.pods import PodView
 from gpupool.state.pool import PoolObject
 from gpupool.state.quota_object import QuotaObject
@@ -137,12 +139,22 @@ class KubeClusterApi:
         self.may_write = may_write
         self.cache = cache
 
-    async def _read(self, watched: Watched, *, fresh: bool = False) -> list[Json]:
+    async def _read(
+        self, watched: Watched, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> list[Json]:
         """`watched`'s objects: the watch cache's when this process keeps that kind (unless
-        `fresh`), else one LIST."""
+        `fresh`), else one LIST; `keys` (namespace/name, or name): only those, looked up one by
+        one in the cache."""
         if not fresh and self.cache is not None and watched.kind in self.cache.stores:
-            return cast(list[Json], await self.cache.values(watched.kind))
-        return [_dict(o) async for o in self.client.list(watched.resource, **watched.scope())]
+            if keys is None:
+                return cast(list[Json], await self.cache.values(watched.kind))
+            found = [await self.cache.get(watched.kind, key) for key in keys]
+            return [cast(Json, obj) for obj in found if obj is not None]
+        listed = [_dict(o) async for o in self.client.list(watched.resource, **watched.scope())]
+        if keys is None:
+            return listed
+        wanted = set(keys)
+        return [o for o in listed if key_of(o) in wanted]
 
     def _writing(self, what: str) -> None:
         if self.may_write is not None and not self.may_write():
@@ -156,14 +168,16 @@ class KubeClusterApi:
     async def quotas(self) -> Listed[QuotaObject]:
         return quotas_listed(await self._read(GPUQUOTAS))
 
-    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
-        return leases_listed(await self._read(GPULEASES, fresh=fresh))
+    async def leases(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[LeaseRecord]:
+        return leases_listed(await self._read(GPULEASES, fresh=fresh, keys=keys))
 
     async def nodes(self) -> Listed[NodeObject]:
         return nodes_listed(await self._read(NODES))
 
-    async def gpu_nodes(self) -> Listed[GpuNodeObject]:
-        return gpu_nodes_listed(await self._read(GPUNODES))
+    async def gpu_nodes(self, names: Collection[str] | None = None) -> Listed[GpuNodeObject]:
+        return gpu_nodes_listed(await self._read(GPUNODES, keys=names))
 
     async def gpu_pools(self) -> Listed[PoolObject]:
         return pools_listed(await self._read(GPUPOOLS))
@@ -179,10 +193,11 @@ class KubeClusterApi:
                 return None
             raise
 
-    async def node_renewals(self) -> dict[str, float]:
-        """The GPU nodes' heartbeat Leases (`node_lease`), decoded here: from the watch cache when
-        it keeps them (a renewal wakes no loop: none waits on that kind), else listed."""
-        return lease_renewals(await self._read(NODE_LEASES))
+    async def node_renewals(self, names: Collection[str] | None = None) -> dict[str, float]:
+        """The GPU nodes' heartbeat Leases (`node_lease`), decoded here: from the watch cache
+        when it keeps them (a renewal wakes no loop: none waits on that kind), else listed."""
+        keys = None if names is None else [f"{NODE_LEASE_NAMESPACE}/{n}" for n in names]
+        return lease_renewals(await self._read(NODE_LEASES, keys=keys))
 
     # -- writing -------------------------------------------------------------------------------
     async def patch_pod(

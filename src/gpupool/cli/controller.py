@@ -42,7 +42,7 @@ from gpupool.controllers.dra.reconcile import ClaimAllocator
 from gpupool.controllers.due import soonest
 from gpupool.controllers.leases.plan import RESERVED_TIMEOUT_S
 from gpupool.controllers.leases.reconcile import LeaseReconciler
-from gpupool.controllers.manager import Changed, Loop, run_loops
+from gpupool.controllers.manager import Changed, Loop, run_loops, whole
 from gpupool.controllers.node_health.plan import LOST_S, SUSPECT_S
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
@@ -297,15 +297,26 @@ def run(args: argparse.Namespace) -> int:
                 [  # admission first: a new pod's gate waits for no other loop's round
                     Loop(
                         "admission+reclaim",
-                        admission_then_reclaim,
+                        whole(admission_then_reclaim),
                         ADMISSION_KINDS,
                         due_at=admission_due,
                     ),
-                    Loop(METRICS_LOOP, metrics_and_pools, OBSERVE_KINDS, min_gap_s=OBSERVE_GAP_S),
+                    Loop(
+                        METRICS_LOOP,
+                        whole(metrics_and_pools),
+                        OBSERVE_KINDS,
+                        min_gap_s=OBSERVE_GAP_S,
+                    ),
+                    # per node: a round looks at the nodes that changed or came due
                     Loop("node-health", nodes.reconcile, NODE_HEALTH_KINDS, due_at=nodes.due_at),
-                    Loop("leases", leases.reconcile, LEASE_KINDS, due_at=leases.due_at),
-                    Loop("autoscale", autoscale.reconcile, WORKLOAD_KINDS, due_at=autoscale.due_at),
-                    Loop("defrag", defrag.reconcile, DEFRAG_KINDS, due_at=defrag.due_at),
+                    Loop("leases", whole(leases.reconcile), LEASE_KINDS, due_at=leases.due_at),
+                    Loop(
+                        "autoscale",
+                        whole(autoscale.reconcile),
+                        WORKLOAD_KINDS,
+                        due_at=autoscale.due_at,
+                    ),
+                    Loop("defrag", whole(defrag.reconcile), DEFRAG_KINDS, due_at=defrag.due_at),
                 ],
                 stop,
                 resync_s=args.resync,

@@ -130,10 +130,12 @@ class Containment:
             log.info("%s (%s): %s %s processed again", self.loop, ref.step, ref.kind, ref.key)
 
     def decode(
-        self, step: str, kind: str, listed: Listed[T], now: float
+        self, step: str, kind: str, listed: Listed[T], now: float, *, every: bool = True
     ) -> list[tuple[T, ObjectReference]]:
         """The read values (with their references) that go on this round: an object that did
-        not decode is set aside, and one set aside is left out until its backoff has passed."""
+        not decode is set aside, and one set aside is left out until its backoff has passed.
+        `every`: `listed` is every object of its kind (one set aside and not listed is gone and
+        forgotten); False for a round over some objects by key."""
         if not self.book:  # nothing set aside (the usual round): no bookkeeping per object
             for bad in listed.unreadable:
                 self.fail(ObjectRef(step, kind, bad.ref.key), bad.error, now, bad.ref)
@@ -152,7 +154,8 @@ class Containment:
                 continue
             self.succeeded(ref)
             out.append((value, about))
-        self.book.keep_only(step, kind, keys)
+        if every:
+            self.book.keep_only(step, kind, keys)
         return out
 
     def plan(
@@ -164,9 +167,11 @@ class Containment:
         plan: Callable[[Sequence[T]], P],
         now: float,
         obj: Callable[[T], ObjectReference],
+        *,
+        every: bool = True,
     ) -> P:
         """The pure `plan` over the items that are due; the items that make it raise are set
-        aside (`obj` gives the object an Event names)."""
+        aside (`obj` gives the object an Event names). `every`: as `decode`'s."""
         due = [i for i in items if self.attempt(ObjectRef(step, kind, key(i)), now)]
         result, bad = plan_isolated(due, plan)
         failed = {id(i) for i, _ in bad}
@@ -175,7 +180,8 @@ class Containment:
         for item in due:
             if id(item) not in failed:
                 self.succeeded(ObjectRef(step, kind, key(item)))
-        self.book.keep_only(step, kind, [key(i) for i in items])
+        if every:
+            self.book.keep_only(step, kind, [key(i) for i in items])
         return result
 
     async def handle(

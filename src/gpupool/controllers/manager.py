@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpupool.adapters.kubernetes.leader import NotLeader
-from gpupool.controllers.work_queue import LoopQueue, LoopSpec
+from gpupool.controllers.work_queue import EVERYTHING, LoopQueue, LoopSpec, Owed
 
 log = logging.getLogger("gpupool.controller")
 
@@ -55,7 +55,8 @@ class RoundObserver(Protocol):
 @dataclass(frozen=True, slots=True)
 class Loop:
     name: str
-    reconcile: Callable[[], Awaitable[object]]
+    # A round: told what it is owed for (`Owed`: the changes since the last, or everything).
+    reconcile: Callable[[Owed], Awaitable[object]]
     wakes_on: frozenset[str] = frozenset()  # watched kinds whose changes owe it a round
     period_s: float | None = None  # a round at least this often; None: run_loops' resync_s
     min_gap_s: float = 0.0  # a round at most this often (`LoopSpec.min_gap_s`)
@@ -65,6 +66,15 @@ class Loop:
 
 
 Changed = Callable[[str, str], None]  # (kind, key) of a watched object that changed
+
+
+def whole(reconcile: Callable[[], Awaitable[object]]) -> Callable[[Owed], Awaitable[object]]:
+    """A loop that decides over its whole snapshot whatever changed."""
+
+    async def round_(_owed: Owed) -> object:
+        return await reconcile()
+
+    return round_
 
 
 async def run_loops(
@@ -136,6 +146,8 @@ async def run_loops(
                     log.info("leader: reconciling")
                     led = True
                 started = monotonic()
+                # a round after one that failed as a whole is owed everything (its keys are gone)
+                owed = EVERYTHING if name in failures else queue.owed(name, started)
                 some = queue.keys(name) if log.isEnabledFor(logging.DEBUG) else []
                 waited, changes = queue.start(name, started)
                 log.debug("round %s: %d watched changes (%s), owed for %.2f s",
@@ -145,7 +157,7 @@ async def run_loops(
                 failed = False
                 began_wall = wall()
                 try:
-                    await loop.reconcile()
+                    await loop.reconcile(owed)
                 except asyncio.CancelledError:
                     raise
                 except NotLeader as err:

@@ -23,6 +23,20 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
+class Owed:
+    """What a round is owed for: the watched changes since the loop's last round, as (kind,
+    key), or everything (its first round, a wake, its period: the safety net). A loop that
+    decides per object looks only at what changed; one that decides over its whole snapshot
+    ignores it."""
+
+    changed: frozenset[tuple[str, str]] = frozenset()
+    everything: bool = True
+
+
+EVERYTHING = Owed()
+
+
+@dataclass(frozen=True, slots=True)
 class LoopSpec:
     name: str
     wakes_on: frozenset[str]  # watched kinds whose changes owe this loop a round
@@ -35,7 +49,8 @@ class LoopQueue:
         self.specs = tuple(specs)
         self._last: dict[str, float] = {}  # loop -> when its last round started
         self._owed: dict[str, float] = {s.name: now for s in self.specs}  # all owed at start
-        self._keys: dict[str, set[str]] = {s.name: set() for s in self.specs}
+        self._keys: dict[str, set[tuple[str, str]]] = {s.name: set() for s in self.specs}
+        self._whole: set[str] = {s.name for s in self.specs}  # owed a round over everything
         self._deadline: dict[str, float] = {}  # loop -> when its timed work comes due
 
     def mark(self, kind: str, key: str, now: float) -> bool:
@@ -44,13 +59,14 @@ class LoopQueue:
         for spec in self.specs:
             if kind in spec.wakes_on:
                 self._owed.setdefault(spec.name, now)
-                self._keys[spec.name].add(f"{kind}/{key}")
+                self._keys[spec.name].add((kind, key))
                 marked = True
         return marked
 
     def mark_all(self, now: float) -> None:
         for spec in self.specs:
             self._owed.setdefault(spec.name, now)
+            self._whole.add(spec.name)
 
     def schedule(self, name: str, at: float | None) -> None:
         """`name`'s next timed work comes due `at` (None: none; its period still owes a round).
@@ -84,11 +100,20 @@ class LoopQueue:
 
     def keys(self, name: str, most: int = 5) -> list[str]:
         """A few of the keys that owe `name` its round (for the round's log)."""
-        return sorted(self._keys[name])[:most]
+        return [f"{kind}/{key}" for kind, key in sorted(self._keys[name])[:most]]
+
+    def owed(self, name: str, now: float) -> Owed:
+        """What `name`'s round, starting now, is owed for (read before `start`)."""
+        last = self._last.get(name)
+        period = next(s.period_s for s in self.specs if s.name == name)
+        if name in self._whole or last is None or now >= last + period:
+            return EVERYTHING
+        return Owed(frozenset(self._keys[name]), everything=False)
 
     def start(self, name: str, now: float) -> tuple[float, int]:
         """`name`'s round starts: (seconds it waited since first owed, keys it folds)."""
         self._last[name] = now
+        self._whole.discard(name)
         self._deadline.pop(name, None)  # the round computes the next one
         owed_at = self._owed.pop(name, now)
         keys = len(self._keys[name])

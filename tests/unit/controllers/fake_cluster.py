@@ -13,7 +13,7 @@ real one raise), to show that a failed write is retried by the next round.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gpupool.adapters.kubernetes.decoded import (
@@ -157,17 +157,31 @@ class FakeCluster:
     async def quotas(self) -> Listed[QuotaObject]:
         return quotas_listed(copy.deepcopy(q) for q in self.quota_objects.values())
 
-    async def leases(self, *, fresh: bool = False) -> Listed[LeaseRecord]:
-        return leases_listed(copy.deepcopy(le) for le in self.lease_objects.values())
+    async def leases(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[LeaseRecord]:
+        return leases_listed(
+            copy.deepcopy(le)
+            for key, le in self.lease_objects.items()
+            if keys is None or key in keys
+        )
 
     async def nodes(self) -> Listed[NodeObject]:
         return nodes_listed(copy.deepcopy(n) for n in self.node_objects.values())
 
-    async def gpu_nodes(self) -> Listed[GpuNodeObject]:
-        return gpu_nodes_listed(copy.deepcopy(n) for n in self.gpu_node_objects.values())
+    async def gpu_nodes(self, names: Collection[str] | None = None) -> Listed[GpuNodeObject]:
+        return gpu_nodes_listed(
+            copy.deepcopy(n)
+            for key, n in self.gpu_node_objects.items()
+            if names is None or key in names
+        )
 
-    async def node_renewals(self) -> dict[str, float]:
-        return lease_renewals(self.node_lease_objects.values())
+    async def node_renewals(self, names: Collection[str] | None = None) -> dict[str, float]:
+        return lease_renewals(
+            le
+            for le in self.node_lease_objects.values()
+            if names is None or le["metadata"]["name"] in names
+        )
 
     async def gpu_pools(self) -> Listed[PoolObject]:
         return pools_listed(copy.deepcopy(p) for p in self.pool_objects.values())

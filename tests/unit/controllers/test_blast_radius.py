@@ -27,7 +27,7 @@ from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.contain import Containment
 from gpupool.controllers.leases import reconcile as lease_reconcile
 from gpupool.controllers.leases.reconcile import LeaseReconciler
-from gpupool.controllers.manager import Loop, run_loops
+from gpupool.controllers.manager import Loop, run_loops, whole
 from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 
 NOW = 1_767_225_600.0
@@ -224,7 +224,7 @@ def test_the_manager_times_each_round_and_counts_a_round_that_fails_as_a_whole()
         async def broken() -> None:
             raise RuntimeError("whole round")
 
-        await run_loops([Loop("a", broken), Loop("b", ok)], stop, resync_s=0.01,
+        await run_loops([Loop("a", whole(broken)), Loop("b", whole(ok))], stop, resync_s=0.01,
                         debounce_s=0.0, observer=Observer(),
                         monotonic=lambda: next(ticks))  # fmt: skip
 

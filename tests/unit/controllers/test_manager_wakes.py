@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 from support.waiting import wait_until_async
 
-from gpupool.controllers.manager import Loop, run_loops
+from gpupool.controllers.manager import Loop, run_loops, whole
+from gpupool.controllers.work_queue import EVERYTHING, Owed
 
 
 def test_a_change_starts_only_the_loops_that_wake_on_its_kind() -> None:
@@ -28,7 +29,7 @@ def test_a_change_starts_only_the_loops_that_wake_on_its_kind() -> None:
             async def reconcile() -> None:
                 ran.append(name)
 
-            return Loop(name, reconcile, frozenset(kinds), period_s=3600.0)
+            return Loop(name, whole(reconcile), frozenset(kinds), period_s=3600.0)
 
         task = asyncio.ensure_future(
             run_loops(
@@ -70,7 +71,7 @@ def test_a_loop_runs_again_when_the_deadline_its_round_computed_comes() -> None:
             return time.time() + 0.1 if len(ran) == 1 else None
 
         task = asyncio.ensure_future(
-            run_loops([Loop("timed", reconcile, due_at=due_at)], stop, resync_s=3600.0,
+            run_loops([Loop("timed", whole(reconcile), due_at=due_at)], stop, resync_s=3600.0,
                       debounce_s=0.0)
         )  # fmt: skip
         await wait_until_async(lambda: len(ran) == 2, 5, "the round at the deadline")
@@ -94,7 +95,7 @@ def test_a_round_that_fails_as_a_whole_is_retried_after_retry_s_not_the_period()
                 raise RuntimeError("the API server is away")
 
         task = asyncio.ensure_future(
-            run_loops([Loop("flaky", reconcile)], stop, resync_s=3600.0, debounce_s=0.0,
+            run_loops([Loop("flaky", whole(reconcile))], stop, resync_s=3600.0, debounce_s=0.0,
                       retry_s=0.05)
         )  # fmt: skip
         await wait_until_async(lambda: len(calls) == 2, 5, "the retry")
@@ -117,7 +118,7 @@ def test_a_deadline_that_was_due_before_the_round_and_still_is_waits_retry_s() -
             ran.append(1)
 
         task = asyncio.ensure_future(
-            run_loops([Loop("stale", reconcile, due_at=lambda: 0.0)], stop, resync_s=3600.0,
+            run_loops([Loop("stale", whole(reconcile), due_at=lambda: 0.0)], stop, resync_s=3600.0,
                       debounce_s=0.0, retry_s=3600.0)
         )  # fmt: skip
         await wait_until_async(lambda: len(ran) == 1, 5, "the first round")
@@ -127,3 +128,36 @@ def test_a_deadline_that_was_due_before_the_round_and_still_is_waits_retry_s() -
 
     asyncio.run(main())
     assert ran == [1]
+
+
+def test_a_round_hears_the_changes_it_is_owed_and_everything_after_a_failed_round() -> None:
+    heard: list[Owed] = []
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        changes: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+        async def watch(changed: Callable[[str, str], None]) -> None:
+            while True:
+                kind, key = await changes.get()
+                changed(kind, key)
+
+        async def reconcile(owed: Owed) -> None:
+            heard.append(owed)
+            if len(heard) == 2:
+                raise RuntimeError("the API server is away")
+
+        task = asyncio.ensure_future(
+            run_loops([Loop("per-node", reconcile, frozenset({"gpunodes"}))], stop,
+                      resync_s=3600.0, debounce_s=0.0, retry_s=0.05, watch=watch)
+        )  # fmt: skip
+        await wait_until_async(lambda: len(heard) == 1, 5, "the first round")
+        await changes.put(("gpunodes", "n1"))
+        await wait_until_async(lambda: len(heard) == 3, 5, "the change's round and its retry")
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert heard[0] == EVERYTHING
+    assert heard[1] == Owed(frozenset({("gpunodes", "n1")}), everything=False)
+    assert heard[2] == EVERYTHING  # the failed round's keys are gone with it

@@ -4,7 +4,7 @@ the first."""
 
 from __future__ import annotations
 
-from gpupool.controllers.work_queue import LoopQueue, LoopSpec
+from gpupool.controllers.work_queue import EVERYTHING, LoopQueue, LoopSpec, Owed
 
 SPECS = (
     LoopSpec("node-health", frozenset({"gpunodes"}), 10.0),
@@ -107,3 +107,21 @@ def test_a_gap_holds_back_only_its_own_loop() -> None:
     assert queue.due(1.0) == ["admission"] and queue.wait_s(1.0) == 0.0
     queue.start("admission", 1.0)
     assert queue.due(1.0) == [] and queue.wait_s(1.0) == 4.0
+
+
+def test_a_round_is_owed_the_changes_since_the_last_or_everything() -> None:
+    queue = LoopQueue(SPECS, now=0.0)
+    assert queue.owed("node-health", 0.0) == EVERYTHING  # the first round
+    queue = _after_first_rounds()
+    queue.mark("gpunodes", "n1", 1.0)
+    queue.mark("gpunodes", "n2", 1.5)
+    assert queue.owed("node-health", 2.0) == Owed(
+        frozenset({("gpunodes", "n1"), ("gpunodes", "n2")}), everything=False
+    )
+    queue.start("node-health", 2.0)
+    assert queue.owed("node-health", 3.0) == Owed(frozenset(), everything=False)  # a deadline
+    assert queue.owed("node-health", 12.0) == EVERYTHING  # its period: the safety net
+    queue.mark_all(4.0)
+    assert queue.owed("node-health", 4.0) == EVERYTHING  # a wake (a new leader)
+    queue.start("node-health", 4.0)
+    assert not queue.owed("node-health", 5.0).everything

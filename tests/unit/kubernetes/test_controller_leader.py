@@ -18,7 +18,7 @@ from test_leader import DEADLINE_S, LEASE_S, _elector
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.adapters.kubernetes.decoded import reference_of
 from gpupool.adapters.kubernetes.leader import LeaderElector, NotLeader
-from gpupool.controllers.manager import Loop, run_loops
+from gpupool.controllers.manager import Loop, run_loops, whole
 from gpupool.state.status_writes import GpuNodeHealthWrite, QuotaStatusWrite
 
 BOUND = 5.0  # seconds: a hang guard on each wait; every step is in-process
@@ -121,7 +121,7 @@ class Replica:
 
     def start(self) -> None:
         # A resync far away: only `wake` (the election) can start a round within the test.
-        loops = [Loop("admission", self.reconcile)]
+        loops = [Loop("admission", whole(self.reconcile))]
         self.task = asyncio.ensure_future(
             run_loops(
                 loops,

@@ -303,6 +303,11 @@ class WatchCache:
         await self.reflectors[kind].synced.wait()
         return self.stores[kind].values()
 
+    async def get(self, kind: str, key: str) -> Obj | None:
+        """One object of `kind` by key (namespace/name, or name), once its first list is in."""
+        await self.reflectors[kind].synced.wait()
+        return self.stores[kind].get(key)
+
     async def run(self, stop: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as group:
             for reflector in self.reflectors.values():

@@ -12,13 +12,21 @@ hand, a replica started after the Lease was deleted) is not judged, as a node th
 heartbeat was not before Leases.
 
 A renewal wakes no round: after each round `due_at` says when the next node's heartbeat grows
-old enough to judge (`node_health.plan.next_check`), or when an object set aside is retried;
-the manager runs the loop then (or sooner, on a GpuNode or GpuLease change)."""
+old enough to judge (`node_health.plan.next_check`, kept per node), or when an object set aside
+is retried; the manager runs the loop then (or sooner, on a GpuNode or GpuLease change).
+
+A round looks only at the nodes it is owed for (`Owed`): those whose GpuNode changed, those a
+changed GpuLease is on, those whose own deadline came. Each is read by name from the watch
+cache, so at 5,000 nodes a round costs what changed, not the cluster; the GpuLeases are read
+whole only when a judged node is Lost (its leases end). A round owed everything (the first, the
+manager's safety-net period, a retry of an object set aside, one after a failed round) judges
+every node as before."""
 
 from __future__ import annotations
 
+import heapq
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection
 from functools import partial
 
 from gpupool.adapters.kubernetes.decoded import reference
@@ -34,6 +42,7 @@ from gpupool.controllers.node_health.plan import (
     plan_node_health,
 )
 from gpupool.controllers.reads import READ, decode_leases
+from gpupool.controllers.work_queue import EVERYTHING, Owed
 from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.rfc3339 import format_time
 from gpupool.state.lease_writes import LeaseStatusWrite
@@ -62,44 +71,87 @@ class NodeHealthReconciler:
         self.lost_s = lost_s
         self.contain = contain if contain is not None else Containment(LOOP, api)
         self._renewed: dict[str, float] = {}  # node -> its Lease's last renewal seen
-        self._next: float | None = None  # the last round's next check (wall time)
+        self._due: dict[str, float] = {}  # node -> when it is next judged (wall time)
+        self._heap: list[tuple[float, str]] = []  # (when, node); entries not in _due are stale
         self._round_at = 0.0  # when the last round began (wall time)
 
-    def _heartbeats(self, names: set[str], renewed: Mapping[str, float]) -> dict[str, float]:
-        """Each GpuNode's last heartbeat: its Lease's renewTime, or the last one seen."""
-        self._renewed = {
-            name: at for name, at in (self._renewed | dict(renewed)).items() if name in names
-        }
-        return dict(self._renewed)
-
-    async def reconcile(self) -> HealthPlan:
+    async def reconcile(self, owed: Owed = EVERYTHING) -> HealthPlan:
         now = self._round_at = self.clock()
-        self._next = None
+        retry = self.contain.next_retry(float("-inf"))
+        whole = owed.everything or (retry is not None and retry <= now)  # a retry: all as before
         try:
-            return await self._reconcile(now)
+            return await self._reconcile(now, None if whole else await self._owed(owed, now))
         finally:
             await self.contain.report(now)
 
     def due_at(self) -> float | None:
         """When the loop next has timed work, as its last round saw it (wall time)."""
-        return soonest(self._next, self.contain.next_retry(self._round_at))
+        while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)  # a node judged again, or gone, since
+        first = self._heap[0][0] if self._heap else None
+        return soonest(first, self.contain.next_retry(self._round_at))
 
-    async def _reconcile(self, now: float) -> HealthPlan:
+    async def _owed(self, owed: Owed, now: float) -> set[str]:
+        """The nodes a round owed for `owed` judges: those whose GpuNode changed, those a changed
+        GpuLease is on, those whose deadline came."""
+        names = {key for kind, key in owed.changed if kind == "gpunodes"}
+        lease_keys = [key for kind, key in owed.changed if kind == "gpuleases"]
+        if lease_keys:
+            changed = await self.api.leases(keys=lease_keys)
+            names |= {lease.node for lease, _ in changed.read if lease.node}
+        while self._heap and self._heap[0][0] <= now:  # the nodes whose deadline came
+            at, node = heapq.heappop(self._heap)
+            if self._due.get(node) == at:
+                names.add(node)
+        return names
+
+    def _remember(self, node: str, at: float | None) -> None:
+        if at is None:
+            self._due.pop(node, None)
+            return
+        self._due[node] = at
+        heapq.heappush(self._heap, (at, node))
+
+    async def _reconcile(self, now: float, names: Collection[str] | None) -> HealthPlan:
+        """Judge `names` (None: every GpuNode)."""
         contain = self.contain
-        listed = await self.api.gpu_nodes()
-        read = contain.decode(READ, "GpuNode", listed, now)
+        if names is not None and not names:
+            return HealthPlan((), (), ())
+        listed = await self.api.gpu_nodes(names)
+        read = contain.decode(READ, "GpuNode", listed, now, every=names is None)
         refs = {n.name: ref for n, ref in read}
         nodes = [n for n, _ in read]
-        heartbeats = self._heartbeats(set(refs), await self.api.node_renewals())
-        leases = decode_leases(contain, await self.api.leases(), now)
+        renewed = await self.api.node_renewals(names)
+        if names is None:  # a node gone (its GpuNode deleted) is forgotten
+            self._renewed = {n: at for n, at in self._renewed.items() if n in refs}
+            self._due = {n: at for n, at in self._due.items() if n in refs}
+            self._heap = [(at, n) for n, at in self._due.items()]
+            heapq.heapify(self._heap)
+        else:
+            for gone in set(names) - set(refs):
+                self._renewed.pop(gone, None)
+                self._due.pop(gone, None)
+        # a Lease gone keeps its node's last renewal seen (it goes Suspect, then Lost)
+        self._renewed.update((n, at) for n, at in renewed.items() if n in refs)
+        heartbeats = self._renewed
+        any_lost = any(
+            now - heartbeats[n.name] >= self.lost_s for n in nodes if n.name in heartbeats
+        )
+        # a round over every node reads every lease (an unreadable one is set aside as before);
+        # one over some nodes only when one of them is Lost (its leases end)
+        wanted = names is None or any_lost
+        leases = decode_leases(contain, await self.api.leases(), now) if wanted else []
         plan = contain.plan(
             "health", "GpuNode", nodes, lambda n: n.name,
             lambda some: plan_node_health(some, heartbeats, leases, now,
                                           suspect_s=self.suspect_s, lost_s=self.lost_s),
-            now, lambda n: refs[n.name],
+            now, lambda n: refs[n.name], every=names is None,
         )  # fmt: skip
-        self._next = next_check(nodes, heartbeats, now, suspect_s=self.suspect_s,
-                                lost_s=self.lost_s)  # fmt: skip
+        for node in nodes:
+            at = next_check([node], heartbeats, now, suspect_s=self.suspect_s, lost_s=self.lost_s)
+            if at is None and node.name not in heartbeats:  # its first heartbeat wakes nothing
+                at = now + self.suspect_s
+            self._remember(node.name, at)
         stamp = format_time(now)
         for change in plan.health:
             held = refs.get(change.node) or reference("GpuNode", change.node)
