@@ -6,6 +6,10 @@ and at least every period of its own (the safety net, `resync_s`, in minutes). A
 nothing owed does not run: an idle cluster costs what the loops' deadlines ask for. A round
 that fails as a whole is tried again after `retry_s`, doubling while it keeps failing.
 
+Each round is told what it is owed for (`work_queue.Owed`): the watched changes since its last
+round, or everything (its first round, a wake, its period, the round after one that failed as a
+whole, whose keys went with it).
+
 Inside a round each loop contains its objects' failures (`controllers.contain`: an object that
 fails is set aside with an Event and retried with backoff, the others go on); a reconcile that
 still fails as a whole is logged, counted (`reconcile_failed(loop, "round")`) and retried on the

@@ -11,9 +11,10 @@ round (as client-go's rate-limited queue holds a key back). For a loop whose rou
 cluster's size does and whose readers look only every few seconds (/metrics, GpuPool status),
 so that a fill of thousands of pods does not cost a pass over every card per pod.
 
-Pure: times are the caller's monotonic seconds. One entry per loop (a loop decides over its whole
-snapshot, so several changes before it runs make one round, as client-go's queue folds repeated
-keys); the keys that changed are kept for the round's log and for the depth on /metrics.
+Pure: times are the caller's monotonic seconds. One entry per loop: several changes before it
+runs make one round, as client-go's queue folds repeated keys, and the round is handed the keys
+that changed (`owed`: a loop that decides per object, node health, looks only at them; the
+others decide over their whole snapshot), or everything when nothing narrower is known.
 """
 
 from __future__ import annotations
