@@ -28,6 +28,7 @@ from gpupool.controllers.admission.plan import TenantStatus
 from gpupool.controllers.admission.reconcile import AdmissionRound
 from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.controllers.cards import CardState
+from gpupool.controllers.leases.charge_audit import CardSizes
 from gpupool.controllers.leases.charge_reconcile import audit_of
 from gpupool.ports import ClusterApi
 from gpupool.quota.spec import TenantQuota
@@ -114,13 +115,13 @@ def budget_readings(round_: AdmissionRound) -> tuple[BudgetReading, ...]:
 
 
 def charge_readings(
-    round_: AdmissionRound, gpunodes: Sequence[GpuNodeObject]
+    round_: AdmissionRound, gpunodes: Sequence[GpuNodeObject], sizes: CardSizes | None = None
 ) -> tuple[tuple[str, int], ...]:
     """Per tenant, its live leases charged other than what they hold: every tenant the round
     knows (from its quotas and its live leases) with 0 when all of its leases agree."""
     live = [le for le in round_.leases if le.holds_capacity]
     tenants = {t.tenant for t in round_.plan.tenants} | {le.tenant for le in live}
-    return audit_of(live, gpunodes).by_tenant(tenants)
+    return audit_of(live, gpunodes, sizes).by_tenant(tenants)
 
 
 def admissions_of(round_: AdmissionRound) -> tuple[Admission, ...]:
@@ -136,6 +137,7 @@ def reading_of(
     nodes: Sequence[NodeObject],
     gpunodes: Sequence[GpuNodeObject],
     cards: CardState | None = None,
+    sizes: CardSizes | None = None,
 ) -> ControllerReading:
     phases = Counter(le.phase.value for le in round_.leases)
     health = Counter(g.health for g in gpunodes)
@@ -145,7 +147,7 @@ def reading_of(
         leases_by_phase=tuple(sorted(phases.items())),
         budgets=budget_readings(round_),
         nodes_by_health=tuple(sorted(health.items())),
-        charge_mismatches=charge_readings(round_, gpunodes),
+        charge_mismatches=charge_readings(round_, gpunodes, sizes),
     )
 
 
@@ -158,6 +160,7 @@ class MetricsObserver:
         self.api = api
         self.metrics = metrics
         self.cards = CardState()  # the cards' snapshot, kept between rounds
+        self.sizes = CardSizes()  # the cards' sizes for the charge audit, kept between rounds
 
     def admitted(self, round_: AdmissionRound) -> None:
         """Counts the round's admissions and their waits."""
@@ -169,7 +172,7 @@ class MetricsObserver:
         # what does not decode is left out here: the admission loop sets it aside and says so
         nodes = (await self.api.nodes()).values
         gpunodes = (await self.api.gpu_nodes()).values
-        reading = reading_of(round_, nodes, gpunodes, self.cards)
+        reading = reading_of(round_, nodes, gpunodes, self.cards, self.sizes)
         self.metrics.observe(reading)
         return reading
 

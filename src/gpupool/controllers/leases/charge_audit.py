@@ -65,6 +65,25 @@ class ChargeAudit:
         return tuple(sorted(counts.items()))
 
 
+class CardSizes:
+    """`card_sizes`, made again only when the GpuNodes are not the very objects of the last call
+    (the readers remember a decoded GpuNode per resourceVersion, so an unchanged cluster hands
+    the same ones): at 5,000 nodes a pass over their 26,000 cards every lease and metrics round
+    was a tenth of the controller's CPU in a fill. The mapping it returns is shared: read it."""
+
+    def __init__(self) -> None:
+        self._nodes: tuple[GpuNodeObject, ...] = ()
+        self._sizes: dict[str, int] = {}
+
+    def __call__(self, gpunodes: Iterable[GpuNodeObject]) -> Mapping[str, int]:
+        nodes = tuple(gpunodes)
+        if len(nodes) != len(self._nodes) or any(
+            a is not b for a, b in zip(nodes, self._nodes, strict=True)
+        ):
+            self._nodes, self._sizes = nodes, card_sizes(nodes)
+        return self._sizes
+
+
 def card_sizes(gpunodes: Iterable[GpuNodeObject]) -> dict[str, int]:
     """Card uuid -> the bytes the card offers slices (`allocatableBytes`, else `memoryBytes` less
     the node's reserve: `Gpu.memory_bytes` as the GpuNode reader gives it)."""

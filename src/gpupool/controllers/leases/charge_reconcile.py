@@ -21,6 +21,7 @@ from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.controllers.contain import lease_ref, pod_ref
 from gpupool.controllers.leases.charge_audit import (
     REASON,
+    CardSizes,
     ChargeAudit,
     ChargeFinding,
     audit_charges,
@@ -36,9 +37,14 @@ from gpupool.state.pods import PodView
 log = logging.getLogger("gpupool.controller.charges")
 
 
-def audit_of(leases: Iterable[LeaseRecord], gpunodes: Iterable[GpuNodeObject]) -> ChargeAudit:
-    """The pure decision over the GpuNodes that read (an unreadable one reports no cards)."""
-    return audit_charges(leases, card_sizes(list(gpunodes)))
+def audit_of(
+    leases: Iterable[LeaseRecord],
+    gpunodes: Iterable[GpuNodeObject],
+    sizes: CardSizes | None = None,
+) -> ChargeAudit:
+    """The pure decision over the GpuNodes that read (an unreadable one reports no cards);
+    `sizes`: the cards' sizes remembered between rounds."""
+    return audit_charges(leases, (sizes or card_sizes)(list(gpunodes)))
 
 
 class ChargeReporter:

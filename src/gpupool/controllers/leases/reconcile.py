@@ -31,7 +31,7 @@ from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.controllers.contain import Containment, lease_ref, pod_ref
 from gpupool.controllers.due import soonest
-from gpupool.controllers.leases.charge_audit import card_sizes
+from gpupool.controllers.leases.charge_audit import CardSizes
 from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of
 from gpupool.controllers.leases.due import next_lease_work
 from gpupool.controllers.leases.expiry import plan_expiry
@@ -99,6 +99,7 @@ class LeaseReconciler:
         self.on_integrity = on_integrity
         self.outcomes = outcomes
         self.clock = clock
+        self._sizes = CardSizes()  # the cards' sizes, made again only when a GpuNode changed
         self.retention_s = retention_s
         self.reserved_timeout_s = reserved_timeout_s
         self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
@@ -177,7 +178,7 @@ class LeaseReconciler:
         quotas = await self.api.quotas()
         budgets = _budgets(self.contain, quotas, now)
         gpunodes = await self._gpu_nodes()
-        await self.restore(leases, pods, refs, card_sizes(gpunodes or ()))
+        await self.restore(leases, pods, refs, self._sizes(gpunodes or ()))
         await self.audit_charges(leases, refs, gpunodes)
         by_uid = {p.uid: p for p in pods}
         plan = self._planned(leases, by_uid, now, frozenset(), budgets)
@@ -261,7 +262,7 @@ class LeaseReconciler:
         if gpunodes is None:
             return
         try:
-            audit = audit_of(leases, gpunodes)
+            audit = audit_of(leases, gpunodes, self._sizes)
             by_uid = {ref.uid: ref for ref in pods.values() if ref.uid}
             await self.charges.report(audit, self._lease_refs, by_uid, self.clock())
         except (asyncio.CancelledError, NotLeader):
