@@ -48,7 +48,7 @@ from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
-from gpupool.controllers.wakes import NODE_STATE, wake_kind
+from gpupool.controllers.wakes import wake_kind
 from gpupool.quota.queue import FifoMode
 
 log = logging.getLogger("gpupool.controller")
@@ -170,9 +170,10 @@ LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
 ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})
 WORKLOAD_KINDS = frozenset({"deployments", "statefulsets"})
 DEFRAG_KINDS = frozenset({"gpupools", "gpunodes", "pdbs"})
-# /metrics and GpuPool status: after what admission reads changes (and a Node's readiness, the
-# cards' conditions), at most every OBSERVE_GAP_S (Prometheus scrapes every 15-30 s).
-OBSERVE_KINDS = ADMISSION_KINDS | {NODE_STATE}
+# /metrics and GpuPool status: after what admission reads changes, at most every OBSERVE_GAP_S
+# (Prometheus scrapes every 15-30 s). A Node's readiness alone wakes neither (kwok's nodes flap
+# on a loaded machine): it shows with the next round, as it did when admission's rounds wrote it.
+OBSERVE_KINDS = ADMISSION_KINDS
 OBSERVE_GAP_S = 5.0
 METRICS_LOOP = "metrics+pools"
 
