@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -37,7 +38,11 @@ from gpupool.state.objects import Change, Event, Obj, ObjectStore
 log = logging.getLogger("gpupool.watch")
 
 RETRY_S = (1.0, 2.0, 5.0, 10.0, 30.0)  # before resuming a broken watch, by failures in a row
-RELIST_S = 600.0  # the safety net: every kind listed again this often
+# The safety net: every kind listed again about this often, each time somewhere between 0.8 and
+# 1.2 times it (jittered, so the kinds and the processes started together do not list at once).
+# Half an hour: at 5,000 nodes a list of the Nodes costs a process a second or two of CPU.
+RELIST_S = 1800.0
+RELIST_JITTER = 0.2
 LIST_PAGE = 500  # objects one list request asks for (client-go's reflector pages by 500 too)
 Objects = list[Obj]  # (a Reflector's `list` method hides the builtin in its class)
 LIVE_WAIT_S = 0.002  # a read that waited this long waited on the network, not on a backlog
@@ -248,7 +253,9 @@ class Reflector:
             try:
                 if not self.version or not self.store.synced:
                     await self.list()
-                async with asyncio.timeout(self.relist_s):
+                async with asyncio.timeout(
+                    self.relist_s * random.uniform(1 - RELIST_JITTER, 1 + RELIST_JITTER)
+                ):
                     await self.watch()
                 failures = 0  # a stream the server ended normally: resume from the version
             except asyncio.CancelledError:
