@@ -48,7 +48,7 @@ from gpupool.controllers.node_health.reconcile import NodeHealthReconciler
 from gpupool.controllers.observe import MetricsObserver
 from gpupool.controllers.pool_status.reconcile import PoolStatusReconciler
 from gpupool.controllers.reclaim.reconcile import ReclaimReconciler
-from gpupool.controllers.wakes import wake_kind
+from gpupool.controllers.wakes import POOL_STATUS, wake_kind
 from gpupool.quota.queue import FifoMode
 
 log = logging.getLogger("gpupool.controller")
@@ -167,13 +167,14 @@ def _autoscale_problem(args: argparse.Namespace) -> str | None:
 # `controllers.wakes`).
 NODE_HEALTH_KINDS = frozenset({"gpunodes", "gpuleases"})
 LEASE_KINDS = frozenset({"gpuleases", "pods", "gpuquotas", "gpunodes"})
-ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes", "gpupools"})
+ADMISSION_KINDS = frozenset({"pods", "gpuquotas", "gpuleases", "gpunodes", "nodes"})
 WORKLOAD_KINDS = frozenset({"deployments", "statefulsets"})
-DEFRAG_KINDS = frozenset({"gpupools", "gpunodes", "pdbs"})
-# /metrics and GpuPool status: after what admission reads changes, at most every OBSERVE_GAP_S
-# (Prometheus scrapes every 15-30 s). A Node's readiness alone wakes neither (kwok's nodes flap
-# on a loaded machine): it shows with the next round, as it did when admission's rounds wrote it.
-OBSERVE_KINDS = ADMISSION_KINDS
+DEFRAG_KINDS = frozenset({"gpupools", POOL_STATUS, "gpunodes", "pdbs"})
+# /metrics and GpuPool status: after what admission reads or a GpuPool's spec changes, at most
+# every OBSERVE_GAP_S (Prometheus scrapes every 15-30 s). Neither a Node's readiness alone (kwok's
+# nodes flap on a loaded machine: it shows with the next round, as it did when admission's rounds
+# wrote it) nor its own GpuPool status writes wake it.
+OBSERVE_KINDS = ADMISSION_KINDS | {"gpupools"}
 OBSERVE_GAP_S = 5.0
 METRICS_LOOP = "metrics+pools"
 

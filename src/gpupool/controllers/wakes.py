@@ -8,7 +8,11 @@ narrower one when the change moves only what no loop's decision needs at once.
   (while pods queue that is within 5 s);
 - a GpuQuota whose metadata (generation, labels, annotations) stayed the same is a
   `gpuquota-status` change: the status is the controller's own writing, read back by no
-  decision.
+  decision;
+- a GpuPool whose metadata and spec stayed the same is a `gpupool-status` change: the
+  controller's own status writes (its fragmentation and defragmentation rounds); only the
+  defragmentation loop, which reads its last round from there, wakes on it (the metrics+pools
+  loop that writes the rest would otherwise wake itself every few seconds).
 
 Everything else keeps its kind. Nothing here decides; it only keeps a loop from running a whole
 round for a change it would decide nothing new from.
@@ -24,6 +28,7 @@ from gpupool.state.objects import Change
 
 NODE_STATE = "node-state"
 QUOTA_STATUS = "gpuquota-status"
+POOL_STATUS = "gpupool-status"
 _QUOTA_META = ("generation", "labels", "annotations", "deletionTimestamp")
 
 
@@ -55,4 +60,10 @@ def wake_kind(change: Change) -> str:
         and old.get("spec") == new.get("spec")
     ):
         return QUOTA_STATUS
+    if (
+        change.kind == "gpupools"
+        and _meta(old) == _meta(new)
+        and old.get("spec") == new.get("spec")
+    ):
+        return POOL_STATUS
     return change.kind

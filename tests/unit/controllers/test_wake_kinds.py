@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpupool.controllers.wakes import NODE_STATE, QUOTA_STATUS, wake_kind
+from gpupool.controllers.wakes import NODE_STATE, POOL_STATUS, QUOTA_STATUS, wake_kind
 from gpupool.state.objects import Change
 
 
@@ -48,6 +48,23 @@ def test_a_quota_whose_status_alone_moved_is_a_status_change() -> None:
     assert wake_kind(Change("gpuquotas", "alpha", quota("1", 1), written)) == QUOTA_STATUS
     respecced = quota("3", 2, nominal="48Gi")
     assert wake_kind(Change("gpuquotas", "alpha", quota("1", 1), respecced)) == "gpuquotas"
+
+
+def test_a_pool_whose_status_alone_moved_is_a_status_change() -> None:
+    # the metrics+pools loop writes GpuPool status: its own write must not wake it again
+    pool = {
+        "metadata": {"name": "a100", "resourceVersion": "1", "generation": 1},
+        "spec": {"nodeSelector": {"pool": "a100"}},
+        "status": {"fragmentation": "0.0%"},
+    }
+    written = copy.deepcopy(pool)
+    written["metadata"]["resourceVersion"] = "2"
+    written["status"]["fragmentation"] = "12.5%"
+    assert wake_kind(Change("gpupools", "a100", pool, written)) == POOL_STATUS
+    respecced = copy.deepcopy(written)
+    respecced["metadata"] |= {"resourceVersion": "3", "generation": 2}
+    respecced["spec"]["defragThresholdPercent"] = 20
+    assert wake_kind(Change("gpupools", "a100", written, respecced)) == "gpupools"
 
 
 def test_other_kinds_keep_their_kind() -> None:
