@@ -5,12 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from support.waiting import wait_until_async
 
 from gpupool.controllers.manager import Loop, run_loops, whole
 from gpupool.controllers.work_queue import EVERYTHING, Owed
+
+
+def fed_by(
+    changes: asyncio.Queue[tuple[str, str]],
+) -> Callable[[Callable[[str, str], None]], Coroutine[Any, Any, None]]:
+    """A watch for `run_loops` that hands on each (kind, key) put on `changes`."""
+
+    async def watch(changed: Callable[[str, str], None]) -> None:
+        while True:
+            kind, key = await changes.get()
+            changed(kind, key)
+
+    return watch
 
 
 def test_a_change_starts_only_the_loops_that_wake_on_its_kind() -> None:
@@ -19,11 +33,7 @@ def test_a_change_starts_only_the_loops_that_wake_on_its_kind() -> None:
     async def main() -> None:
         stop = asyncio.Event()
         changes: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-
-        async def watch(changed: Callable[[str, str], None]) -> None:
-            while True:
-                kind, key = await changes.get()
-                changed(kind, key)
+        watch = fed_by(changes)
 
         def loop(name: str, kinds: set[str]) -> Loop:
             async def reconcile() -> None:
@@ -136,11 +146,7 @@ def test_a_round_hears_the_changes_it_is_owed_and_everything_after_a_failed_roun
     async def main() -> None:
         stop = asyncio.Event()
         changes: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-
-        async def watch(changed: Callable[[str, str], None]) -> None:
-            while True:
-                kind, key = await changes.get()
-                changed(kind, key)
+        watch = fed_by(changes)
 
         async def reconcile(owed: Owed) -> None:
             heard.append(owed)
