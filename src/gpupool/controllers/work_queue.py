@@ -48,6 +48,7 @@ class LoopSpec:
 class LoopQueue:
     def __init__(self, specs: Iterable[LoopSpec], now: float) -> None:
         self.specs = tuple(specs)
+        self._period = {s.name: s.period_s for s in self.specs}
         self._last: dict[str, float] = {}  # loop -> when its last round started
         self._owed: dict[str, float] = {s.name: now for s in self.specs}  # all owed at start
         self._keys: dict[str, set[tuple[str, str]]] = {s.name: set() for s in self.specs}
@@ -106,8 +107,7 @@ class LoopQueue:
     def owed(self, name: str, now: float) -> Owed:
         """What `name`'s round, starting now, is owed for (read before `start`)."""
         last = self._last.get(name)
-        period = next(s.period_s for s in self.specs if s.name == name)
-        if name in self._whole or last is None or now >= last + period:
+        if name in self._whole or last is None or now >= last + self._period[name]:
             return EVERYTHING
         return Owed(frozenset(self._keys[name]), everything=False)
 
