@@ -183,6 +183,15 @@ def process_stack(root: Path, gpus: str, label: str, *, nodes: int = 2) -> Itera
         cluster.down()
 
 
+def lease_of(s: Stack, ns: str, uid: str) -> dict[str, Any]:
+    """The pod's GpuLease once it exists: the extender creates it after the Binding, in the
+    background, so a pod can be Running a moment before its lease is there."""
+    lease = poll_until(lambda: s.api.find(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}"), timeout_s=30)
+    assert lease is not None, f"no lease {ns}/{uid} 30 s after its pod ran\n{s.tail()}"
+    found: dict[str, Any] = lease
+    return found
+
+
 def lease_ends_reclaimed(s: Stack, ns: str, uid: str) -> dict[str, Any]:
     """The evicted pod's GpuLease (named after its uid), once ended: Reclaimed (reason Evicted),
     metered, not Released (PodGone)."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from process_stack import GROUP, Stack, pod_get, pod_running, process_stack
+from process_stack import Stack, lease_of, pod_get, pod_running, process_stack
 from support.builders import pod_json
 
 from gpupool.devcluster.polling import poll_until
@@ -56,7 +56,7 @@ def _lease_spec(s: Stack, ns: str, name: str, **annotations: str) -> dict[str, A
                  pod_json(name, gpu_memory="12Gi", grace_s=0, annotations=annotations))  # fmt: skip
     assert poll_until(lambda: pod_running(s.api, ns, name), timeout_s=30), s.tail()
     uid = (pod_get(s.api, ns, name) or {})["metadata"]["uid"]
-    spec: dict[str, Any] = s.api.get(f"{GROUP}/namespaces/{ns}/gpuleases/{uid}")["spec"]
+    spec: dict[str, Any] = lease_of(s, ns, uid)["spec"]
     return spec
 
 

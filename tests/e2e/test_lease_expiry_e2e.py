@@ -21,6 +21,7 @@ from process_stack import (
     LIVE,
     Stack,
     events_with,
+    lease_of,
     pod_annotations,
     pod_get,
     pod_running,
@@ -119,6 +120,7 @@ def test_an_unrenewed_lease_is_evicted_after_its_grace_and_a_renewed_one_is_not(
         assert poll_until(lambda n=name: pod_running(api, ns, n), timeout_s=60), stack.tail()
     uids = {n: (pod_get(api, ns, n) or {})["metadata"]["uid"] for n in ("kept", "left")}
     for name, uid in uids.items():  # the controller writes each lease's expiry when it sees it
+        lease_of(stack, ns, uid)  # created after the Binding, in the background
         spec = poll_until(lambda u=uid: _lease(stack, ns, u)["spec"].get("expiry") and
                           _lease(stack, ns, u)["spec"], timeout_s=30)  # fmt: skip
         assert spec and spec["ttlSeconds"] == 20, (name, spec, stack.tail())

@@ -22,6 +22,7 @@ from process_stack import (
     Stack,
     events_with,
     lease_ends_reclaimed,
+    lease_of,
     pod_annotations,
     pod_events,
     pod_get,
@@ -106,7 +107,7 @@ def _borrower_fills_the_pool(
         assert pod is not None
         assert json.loads(pod_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
         uid = pod["metadata"]["uid"]
-        lease = s.api.get(f"{GROUP}/namespaces/{nb}/gpuleases/{uid}")
+        lease = lease_of(s, nb, uid)
         assert lease["spec"]["borrowed"] == borrowed, (name, lease["spec"])
     return alpha, na, nb
 

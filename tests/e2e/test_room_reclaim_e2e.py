@@ -32,6 +32,7 @@ from process_stack import (
     Stack,
     events_with,
     lease_ends_reclaimed,
+    lease_of,
     pod_annotations,
     pod_events,
     pod_get,
@@ -150,7 +151,7 @@ def _full_cards(s: Stack, grace: int) -> tuple[str, str, str]:
         pod = pod_get(s.api, nb, name)
         assert pod is not None
         assert json.loads(pod_annotations(pod)["gpupool.io/admitted"])["borrowed"] == borrowed
-        lease = s.api.get(f"{GROUP}/namespaces/{nb}/gpuleases/{pod['metadata']['uid']}")
+        lease = lease_of(s, nb, pod["metadata"]["uid"])
         assert lease["spec"]["borrowed"] == borrowed, (name, lease["spec"])
     return alpha, na, nb
 
