@@ -23,8 +23,9 @@ from gpupool.adapters.wire.names import DRA_DRIVER
 from gpupool.cli.daemon import configure_logging, stop_on_signals
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.gpu_paths import PathFinding
+from gpupool.domain.heartbeat import DEFAULT_HEARTBEAT_S
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
-from gpupool.node.agent import DEFAULT_HEARTBEAT_S, NodeAgent
+from gpupool.node.agent import NodeAgent
 from gpupool.node.device_plugin.decide import PluginPaths, allocation_key
 from gpupool.node.device_plugin.server import (
     DEFAULT_PLUGIN_DIR,

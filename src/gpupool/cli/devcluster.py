@@ -32,6 +32,7 @@ from gpupool.devcluster.scheduler_config import EXTENDER_WEIGHT, ExtenderConfig
 from gpupool.devcluster.spec import ClusterState, GpupoolSpec, Ports
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
+from gpupool.domain.heartbeat import DEFAULT_HEARTBEAT_S
 from gpupool.simulator.openb import load_nodes
 from gpupool.simulator.scenario import load_scenario
 
@@ -107,9 +108,10 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     up.add_argument(
         "--heartbeat",
         type=float,
-        default=10.0,
+        default=DEFAULT_HEARTBEAT_S,
         metavar="SECONDS",
-        help="how often the fake node agents renew their nodes' Leases (default: 10)",
+        help="how often the fake node agents renew their nodes' Leases (default: "
+        f"{DEFAULT_HEARTBEAT_S:g}, as gpupool agent's --heartbeat)",
     )
     up.add_argument(
         "--suspect-after",
@@ -209,7 +211,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         ),
     )
     heartbeat.add_argument("--kubeconfig", type=Path, default=None)
-    heartbeat.add_argument("--interval", type=float, default=10.0, metavar="SECONDS")
+    heartbeat.add_argument("--interval", type=float, default=DEFAULT_HEARTBEAT_S, metavar="SECONDS")
     heartbeat.add_argument("--log-level", default="INFO")
     heartbeat.set_defaults(func=_heartbeat)
 

@@ -4,7 +4,8 @@ A real `gpupool agent` is a kubelet device plugin: it registers over the kubelet
 its node, and kwok nodes have no kubelet. So the dev cluster runs this loop instead, in one
 process (`gpupool dev-cluster heartbeat`, started by `up`): it keeps the kwok nodes (label
 `type=kwok`), the GpuNodes and the ResourceSlices by watch (one LIST of each at start, then a
-WATCH each, as the controller's cache does), and every `interval_s`, for each fake GPU node
+WATCH each, as the controller's cache does), and every `interval_s` (by default the real agent's
+period, `DEFAULT_HEARTBEAT_S`), for each fake GPU node
 (label `gpupool.io/gpu-model`), renews the node's Lease (namespace
 gpupool-node-lease, the heartbeat the controller's node health reads) and builds each node's
 report from its labels exactly as `gpupool agent --fake-gpus` would (same card uuids, reserve
@@ -16,7 +17,9 @@ agent does (`adapters.kubernetes.gpu_paths`), from the watched objects: no LIST 
 
 A GpuNode annotated `gpupool.io/fake-heartbeat: paused` is skipped: that node stops
 heartbeating, as if its agent died (`kubectl annotate gpunode NODE gpupool.io/fake-heartbeat=
-paused`; remove the annotation to resume).
+paused`; remove the annotation to resume). A node that appears between rounds gets its first
+beat at once (a second after it appears, with the others that came with it), as its agent would
+on starting: `up` waits for every node's GpuNode, and a whole period would hold it up.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,7 @@ from gpupool.adapters.wire.names import (
     LABEL_GPU_MODEL,
 )
 from gpupool.domain.errors import GpupoolError
+from gpupool.domain.heartbeat import DEFAULT_HEARTBEAT_S
 from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
 from gpupool.node.agent import node_report
 from gpupool.node.nvml.fake import FakeInventory
@@ -62,7 +66,6 @@ log = logging.getLogger("gpupool.devcluster.heartbeat")
 
 PAUSE_ANNOTATION = ANN_FAKE_HEARTBEAT
 PAUSED = "paused"
-DEFAULT_INTERVAL_S = 10.0
 HOLDER = "gpupool-fake-agent"
 
 
@@ -110,18 +113,21 @@ class FakeHeartbeats:
         cache: WatchCache,
         *,
         reserve_pct: float = DEFAULT_RESERVE_PCT,
-        interval_s: float = DEFAULT_INTERVAL_S,
+        interval_s: float = DEFAULT_HEARTBEAT_S,
     ) -> None:
         self.client = client
         self.cache = cache
         self.reserve_pct = reserve_pct
+        self.interval_s = interval_s
         self.lease_duration_s = lease_duration_s(interval_s)
         self._paused: set[str] = set()
+        self._beaten: set[str] = set()  # the nodes that had a beat: a node new to us gets one
         self._limit = asyncio.Semaphore(32)
         self._paths_writer = GpuPathWriter(client, component="gpupool-fake-agent")
 
-    async def beat(self) -> list[str]:
-        """One heartbeat per unpaused fake GPU node; return the names that beat."""
+    async def beat(self, *, new_only: bool = False) -> list[str]:
+        """One heartbeat per unpaused fake GPU node (`new_only`: per node that never had one);
+        return the names that beat."""
         nodes = await self.cache.values(KWOK_NODES.kind)
         gpunodes = {str(g["metadata"]["name"]): g for g in await self.cache.values(GPUNODES.kind)}
         slices = self._slices()
@@ -130,7 +136,7 @@ class FakeHeartbeats:
         for node in nodes:
             name = str(node["metadata"]["name"])
             spec = fake_gpu_spec(node)
-            if spec is None:
+            if spec is None or (new_only and name in self._beaten):
                 continue
             gpunode = gpunodes.get(name)
             if is_paused(gpunode):
@@ -153,6 +159,7 @@ class FakeHeartbeats:
                 log.warning("heartbeat failed: %s", result)
             elif result:
                 published.append(result)
+        self._beaten.update(published)
         return published
 
     def _slices(self) -> list[Mapping[str, Any]] | None:
@@ -209,38 +216,88 @@ class FakeHeartbeats:
             return name
 
 
+ARRIVAL_GATHER_S = 1.0  # after a node appears, how long to let others that come with it gather
+
+
 async def run_heartbeats(
     kubeconfig: Path | None,
     stop: asyncio.Event,
     *,
-    interval_s: float = DEFAULT_INTERVAL_S,
+    interval_s: float = DEFAULT_HEARTBEAT_S,
     reserve_pct: float = DEFAULT_RESERVE_PCT,
 ) -> None:
-    """Beat every `interval_s` until `stop` is set (a failed beat is logged and retried)."""
+    """Beat every `interval_s` until `stop` is set (a failed beat is logged and retried); a node
+    that appears in between gets its first beat at once, as its agent would on starting."""
     client = async_client(kubeconfig, field_manager="gpupool-fake-agent")
     cache = WatchCache(client, FAKE_AGENT_KINDS)
     beats = FakeHeartbeats(client, cache, reserve_pct=reserve_pct, interval_s=interval_s)
+    arrived = asyncio.Event()
+    cache.subscribe(
+        lambda change: arrived.set() if change.old is None else None, frozenset({KWOK_NODES.kind})
+    )
     watching = asyncio.create_task(cache.run(stop))
-    first = True
     try:
         await _synced_or_stop(cache, stop)
-        while not stop.is_set():
-            try:
-                published = await beats.beat()
-                if first:
-                    log.info("%d fake GPU node(s) beating every %gs", len(published), interval_s)
-                    first = False
-            except (ApiError, GpupoolError, OSError) as err:
-                log.warning("heartbeat round failed: %s; retrying", err)
-            except Exception as err:  # the httpx transport's errors, among others
-                log.warning("heartbeat round failed: %r; retrying", err)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        await beat_rounds(_logged(beats), stop, arrived, interval_s)
     finally:
         watching.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watching
         await client.close()
+
+
+def _logged(beats: FakeHeartbeats) -> Callable[[bool], Awaitable[None]]:
+    """`beats.beat`, its failures logged (the next round retries), the first round announced."""
+    first = [True]
+
+    async def beat(new_only: bool) -> None:
+        try:
+            published = await beats.beat(new_only=new_only)
+            if first[0] and not new_only:
+                log.info("%d fake GPU node(s) beating every %gs", len(published), beats.interval_s)
+                first[0] = False
+        except (ApiError, GpupoolError, OSError) as err:
+            log.warning("heartbeat round failed: %s; retrying", err)
+        except Exception as err:  # the httpx transport's errors, among others
+            log.warning("heartbeat round failed: %r; retrying", err)
+
+    return beat
+
+
+async def beat_rounds(
+    beat: Callable[[bool], Awaitable[None]],
+    stop: asyncio.Event,
+    arrived: asyncio.Event,
+    interval_s: float,
+    gather_s: float = ARRIVAL_GATHER_S,
+) -> None:
+    """`beat(False)` (every node) every `interval_s`, and `beat(True)` (the nodes never beaten)
+    `gather_s` after `arrived` is set between rounds; until `stop` is set."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        arrived.clear()
+        await beat(False)
+        due = loop.time() + interval_s
+        while not stop.is_set() and (left := due - loop.time()) > 0:
+            if await _set_first(arrived, stop, left) is arrived:
+                with contextlib.suppress(TimeoutError):  # let the nodes that come with it gather
+                    await asyncio.wait_for(stop.wait(), timeout=gather_s)
+                arrived.clear()
+                if not stop.is_set():
+                    await beat(True)
+
+
+async def _set_first(
+    one: asyncio.Event, other: asyncio.Event, timeout_s: float
+) -> asyncio.Event | None:
+    """Whichever of `one` and `other` is set first within `timeout_s` (None: neither)."""
+    waits = {asyncio.ensure_future(one.wait()): one, asyncio.ensure_future(other.wait()): other}
+    done, pending = await asyncio.wait(
+        list(waits), timeout=max(timeout_s, 0.0), return_when=asyncio.FIRST_COMPLETED
+    )
+    for task in pending:
+        task.cancel()
+    return next((waits[t] for t in waits if t in done), None)
 
 
 async def _synced_or_stop(cache: WatchCache, stop: asyncio.Event) -> None:

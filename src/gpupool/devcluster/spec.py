@@ -13,6 +13,7 @@ from gpupool.devcluster.ports import LOOPBACK
 from gpupool.devcluster.processes import ProcessRecord
 from gpupool.devcluster.realnode.node import HostBefore, RealNodeSpec
 from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.domain.heartbeat import DEFAULT_HEARTBEAT_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class GpupoolSpec:
 
     policy: str = "gpupool"
     run_extender: bool = True
-    heartbeat_s: float = 10.0
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S  # the real agent's
     controller_resync_s: float = 300.0
     suspect_after_s: float | None = None
     lost_after_s: float | None = None

@@ -10,6 +10,7 @@ import time
 
 from gpupool.domain.devices import SHARES_PER_CARD, Gpu
 from gpupool.domain.gpu_paths import PathFinding
+from gpupool.domain.heartbeat import DEFAULT_HEARTBEAT_S
 from gpupool.domain.reserve import allocatable_bytes
 from gpupool.node.device_plugin.server import DevicePluginServer
 from gpupool.ports import GpuNodeReporter, GpuPathChecker, InventoryFacts, NodeReport
@@ -17,7 +18,6 @@ from gpupool.rfc3339 import format_time
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HEARTBEAT_S = 30.0  # DESIGN section 2: 90 s without one makes a node suspect
 # An unchanged report is published again this often (kubelet's nodeStatusReportFrequency): the
 # reporter then reads the GpuNode and writes it only if someone edited or deleted it.
 DEFAULT_RESYNC_S = 300.0

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from gpupool.adapters.kubernetes.node import gpus_from_gpunode
-from gpupool.devcluster.heartbeat import PAUSE_ANNOTATION, fake_gpu_spec, fake_status, is_paused
+from gpupool.devcluster.heartbeat import (
+    PAUSE_ANNOTATION,
+    beat_rounds,
+    fake_gpu_spec,
+    fake_status,
+    is_paused,
+)
 from gpupool.devcluster.nodes import FakeNodeSpec, build_node, parse_gpu_spec
 from gpupool.domain.units import GiB
 from gpupool.node.nvml.fake import fake_uuid
@@ -35,3 +43,27 @@ def test_only_the_pause_annotation_pauses() -> None:
     assert not is_paused({"metadata": {"annotations": {PAUSE_ANNOTATION: "no"}}})
     assert not is_paused({"metadata": {}})
     assert not is_paused(None)
+
+
+def test_a_node_that_appears_between_rounds_gets_its_beat_at_once() -> None:
+    """A whole round at start; a node's arrival brings a beat of the new nodes after the gather
+    time, long before the hour-long period is up; stop ends the rounds."""
+
+    async def scenario() -> list[bool]:
+        stop, arrived, calls = asyncio.Event(), asyncio.Event(), []
+        new_beat = asyncio.Event()
+
+        async def beat(new_only: bool) -> None:
+            calls.append(new_only)
+            if new_only:
+                new_beat.set()
+
+        rounds = asyncio.create_task(beat_rounds(beat, stop, arrived, 3600.0, gather_s=0.01))
+        await asyncio.sleep(0)  # the first round runs
+        arrived.set()
+        await asyncio.wait_for(new_beat.wait(), timeout=30)
+        stop.set()
+        await asyncio.wait_for(rounds, timeout=30)
+        return calls
+
+    assert asyncio.run(scenario()) == [False, True]
