@@ -22,7 +22,10 @@ among those the planner scores:
 - `extender_now`: what it does now: weight 5, `/prioritize`'s `pick_scores` and
   `/prioritize-cpu`'s `cpu_pod_scores` (the functions the extender runs) added to
   kube-scheduler's scores, every node scored; the extender does not see a node's CPU (its cache
-  has no pods), so its planner runs over nodes without CPU or memory, as live.
+  has no pods), so its planner runs over nodes without CPU or memory, as live;
+- `extender_lagging`: `extender_now` with the extender's view `LAG` GPU pods behind (live,
+  kube-scheduler's next scheduling cycle can reach /prioritize before the last pod's /bind
+  reserved its slices there); the node is still picked among those where the pod really fits.
 
 The model is not the live system (no admission window, no timing); `live_replay.py` measures
 that. It says which choice costs what.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +60,7 @@ from gpupool.simulator.openb import load_pods
 
 SUBSET = 0.403  # kube-scheduler's adaptive percentage at 1,213 nodes: 50 - 1213/125
 MIN_FEASIBLE = 100  # ... never fewer nodes than this
+LAG = 2  # GPU pods the extender's view is behind in `extender_lagging`
 
 
 class Fill:
@@ -159,11 +164,16 @@ VARIANTS: dict[str, Choose] = {
     "subset_40pct": subset_40pct,
     "extender_before": extender_before,
     "extender_now": extender_now,
+    "extender_lagging": extender_now,  # the same choice over a lagging view (`run`)
 }
 
 
-def run(nodes: list[Node], requests: list[Request], choose: Choose, seed: int) -> dict[str, object]:
+def run(
+    nodes: list[Node], requests: list[Request], choose: Choose, seed: int, lag: int = 0
+) -> dict[str, object]:
+    """`lag`: GPU pods placed but not yet in the extender's view when the next is chosen."""
     f = Fill(nodes, seed)
+    unseen: deque[tuple[Request, int]] = deque()
     for req in requests:
         feas, rows, scores = f.planner.scores(f.snap, req)
         if len(rows) == 0:
@@ -171,9 +181,11 @@ def run(nodes: list[Node], requests: list[Request], choose: Choose, seed: int) -
         row = choose(f, req, feas, rows, scores)
         f.place(req, row)
         if req.wants_gpu and choose is extender_now:
-            blind_req = replace(req, cpu_milli=0, memory_mib=0)
+            unseen.append((replace(req, cpu_milli=0, memory_mib=0), row))
+        while len(unseen) > lag:
+            blind_req, at = unseen.popleft()
             bfeas, _, _ = f.blind_planner.scores(f.blind, blind_req)
-            f.blind.assume(f.blind_planner.decide(f.blind, blind_req, bfeas, row, 0.0))
+            f.blind.assume(f.blind_planner.decide(f.blind, blind_req, bfeas, at, 0.0))
     return {
         "placed": len(f.placed),
         "unallocated_gpu_pct": round(unallocated_gpu_pct(nodes, f.placed), 3),
@@ -208,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         "variants": {},
     }
     for name in args.only or list(VARIANTS):
-        result["variants"][name] = run(nodes, requests, VARIANTS[name], args.seed)  # type: ignore[index]
+        lag = LAG if name == "extender_lagging" else 0
+        result["variants"][name] = run(nodes, requests, VARIANTS[name], args.seed, lag)  # type: ignore[index]
         print(name, result["variants"][name], file=sys.stderr, flush=True)  # type: ignore[index]
     text = json.dumps(result, indent=1)
     print(text)

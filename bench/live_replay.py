@@ -59,7 +59,6 @@ from live_replay_core import (
 )
 from proc_usage import UsageWindow
 
-from gpupool.adapters.extender_http.plans import default_workload
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.wire import names
 from gpupool.devcluster import ClusterSpec, DevCluster
@@ -72,6 +71,7 @@ from gpupool.domain.devices import Node, uniform_node
 from gpupool.domain.models import get_model
 from gpupool.domain.requests import Request
 from gpupool.domain.units import GiB
+from gpupool.placement.default_workload import default_workload
 from gpupool.placement.workload import TargetWorkload
 from gpupool.quota.spec import TenantQuota
 from gpupool.simulator.openb import load_nodes, load_pods
