@@ -2,7 +2,7 @@
 modelled over the simulator's own planner, on the Alibaba trace; prints JSON.
 
     .venv/bin/python bench/fill_gap_model.py [--nodes-file NODES.csv] [--pods-file PODS.csv]
-        [--seed 0] [--only NAME ...] [--out bench/results/fill_gap_model.json]
+        [--seed 0] [--only NAME ...] [--lags 2 4 8] [--out bench/results/fill_gap_model.json]
 
 Each variant places the pod list in its order on the node list (a plain fill, nothing departs,
 as `live_replay.py` does) with the `gpupool` policy, and differs only in who picks the node
@@ -23,9 +23,10 @@ among those the planner scores:
   `/prioritize-cpu`'s `cpu_pod_scores` (the functions the extender runs) added to
   kube-scheduler's scores, every node scored; the extender does not see a node's CPU (its cache
   has no pods), so its planner runs over nodes without CPU or memory, as live;
-- `extender_lagging`: `extender_now` with the extender's view `LAG` GPU pods behind (live,
-  kube-scheduler's next scheduling cycle can reach /prioritize before the last pod's /bind
-  reserved its slices there); the node is still picked among those where the pod really fits.
+- `extender_now_lagN` (one per `--lags` value): `extender_now` with the extender's view N GPU
+  pods behind (live, kube-scheduler's next scheduling cycle can reach /prioritize before the
+  last pod's /bind reserved its slices there); the node is still picked among those where the
+  pod really fits.
 
 The model is not the live system (no admission window, no timing); `live_replay.py` measures
 that. It says which choice costs what.
@@ -60,7 +61,6 @@ from gpupool.simulator.openb import load_pods
 
 SUBSET = 0.403  # kube-scheduler's adaptive percentage at 1,213 nodes: 50 - 1213/125
 MIN_FEASIBLE = 100  # ... never fewer nodes than this
-LAG = 2  # GPU pods the extender's view is behind in `extender_lagging`
 
 
 class Fill:
@@ -164,14 +164,14 @@ VARIANTS: dict[str, Choose] = {
     "subset_40pct": subset_40pct,
     "extender_before": extender_before,
     "extender_now": extender_now,
-    "extender_lagging": extender_now,  # the same choice over a lagging view (`run`)
 }
 
 
 def run(
     nodes: list[Node], requests: list[Request], choose: Choose, seed: int, lag: int = 0
 ) -> dict[str, object]:
-    """`lag`: GPU pods placed but not yet in the extender's view when the next is chosen."""
+    """`lag`: GPU pods placed but not yet in the extender's view (`extender_now`'s) when the
+    next is chosen."""
     f = Fill(nodes, seed)
     unseen: deque[tuple[Request, int]] = deque()
     for req in requests:
@@ -202,6 +202,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), default=None)
+    parser.add_argument(
+        "--lags",
+        nargs="*",
+        type=int,
+        default=[2, 4, 8],
+        help="extender_now's view this many GPU pods behind, one run each (with extender_now)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     node_args = argparse.Namespace(
@@ -217,12 +224,17 @@ def main(argv: list[str] | None = None) -> None:
         "nodes": len(nodes),
         "pods": len(requests),
         "seed": args.seed,
-        "variants": {},
     }
-    for name in args.only or list(VARIANTS):
-        lag = LAG if name == "extender_lagging" else 0
-        result["variants"][name] = run(nodes, requests, VARIANTS[name], args.seed, lag)  # type: ignore[index]
-        print(name, result["variants"][name], file=sys.stderr, flush=True)  # type: ignore[index]
+    variants: dict[str, object] = {}
+    result["variants"] = variants
+    names = args.only or list(VARIANTS)
+    runs = [(name, 0) for name in names]
+    if "extender_now" in names:  # the lag is that of the extender's view
+        runs += [("extender_now", lag) for lag in args.lags]
+    for name, lag in runs:
+        label = f"{name}_lag{lag}" if lag else name
+        variants[label] = run(nodes, requests, VARIANTS[name], args.seed, lag)
+        print(label, variants[label], file=sys.stderr, flush=True)
     text = json.dumps(result, indent=1)
     print(text)
     if args.out is not None:
