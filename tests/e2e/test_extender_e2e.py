@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support.builders import pod_json
 
 from gpupool.devcluster.apiclient import KubeApi
@@ -381,6 +382,49 @@ def test_metrics_count_the_calls(ext_cluster: ExtenderCluster) -> None:
     status, text = _http(ext_cluster.url.rsplit("/", 1)[0] + "/metrics")
     assert status == 200
     assert 'gpupool_extender_requests_total{outcome="bad_request",verb="filter"}' in text
+
+
+def _calls(ext_cluster: ExtenderCluster, verb: str) -> float:
+    """The extender's answered calls of `verb` so far (its /metrics)."""
+    status, text = _http(ext_cluster.url.rsplit("/", 1)[0] + "/metrics")
+    assert status == 200, text
+    for family in text_string_to_metric_families(text):
+        if family.name == "gpupool_extender_requests":
+            return sum(
+                s.value
+                for s in family.samples
+                if s.name.endswith("_total") and s.labels == {"verb": verb, "outcome": "ok"}
+            )
+    return 0.0
+
+
+def test_kube_scheduler_skips_scoring_when_filter_answers_the_pick(
+    ext_cluster: ExtenderCluster, ns: str
+) -> None:
+    """Both nodes fit a 4Gi pod: /filter answers the planner's pick alone, so kube-scheduler
+    binds there without calling /prioritize. A pod with a preferred node affinity gets every
+    node that fits, and kube-scheduler scores them (the extender's /prioritize is called)."""
+    api = ext_cluster.api
+    before = _calls(ext_cluster, "prioritize")
+    filtered = _calls(ext_cluster, "filter")
+    api.create(f"/api/v1/namespaces/{ns}/pods", _pod("plain-pick", "4Gi"))
+    assert poll_until(lambda: _running(api, ns, "plain-pick"), timeout_s=60), (
+        ext_cluster.log.read_text()[-3000:]
+    )
+    assert _calls(ext_cluster, "filter") > filtered
+    assert _calls(ext_cluster, "prioritize") == before
+    soft = _pod("soft", "4Gi")
+    prefer = {"weight": 10, "preference": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "Exists"}
+    ]}}  # fmt: skip
+    soft["spec"]["affinity"] = {
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [prefer]}
+    }
+    api.create(f"/api/v1/namespaces/{ns}/pods", soft)
+    assert poll_until(lambda: _running(api, ns, "soft"), timeout_s=60), ext_cluster.log.read_text()[
+        -3000:
+    ]
+    assert _calls(ext_cluster, "prioritize") > before
 
 
 def test_agent_lease_source_and_gpunode_reporter_against_the_api_server(

@@ -32,7 +32,13 @@ from gpupool.domain.requests import MILLI, Request
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
 from gpupool.quota.lease import LeasePhase
 from gpupool.state.lease import LeaseRecord, RoomHold
-from gpupool.state.nodes import GpuNodeObject, NodeObject, condition_of, node_of
+from gpupool.state.nodes import (
+    PREFER_NO_SCHEDULE,
+    GpuNodeObject,
+    NodeObject,
+    condition_of,
+    node_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +115,9 @@ class ClusterCache:
     # phase turns Bound only when the controller sees the pod; a lease deleted in between must
     # be held like a Bound one (the chaos e2e found that window, the controller killed).
     bound: set[str] = field(default_factory=set)
+    # nodes with a PreferNoSchedule taint: kube-scheduler's scoring weighs those against a pod
+    # that does not tolerate them, so the extender's filter leaves the choice to it there
+    prefer_no_schedule: set[str] = field(default_factory=set)
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -157,6 +166,10 @@ class ClusterCache:
         node = self.nodes.get(name)
         gpunode = self.gpunodes.get(name)
         self.generation += 1
+        if node is not None and any(t.effect == PREFER_NO_SCHEDULE for t in node.taints):
+            self.prefer_no_schedule.add(name)
+        else:
+            self.prefer_no_schedule.discard(name)
         if node is None:
             if name in self._domain:
                 del self._domain[name]
@@ -376,6 +389,7 @@ class ClusterCache:
         self._domain.clear()
         self._conditions.clear()
         self._bad_nodes.clear()
+        self.prefer_no_schedule.clear()
         for name in self.nodes:
             self._refresh_node(name)
         self._snap = None

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from gpupool.domain.devices import Gpu, Node
 from gpupool.domain.errors import GpupoolError
 
+PREFER_NO_SCHEDULE = "PreferNoSchedule"  # a taint effect kube-scheduler scores, not filters
+
 
 @dataclass(frozen=True, slots=True)
 class Taint:

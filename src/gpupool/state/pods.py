@@ -10,7 +10,10 @@ node affinity (`requiredDuringSchedulingIgnoredDuringExecution`: any term, all o
 tolerate (NoSchedule, NoExecute). kube-scheduler asks these before the extender sees a node;
 reclaim for room asks them so that it never evicts on a node the waiting pod could not use.
 Preferred affinity, pod (anti-)affinity and topology spread are not asked (they do not exclude a
-node outright, or depend on other pods).
+node outright, or depend on other pods); `preferences` only says whether the spec has any such
+soft preference, and `avoids` whether a node has a PreferNoSchedule taint the pod does not
+tolerate: where either counts, the extender's filter leaves the choice among the nodes that fit
+to kube-scheduler's scoring (adapters/extender_http/filter_pick.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from gpupool.domain.gang import GangMark
 from gpupool.domain.requests import Request
 from gpupool.state.admitted import Admitted
 from gpupool.state.claim_ask import ClaimAsk
-from gpupool.state.nodes import NodeObject, Taint
+from gpupool.state.nodes import PREFER_NO_SCHEDULE, NodeObject, Taint
 from gpupool.state.notice import ReclaimNotice
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -72,6 +75,18 @@ class NodeConstraints:
     selector: tuple[tuple[str, str], ...] = ()
     terms: tuple[Term, ...] = ()  # any of them (none: no required affinity)
     tolerations: tuple[Toleration, ...] = ()
+    # the spec asks kube-scheduler's scoring for something: preferred node affinity, preferred
+    # pod (anti-)affinity, or a topology spread that is only scored (ScheduleAnyway)
+    preferences: bool = False
+
+    def avoids(self, node: NodeObject) -> bool:
+        """Whether `node` has a PreferNoSchedule taint the pod does not tolerate (kube-scheduler
+        scores such a node down rather than refusing it)."""
+        return any(
+            taint.effect == PREFER_NO_SCHEDULE
+            and not any(_tolerates(t, taint) for t in self.tolerations)
+            for taint in node.taints
+        )
 
     def allows(self, node: NodeObject) -> bool:
         """Whether a pod with these constraints may be placed on `node`."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from support.builders import node_json, pod_json
 
+from gpupool.adapters.extender_http.filter import filter_nodes
 from gpupool.adapters.extender_http.room_hold import held_against, held_reason, hold_stands
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderFilterResult
@@ -73,6 +74,13 @@ def _filter(ext: Extender, pod: dict[str, Any]) -> ExtenderFilterResult:
     return ext.filter(ExtenderArgs.from_json({"Pod": pod, "NodeNames": ["x", "y"]}))
 
 
+def _fitting(ext: Extender, pod: dict[str, Any]) -> ExtenderFilterResult:
+    """Every node that takes the pod (`filter_nodes`; /filter itself answers the planner's pick
+    alone among them, filter_pick.py)."""
+    args = ExtenderArgs.from_json({"Pod": pod, "NodeNames": ["x", "y"]})
+    return filter_nodes(ext.plans, args.pod, args.node_names, ext.clock())
+
+
 # ---- reading the hold --------------------------------------------------------------------------
 def test_the_hold_is_read_from_a_room_reclaim_record_with_hold_until() -> None:
     assert lease_from_json(_victim()).room_hold == HOLD
@@ -109,45 +117,45 @@ def test_the_held_node_is_refused_to_another_pod_with_the_reason() -> None:
 
 def test_the_pod_room_was_made_for_is_allowed_on_the_held_node() -> None:
     _, ext, _ = _setup(_victim())
-    assert _filter(ext, _pod("a", "p", 48)).node_names == ("x", "y")
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)  # y is free: only x is held
+    assert _fitting(ext, _pod("a", "p", 48)).node_names == ("x", "y")
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("y",)  # y is free: only x is held
 
 
 def test_the_hold_ends_when_the_pod_is_bound() -> None:
     cache, ext, _ = _setup(_victim(), _lease("b", "uid-b4", "y", 40, phase="Active"))
-    assert _filter(ext, _pod("c", "q", 8)).node_names == ("y",)
+    assert _fitting(ext, _pod("c", "q", 8)).node_names == ("y",)
     cache.set_lease(lease_from_json(_lease("a", "uid-p", "x", 48)))  # P's lease: bound on x
-    assert _filter(ext, _pod("c", "q", 8)).node_names == ("x", "y")
+    assert _fitting(ext, _pod("c", "q", 8)).node_names == ("x", "y")
 
 
 def test_the_hold_ends_when_the_controller_removes_it_and_when_the_lease_goes() -> None:
     cache, ext, _ = _setup(_victim())
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("y",)
     ended = _victim()
     del ended["status"]["reclaim"]["holdUntil"]  # P gone: the controller ended the hold
     cache.set_lease(lease_from_json(ended))
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("x", "y")
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("x", "y")
     cache.set_lease(lease_from_json(_victim()))
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("y",)
     cache.delete_lease("b/uid-b3")  # garbage-collected
     assert not cache.room_holds
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("x", "y")
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("x", "y")
 
 
 def test_the_hold_ends_after_hold_until() -> None:
     _, ext, clock = _setup(_victim())
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("y",)
     clock.now = T0 + 300
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("x", "y")
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("x", "y")
 
 
 def test_a_relist_finds_the_same_hold() -> None:
     cache, ext, _ = _setup()
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("x", "y")
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("x", "y")
     cache.rebuild(
         [read_node(n) for n in [node_json("x", cards=1), node_json("y", cards=1)]],
         [],
         [lease_from_json(_victim())],
     )
     assert cache.room_holds == {"b/uid-b3": HOLD}
-    assert _filter(ext, _pod("c", "q", 40)).node_names == ("y",)
+    assert _fitting(ext, _pod("c", "q", 40)).node_names == ("y",)

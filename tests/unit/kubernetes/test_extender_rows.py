@@ -6,9 +6,10 @@ import json
 
 from support.builders import node_json
 
+from gpupool.adapters.extender_http.filter import filter_nodes
 from gpupool.adapters.extender_http.scheduled_pod import ScheduledPod
 from gpupool.adapters.extender_http.service import Extender
-from gpupool.adapters.extender_http.wire import ExtenderArgs
+from gpupool.adapters.extender_http.wire import ExtenderArgs, ExtenderFilterResult
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.state.cluster import ClusterCache
 
@@ -22,6 +23,11 @@ def _args(uid: str, names: list[str]) -> ExtenderArgs:
     return ExtenderArgs(pod=ScheduledPod.from_json(pod), node_names=tuple(names))
 
 
+def _fitting(extender: Extender, args: ExtenderArgs) -> ExtenderFilterResult:
+    """Every node that takes the pod (/filter answers the planner's pick among them)."""
+    return filter_nodes(extender.plans, args.pod, args.node_names, 0.0)
+
+
 def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() -> None:
     cache = ClusterCache()
     cache.rebuild(
@@ -29,10 +35,10 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
     )
     extender = Extender(cache, policy="binpack")
     names = ["a", "b", "c"]
-    first = extender.filter(_args("p1", names))
+    first = _fitting(extender, _args("p1", names))
     assert first.node_names == ("a", "b")
     assert set(first.failed_and_unresolvable) == {"c"}
-    again = extender.filter(_args("p2", list(names)))  # equal list, new objects: a memo hit
+    again = _fitting(extender, _args("p2", list(names)))  # equal list, new objects: a memo hit
     assert again.node_names == ("a", "b")
     cache.rebuild(
         [
@@ -42,7 +48,7 @@ def test_same_node_list_after_a_node_joins_is_read_against_the_new_snapshot() ->
         [],
         [],
     )
-    joined = extender.filter(_args("p3", list(names)))
+    joined = _fitting(extender, _args("p3", list(names)))
     assert joined.node_names == ("a", "b", "c"), joined
     scores = extender.prioritize(_args("p3", ["c", "a", "x"]))
     assert [s.host for s in scores] == ["c", "a", "x"]

@@ -1,7 +1,9 @@
 """The extender: kube-scheduler's filter, prioritize and bind for gpupool pods, each a step in
 its own module over the cache's snapshot (`ClusterCache`, fed by the informer):
 
-- filter.py: which nodes take the pod, and why each other one does not;
+- filter.py: which nodes take the pod, and why each other one does not; filter_pick.py: the
+  planner's pick answered alone where kube-scheduler's scoring could not change it (the
+  scoring phase, /prioritize included, is then skipped);
 - prioritize.py: the planner's pick and scores on kube-scheduler's 0..10, as JSON text, and
   where pods that ask for no GPU go among GPU nodes (`prioritize-cpu`);
 - bind.py: the bind's named steps (bind_check.py, gang_bind.py, reserve.py, bind_write.py) over
@@ -29,6 +31,7 @@ from gpupool.adapters.extender_http.api import ExtenderApi
 from gpupool.adapters.extender_http.bind import BIND_WAIT_S, MAX_BINDS, Binder
 from gpupool.adapters.extender_http.bind_context import BindContext
 from gpupool.adapters.extender_http.filter import Tally, filter_nodes
+from gpupool.adapters.extender_http.filter_pick import pick_alone
 from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
@@ -101,7 +104,7 @@ class Extender:
             self.plans, args.pod, args.node_names, self.clock(), gang_node, self._tally
         )
         self.refused.note(args.pod, args.node_names, refused=result.node_names is None)
-        return result
+        return pick_alone(self.plans, args.pod, result, self._on_scores)
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
         scores = node_scores(self.plans, args.pod, args.node_names)

@@ -51,17 +51,41 @@ def read_expressions(items: object) -> tuple[Expression, ...]:
     return tuple(out)
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    """`value` where the schema has an object, else empty (the decoder reads untrusted JSON)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _has_preferences(spec: Mapping[str, Any]) -> bool:
+    """Whether the spec asks kube-scheduler's scoring for something: a preferred node affinity
+    or pod (anti-)affinity term, or a topology spread constraint that is only scored."""
+    affinity = spec.get("affinity")
+    if isinstance(affinity, Mapping):
+        for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
+            part = affinity.get(kind)
+            if isinstance(part, Mapping) and part.get(
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ):
+                return True
+    spreads = spec.get("topologySpreadConstraints")
+    return isinstance(spreads, Sequence) and any(
+        isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway" for c in spreads
+    )
+
+
 def read_constraints(spec: Mapping[str, Any]) -> NodeConstraints:
-    """The pod spec's node constraints (nodeSelector, required node affinity, tolerations)."""
-    selector = spec.get("nodeSelector") or {}
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
+    """The pod spec's node constraints (nodeSelector, required node affinity, tolerations) and
+    whether it has soft preferences kube-scheduler scores."""
+    selector = _mapping(spec.get("nodeSelector"))
+    node_affinity = _mapping(_mapping(spec.get("affinity")).get("nodeAffinity"))
+    required = _mapping(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    listed = required.get("nodeSelectorTerms")
     terms = tuple(
         (read_expressions(t.get("matchExpressions")), read_expressions(t.get("matchFields")))
-        for t in affinity.get("nodeSelectorTerms") or ()
+        for t in (listed if isinstance(listed, Sequence) else ())
         if isinstance(t, Mapping)
     )
+    given = spec.get("tolerations")
     tolerations = tuple(
         (
             str(t.get("key") or ""),
@@ -69,11 +93,11 @@ def read_constraints(spec: Mapping[str, Any]) -> NodeConstraints:
             str(t.get("value") or ""),
             str(t.get("effect") or ""),
         )
-        for t in spec.get("tolerations") or ()
+        for t in (given if isinstance(given, Sequence) else ())
         if isinstance(t, Mapping)
     )
     pairs = tuple(sorted((str(k), str(v)) for k, v in selector.items()))
-    return NodeConstraints(pairs, terms, tolerations)
+    return NodeConstraints(pairs, terms, tolerations, preferences=_has_preferences(spec))
 
 
 def read_pod(pod: Mapping[str, Any]) -> PodView:
