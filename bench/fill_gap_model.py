@@ -2,7 +2,8 @@
 modelled over the simulator's own planner, on the Alibaba trace; prints JSON.
 
     .venv/bin/python bench/fill_gap_model.py [--nodes-file NODES.csv] [--pods-file PODS.csv]
-        [--seed 0] [--only NAME ...] [--lags 2 4 8] [--out bench/results/fill_gap_model.json]
+        [--seed 0] [--only NAME ...] [--lags 2 4 8] [--shuffles 8] [--shuffle-seeds 1 2 3]
+        [--out bench/results/fill_gap_model.json]
 
 Each variant places the pod list in its order on the node list (a plain fill, nothing departs,
 as `live_replay.py` does) with the `gpupool` policy, and differs only in who picks the node
@@ -27,6 +28,11 @@ among those the planner scores:
   pods behind (live, kube-scheduler's next scheduling cycle can reach /prioritize before the
   last pod's /bind reserved its slices there); the node is still picked among those where the
   pod really fits.
+- `simulator_shuffledW_sS` (one per `--shuffles` value W and `--shuffle-seeds` seed S): the
+  simulator's choices with the pods' order shuffled within consecutive windows of W pods: the
+  live order is the trace's only up to such local swaps (pods are created `in_flight` at a time,
+  admitted in batches, and kube-scheduler takes equal-priority pods by when they entered its
+  queue), so this says how much the result moves with the order alone.
 
 The model is not the live system (no admission window, no timing); `live_replay.py` measures
 that. It says which choice costs what.
@@ -192,6 +198,16 @@ def run(
     }
 
 
+def shuffled(requests: list[Request], window: int, seed: int) -> list[Request]:
+    """`requests` with each consecutive `window` of them in a random order (seeded)."""
+    rng = np.random.default_rng(seed)
+    out: list[Request] = []
+    for start in range(0, len(requests), window):
+        block = requests[start : start + window]
+        out += [block[i] for i in rng.permutation(len(block))]
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -209,6 +225,14 @@ def main(argv: list[str] | None = None) -> None:
         default=[2, 4, 8],
         help="extender_now's view this many GPU pods behind, one run each (with extender_now)",
     )
+    parser.add_argument(
+        "--shuffles",
+        nargs="*",
+        type=int,
+        default=[],
+        help="the simulator over the pods shuffled within windows of this many, one run each",
+    )
+    parser.add_argument("--shuffle-seeds", nargs="*", type=int, default=[1, 2, 3])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     node_args = argparse.Namespace(
@@ -235,6 +259,12 @@ def main(argv: list[str] | None = None) -> None:
         label = f"{name}_lag{lag}" if lag else name
         variants[label] = run(nodes, requests, VARIANTS[name], args.seed, lag)
         print(label, variants[label], file=sys.stderr, flush=True)
+    for window in args.shuffles:
+        for seed in args.shuffle_seeds:
+            label = f"simulator_shuffled{window}_s{seed}"
+            order = shuffled(requests, window, seed)
+            variants[label] = run(nodes, order, simulator, args.seed)
+            print(label, variants[label], file=sys.stderr, flush=True)
     text = json.dumps(result, indent=1)
     print(text)
     if args.out is not None:

@@ -118,6 +118,10 @@ class ClusterCache:
     # nodes with a PreferNoSchedule taint: kube-scheduler's scoring weighs those against a pod
     # that does not tolerate them, so the extender's filter leaves the choice to it there
     prefer_no_schedule: set[str] = field(default_factory=set)
+    # lease key -> a pick /filter answered alone, counted on the snapshot (not a lease: nothing
+    # but the snapshot sees it) until the pod's bind reserves its lease or it is swept; with
+    # when it was made and the snapshot it is counted on (a rebuilt snapshot drops them all)
+    _picks: dict[str, tuple[Decision, float, int]] = field(default_factory=dict)
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -160,6 +164,45 @@ class ClusterCache:
         """Holds on `node` that no GpuLease stands for (yet): a fresh list of the node's leases
         lacks them, so whoever decides from one must add these."""
         return [x for x in self.orphans.values() if x.node == node]
+
+    # ---- picks -------------------------------------------------------------------------------
+    def assume_pick(self, key: str, decision: Decision, at: float) -> bool:
+        """Count the pick /filter answered alone for the pod of lease `key` on the snapshot, as
+        kube-scheduler assumes a pod before its bind: the next pod's filter, which it may send
+        before this pod's bind has reserved, then sees the card taken. False when it no longer
+        fits the snapshot (nothing is counted)."""
+        self.forget_pick(key)
+        snap = self.snapshot()
+        try:
+            snap.assume(decision)
+        except GpupoolError:
+            return False
+        self._picks[key] = (decision, at, snap.uid)
+        self.generation += 1
+        return True
+
+    def forget_pick(self, key: str) -> None:
+        """The pick of lease `key` stops counting (its bind reserves the lease now, or it is
+        old)."""
+        hit = self._picks.pop(key, None)
+        if hit is None:
+            return
+        decision, _, uid = hit
+        if self._snap is not None and self._snap.uid == uid:
+            self._snap.forget(decision)
+        self.generation += 1
+
+    def sweep_picks(self, made_before: float) -> int:
+        """Forget the picks made before `made_before` (their binds never came: kube-scheduler
+        gave the pod up after /filter); how many."""
+        old = [key for key, (_, at, _) in self._picks.items() if at < made_before]
+        for key in old:
+            self.forget_pick(key)
+        return len(old)
+
+    def picks(self) -> frozenset[str]:
+        """The lease keys whose picks are counted now."""
+        return frozenset(self._picks)
 
     # ---- nodes -------------------------------------------------------------------------------
     def _refresh_node(self, name: str) -> None:
@@ -338,6 +381,7 @@ class ClusterCache:
     def _build(self) -> None:
         names = sorted(self._domain)
         self._snap = ClusterSnapshot([self._domain[n] for n in names])
+        self._picks.clear()  # made over the old rows; the next filters pick again
         self._applied.clear()
         self._unfit.clear()
         for lease in self.leases.values():

@@ -356,6 +356,53 @@ def test_the_pod_filter_decoded_is_bound_without_reading_it_again() -> None:
     assert api.pods["p"]["spec"]["nodeName"] == NODE
 
 
+def _free_gib(cache: ClusterCache, node: str) -> float:
+    snap = cache.snapshot()
+    return float(snap.gmem_free[snap.index[node]].sum()) / GiB
+
+
+def test_filters_pick_counts_until_its_bind_and_the_pod_is_counted_once() -> None:
+    """/filter answers the pick alone and counts it on the snapshot: the next pod's filter,
+    sent before this pod's bind, sees the card taken; the bind takes over the count (the pod
+    is counted once, never twice) and an abandoned pick is swept."""
+    api = MemoryApi([_pod_json("p", 40), _pod_json("q", 40), _pod_json("r", 8)], [])
+    cache = _cache(("a", "b"), [])
+    clock = [1_000.0]
+    ext = Extender(cache, api, policy="binpack", clock=lambda: clock[0])
+    empty = _free_gib(cache, "a")
+
+    def filtered(name: str) -> tuple[str, ...] | None:
+        args = ExtenderArgs.from_json({"Pod": api.pods[name], "NodeNames": ["a", "b"]})
+        return ext.filter(args).node_names
+
+    assert filtered("p") == ("a",)  # both empty: the first by name
+    assert cache.picks() == {"t/uid-p"} and _free_gib(cache, "a") == empty - 40
+    assert filtered("q") == ("b",)  # a's one card has 32Gi left: p's pick is counted
+    assert filtered("p") == ("a",)  # filtered again: its own last pick does not count against it
+    assert _free_gib(cache, "a") == empty - 40
+    args = ExtenderBindingArgs(pod_name="p", pod_namespace="t", pod_uid="uid-p", node="a")
+    assert asyncio.run(ext.bind(args)).error == ""
+    assert "t/uid-p" not in cache.picks() and "t/uid-p" in cache.leases
+    assert _free_gib(cache, "a") == empty - 40  # the lease counts now, the pick no more
+    assert cache.picks() == {"t/uid-q"}  # q's bind has not come
+    clock[0] += 20  # longer than a bind takes: kube-scheduler gave q up
+    asyncio.run(ext._tick())
+    assert cache.picks() == set() and _free_gib(cache, "b") == empty
+
+
+def test_a_bind_to_another_node_than_the_pick_counts_the_pod_there_only() -> None:
+    api = MemoryApi([_pod_json("p", 40)], [])
+    cache = _cache(("a", "b"), [])
+    ext = Extender(cache, api, policy="binpack")
+    empty = _free_gib(cache, "a")
+    assert ext.filter(
+        ExtenderArgs.from_json({"Pod": api.pods["p"], "NodeNames": ["a", "b"]})
+    ).node_names == ("a",)
+    args = ExtenderBindingArgs(pod_name="p", pod_namespace="t", pod_uid="uid-p", node="b")
+    assert asyncio.run(ext.bind(args)).error == ""
+    assert (_free_gib(cache, "a"), _free_gib(cache, "b")) == (empty, empty - 40)
+
+
 def test_a_bind_that_finds_no_slot_is_refused_and_writes_nothing() -> None:
     api = MemoryApi([_pod_json("p", 12), _pod_json("q", 12)], [])
     ext = Extender(_cache((NODE,), []), api, policy="binpack", max_binds=1, bind_wait_s=0.05)

@@ -114,6 +114,11 @@ class ScheduledPod:
         return self.uid or f"{self.namespace}/{self.name}"
 
     @property
+    def lease_key(self) -> str:
+        """The key of the GpuLease bind makes for it (named after its uid, in its namespace)."""
+        return f"{self.namespace}/{self.uid}"
+
+    @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
 

@@ -31,7 +31,7 @@ from gpupool.adapters.extender_http.api import ExtenderApi
 from gpupool.adapters.extender_http.bind import BIND_WAIT_S, MAX_BINDS, Binder
 from gpupool.adapters.extender_http.bind_context import BindContext
 from gpupool.adapters.extender_http.filter import Tally, filter_nodes
-from gpupool.adapters.extender_http.filter_pick import pick_alone
+from gpupool.adapters.extender_http.filter_pick import PICK_TTL_S, pick_alone
 from gpupool.adapters.extender_http.gang_bind import sweep
 from gpupool.adapters.extender_http.ledger import LEDGER_MAX_AGE_S
 from gpupool.adapters.extender_http.plans import PlanMemo, Planners
@@ -100,11 +100,11 @@ class Extender:
         if self.binder is not None:
             self.binder.remember(args.pod)
         gang_node = None if self.binder is None else self.binder.gangs.node_for(args.pod)
-        result = filter_nodes(
-            self.plans, args.pod, args.node_names, self.clock(), gang_node, self._tally
-        )
+        self.cache.forget_pick(args.pod.lease_key)  # filtered again: its last pick is void
+        now = self.clock()
+        result = filter_nodes(self.plans, args.pod, args.node_names, now, gang_node, self._tally)
         self.refused.note(args.pod, args.node_names, refused=result.node_names is None)
-        return pick_alone(self.plans, args.pod, result, self._on_scores)
+        return pick_alone(self.plans, args.pod, result, self._on_scores, now)
 
     def prioritize(self, args: ExtenderArgs) -> list[HostPriority]:
         scores = node_scores(self.plans, args.pod, args.node_names)
@@ -165,6 +165,7 @@ class Extender:
         return 0 if self.binder is None else await sweep(self.binder.ctx, self.binder.gangs)
 
     async def _tick(self) -> int:
+        self.cache.sweep_picks(self.clock() - PICK_TTL_S)
         await self.sweep_gang_holds()
         return await self.requeue_refused()
 
