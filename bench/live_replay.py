@@ -24,7 +24,9 @@ heartbeats) and an audit log of list/watch requests. Then, in order:
    RSS and request figures over the fill, and unallocated GPU % at the end beside the
    simulator's placement of the same requests in the same order with the same policy and the
    extender's target workload (`live_replay_core.fill_in_order`, `gpupool simulate fill`'s loop
-   without its shuffle and inflation), and the simulator's figure on the trace's own shares;
+   without its shuffle and inflation) on the cards as the live cluster offers them (each less
+   the node's reserve; `simulated.whole_cards`: on whole cards, as `gpupool simulate` and the
+   trace have them), and the simulator's figure on the trace's own shares;
 4. steady: after `--settle` seconds, the idle figures again, with the fill's pods in place.
 
 Pods never run GPU work: kwok's nodes have no kubelet; kwok marks bound pods Running.
@@ -70,6 +72,7 @@ from gpupool.devcluster.spec import GpupoolSpec
 from gpupool.domain.devices import Node, uniform_node
 from gpupool.domain.models import get_model
 from gpupool.domain.requests import Request
+from gpupool.domain.reserve import DEFAULT_RESERVE_PCT
 from gpupool.domain.units import GiB
 from gpupool.placement.default_workload import default_workload
 from gpupool.placement.workload import TargetWorkload
@@ -302,6 +305,20 @@ def fill_figures(
     }
 
 
+def write_placements(path: Path, tracker: PodTracker) -> None:
+    """Every pod the live fill bound, in the order its binding was seen: one JSON line each
+    (`pod`, `node`, `at`: seconds from the first create), for `fill_divergence.py`."""
+    start = min(tracker.created.values()) if tracker.created else 0.0
+    rows = sorted(tracker.bound.items(), key=lambda item: item[1][0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(
+            json.dumps({"pod": name, "node": node, "at": round(at - start, 3)}) + "\n"
+            for name, (at, node) in rows
+        )
+    )
+
+
 ADMIN = "gpupool-admin"  # the admin kubeconfig's user: this bench, not a component
 
 
@@ -365,7 +382,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     card_mib = smallest_card_mib(nodes)
     requests = [pod_request(t, TENANT, card_mib) for t in tasks]
     say(f"simulating {len(requests)} pods on {len(nodes)} nodes in order ({args.policy})")
-    sim = fill_in_order(nodes, requests, args.policy, default_workload())
+    # the live cluster's cards: their memory less the node reserve its agents report
+    sim = fill_in_order(nodes, requests, args.policy, default_workload(), DEFAULT_RESERVE_PCT)
+    whole = fill_in_order(nodes, requests, args.policy, default_workload())
     native = fill_in_order(trace_nodes, tasks, args.policy, TargetWorkload.from_requests(tasks))
     card_bytes = sum(get_model(gpu.model).memory_bytes or 0 for node in nodes for gpu in node.gpus)
     result: dict[str, Any] = {
@@ -387,6 +406,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
         "simulated": {
             **simulated_figures(sim),
+            "reserve_pct": DEFAULT_RESERVE_PCT,
+            "whole_cards": simulated_figures(whole),
             "trace_shares_unallocated_gpu_pct": round(native.unallocated_gpu_pct, 3),
             "trace_shares_placed": len(native.placed),
         },
@@ -449,7 +470,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if len(tracker.created) < len(requests):  # the simulator on what was submitted
                 say(f"simulating the {len(tracker.created)} pods submitted")
                 sim = fill_in_order(
-                    nodes, requests[: len(tracker.created)], args.policy, default_workload()
+                    nodes,
+                    requests[: len(tracker.created)],
+                    args.policy,
+                    default_workload(),
+                    DEFAULT_RESERVE_PCT,
                 )
                 result["simulated_submitted"] = simulated_figures(sim)
             result["fill"] = {
@@ -466,6 +491,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["fill"]["unallocated_gpu_pct_minus_simulated"] = round(
                 result["fill"]["unallocated_gpu_pct"] - sim.unallocated_gpu_pct, 3
             )
+            if args.placements is not None:
+                write_placements(args.placements, tracker)
             say(f"settling {args.settle:g}s")
             time.sleep(args.settle)
             result["steady"] = idle_window(api, audit_log, pids, args.idle_window)
@@ -518,6 +545,13 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     parser.add_argument("--timeout", type=float, default=None, help="the cluster's ready_timeout_s")
     parser.add_argument("--label", default="", help="a note kept in the JSON (e.g. before/after)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument(
+        "--placements",
+        type=Path,
+        default=None,
+        help="write each bound pod's node, in binding order, here (JSON lines, for "
+        "fill_divergence.py; the trace's pod names: keep it out of the repository)",
+    )
     args = parser.parse_args(argv)
     if args.in_flight < 1:
         parser.error("--in-flight must be at least 1")
