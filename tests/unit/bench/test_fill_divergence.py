@@ -72,5 +72,5 @@ def test_placements_written_by_live_replay_read_back_in_binding_order(tmp_path: 
     live_replay.write_placements(path, tracker)
     assert divergence.read_placements(path) == [("p2", "b"), ("p1", "a")]
     path.write_text('{"pod": "p1"}\n')
-    with pytest.raises(SystemExit, match="placements.jsonl:1: not a placement line"):
+    with pytest.raises(SystemExit, match=r"placements\.jsonl:1: not a placement line"):
         divergence.read_placements(path)

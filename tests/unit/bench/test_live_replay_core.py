@@ -121,3 +121,20 @@ def test_percentile_and_latency_refuse_or_skip_nothing() -> None:
     assert core.latency_ms([0.25, 0.75]) == {
         "count": 2, "p50_ms": 500.0, "p99_ms": 745.0, "max_ms": 750.0,
     }  # fmt: skip
+
+
+def test_the_live_cluster_cards_keep_the_reserve_back_and_fit_less() -> None:
+    """Two 7,065 MiB slices fit a whole T4 (15,360 MiB), not the 13,824 MiB the live cluster's
+    T4 offers slices (the node's 10 % reserve): the simulator's figure beside the live one is
+    taken on the live cards, and read against the whole cards either way."""
+    nodes = [uniform_node("a", cpu_milli=64000, memory_mib=65536, gpu_count=1, model="T4")]
+    [card] = core.with_reserve(nodes)[0].gpus
+    assert card.memory_bytes == 13824 * MiB
+    assert core.with_reserve(nodes, 0.0)[0].gpus[0].memory_bytes == 15360 * MiB
+    slices = [Request(name=f"s{i}", gpu_count=1, gpu_memory_bytes=7065 * MiB) for i in (1, 2)]
+    workload = TargetWorkload.from_requests(slices)
+    whole = core.fill_in_order(nodes, slices, "best-fit", workload)
+    live = core.fill_in_order(nodes, slices, "best-fit", workload, reserve_pct=10.0)
+    assert [n for n, _ in whole.placed] == ["s1", "s2"] and whole.failed == ()
+    assert [n for n, _ in live.placed] == ["s1"] and live.failed == ("s2",)
+    assert live.unallocated_gpu_pct == pytest.approx(core.unallocated_gpu_pct(nodes, [slices[0]]))
