@@ -69,9 +69,6 @@ async def steps(
     pod = await decode(ctx.api, args, kept, ctx.timer)
     if isinstance(pod, Refusal):
         return pod
-    # /filter's pick stops counting: from here the bind's own steps count the pod (its gang's
-    # what-if, the lease reserve holds), and none of them may find the pod already there
-    ctx.cache.forget_pick(pod.lease_key)
     state.pod, state.step = pod, Step.CHECK
     refused = check(ctx.cache, pod, node)
     if refused is not None:

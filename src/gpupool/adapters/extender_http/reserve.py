@@ -100,6 +100,10 @@ async def reserve(
             # (orphans are in the cache's leases: `leases_on` has them)
             known = [*ledger.leases(), *(x for x in ctx.cache.leases_on(node)
                                          if x.key not in listed_keys)]  # fmt: skip
+            # /filter's pick of this pod stops counting here, with no await before the lease
+            # is held below: the pod counts all along (a pick forgotten before the list above
+            # left its card free to the filters of other pods meanwhile)
+            ctx.cache.forget_pick(pod.lease_key)
             mine = [x for x in known if x.pod.uid == pod.uid and x.holds_capacity]
             if mine:
                 return Reservation(mine[0], held=None)
