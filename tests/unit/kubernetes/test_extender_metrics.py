@@ -19,6 +19,7 @@ from support.builders import node_json, pod_json
 from gpupool.adapters.extender_http.filter import REASON_LABELS
 from gpupool.adapters.extender_http.server import make_app
 from gpupool.adapters.extender_http.service import Extender
+from gpupool.adapters.extender_http.wire import ExtenderArgs
 from gpupool.adapters.kubernetes.lease import lease_from_json, lease_to_json
 from gpupool.adapters.kubernetes.node import read_node
 from gpupool.domain.allocations import Slice
@@ -81,7 +82,12 @@ async def _calls(
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if s.name.startswith(
-            ("gpupool_extender_refusals", "gpupool_extender_node_scores", "gpupool_extender_binds")
+            (
+                "gpupool_extender_refusals",
+                "gpupool_extender_node_scores",
+                "gpupool_extender_binds",
+                "gpupool_extender_picks",
+            )
         )
     }
     return replies, series
@@ -165,3 +171,26 @@ def test_a_refused_bind_is_counted_by_its_reason(
     }  # fmt: skip
     assert sum(bind_reasons.values()) == 1 and len(bind_reasons) > 10  # every reason shown
     assert series[f"gpupool_extender_binds_total{[('outcome', 'error')]}"] == 1
+
+
+def test_the_picks_counted_until_their_binds_are_shown() -> None:
+    """Two pods filtered, one node each that fits: both picks counted until their binds (none
+    comes here: the extender has no API client)."""
+    calls = [("filter", _pod("p1", "20Gi")), ("filter", _pod("p2", "30Gi"))]
+    _, series = asyncio.run(_calls(calls))
+    assert series["gpupool_extender_picks[]"] == 2
+    assert series["gpupool_extender_picks_expired_total[]"] == 0
+
+
+def test_a_sweep_tells_how_many_picks_it_let_go() -> None:
+    now = [1_000.0]
+    ext = Extender(_cache(), policy="binpack", clock=lambda: now[0])
+    told: list[int] = []
+    ext.set_pick_expiry_sink(told.append)
+    body = {"Pod": _pod("p1", "20Gi"), "NodeNames": NAMES}
+    ext.filter(ExtenderArgs.from_json(body))
+    asyncio.run(ext._tick())
+    assert told == [] and len(ext.cache.picks()) == 1  # not old yet
+    now[0] += 16
+    asyncio.run(ext._tick())
+    assert told == [1] and not ext.cache.picks()

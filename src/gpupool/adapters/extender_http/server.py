@@ -107,6 +107,17 @@ class Metrics:
         )
         self.nodes = Gauge("gpupool_extender_nodes", "GPU nodes in the cache", registry=r)
         self.leases = Gauge("gpupool_extender_leases", "GpuLeases in the cache", registry=r)
+        self.picks = Gauge(
+            "gpupool_extender_picks",
+            "Picks /filter answered alone, counted in the cache until their pods' binds",
+            registry=r,
+        )
+        self.picks_expired = Counter(
+            "gpupool_extender_picks_expired",
+            "Picks let go because their bind did not come within 15 s (kube-scheduler gave the "
+            "pod up after /filter)",
+            registry=r,
+        )
         self.bind_forwards = Counter(
             "gpupool_extender_bind_forwards",
             "Binds a standby forwarded to the leader, by outcome (ok: the leader answered, "
@@ -214,6 +225,7 @@ def make_app(
     extender.set_step_timer(lambda step, seconds: m.bind_steps.labels(step).observe(seconds))
     extender.set_refusal_tally(m.record_refusals)
     extender.set_score_sink(m.record_scores)
+    extender.set_pick_expiry_sink(m.picks_expired.inc)
     for verb, handler in (
         ("filter", filter_h),
         ("prioritize", prioritize_h),
@@ -445,6 +457,7 @@ async def metrics_h(request: web.Request) -> web.Response:
     m, ready = state.metrics, state.ready()
     m.nodes.set(len(state.extender.cache.snapshot()) if ready else 0)
     m.leases.set(len(state.extender.cache.leases))
+    m.picks.set(len(state.extender.cache.picks()))
     m.leader.set(1 if state.is_leader() else 0)
     return web.Response(
         body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}

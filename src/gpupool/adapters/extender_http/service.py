@@ -79,6 +79,7 @@ class Extender:
         self._encoder = PriorityEncoder()
         self._tally: Tally = lambda reason, nodes: None
         self._on_scores: Callable[[np.ndarray], None] = lambda scores: None
+        self._on_expired: Callable[[int], None] = lambda picks: None
         self.binder = (
             None
             if api is None
@@ -164,8 +165,14 @@ class Extender:
         """Release gangs' held room past its time (gang_bind.sweep); how many."""
         return 0 if self.binder is None else await sweep(self.binder.ctx, self.binder.gangs)
 
+    def set_pick_expiry_sink(self, on_expired: Callable[[int], None]) -> None:
+        """Tell `on_expired` how many picks each sweep let go (their binds never came)."""
+        self._on_expired = on_expired
+
     async def _tick(self) -> int:
-        self.cache.sweep_picks(self.clock() - PICK_TTL_S)
+        expired = self.cache.sweep_picks(self.clock() - PICK_TTL_S)
+        if expired:
+            self._on_expired(expired)
         await self.sweep_gang_holds()
         return await self.requeue_refused()
 
