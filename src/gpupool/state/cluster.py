@@ -200,6 +200,22 @@ class ClusterCache:
             self.forget_pick(key)
         return len(old)
 
+    def _assume_over_picks(self, decision: Decision) -> None:
+        """Count a lease's decision on the snapshot; picks are guesses and a lease is the truth:
+        where the picks on its node leave no room for it, they stop counting first (their pods'
+        binds plan again against what stands)."""
+        assert self._snap is not None
+        try:
+            self._snap.assume(decision)
+        except GpupoolError:
+            on_node = [k for k, (d, _, _) in self._picks.items()
+                       if d.node_index == decision.node_index]  # fmt: skip
+            if not on_node:
+                raise
+            for key in on_node:
+                self.forget_pick(key)
+            self._snap.assume(decision)
+
     def picks(self) -> frozenset[str]:
         """The lease keys whose picks are counted now."""
         return frozenset(self._picks)
@@ -298,7 +314,7 @@ class ClusterCache:
         if decision is None:
             return  # node or card not (yet) known: applied on the rebuild that adds it
         try:
-            self._snap.assume(decision)
+            self._assume_over_picks(decision)
         except GpupoolError as err:
             self._unfit[lease.key] = f"lease {lease.key} does not fit its cards ({err})"
             log.error("%s", self._unfit[lease.key])

@@ -516,3 +516,21 @@ def test_reserve_lays_a_slice_around_an_orphan_no_list_shows() -> None:
     ctx2 = BindContext(ctx.cache, big, Planners("binpack"), monotonic=lambda: NOW)
     refused = asyncio.run(reserve(ctx2, _pod(big, "b"), NODE))  # 60 + 12 + 24 > 72Gi
     assert isinstance(refused, Refusal), refused
+
+
+def test_a_lease_another_writer_made_wins_over_a_pick_in_its_way() -> None:
+    """A pick is a guess and a lease the truth: a lease that arrives (the watch) where picks
+    leave it no room is counted, the picks on its node stop counting, and the node is not
+    fenced as if the lease did not fit its cards."""
+    api = MemoryApi([_pod_json("p", 60)], [])
+    cache = _cache(("a",), [])
+    ext = Extender(cache, api, policy="binpack")
+    empty = _free_gib(cache, "a")
+    args = ExtenderArgs.from_json({"Pod": api.pods["p"], "NodeNames": ["a"]})
+    assert ext.filter(args).node_names == ("a",) and cache.picks() == {"t/uid-p"}
+    cache.set_lease(_lease("restored", 40, node="a"))  # e.g. the controller's restore
+    assert cache.picks() == set()
+    assert _free_gib(cache, "a") == empty - 40
+    snap = cache.snapshot()
+    assert snap.condition[snap.index["a"]] is None  # not fenced
+    assert ext.filter(args).node_names is None  # 60Gi no longer fits beside the 40Gi lease
