@@ -11,23 +11,33 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from lightkube import AsyncClient, operators
-from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.core_v1 import Node
 
 from gpupool.adapters.kubernetes.decoded import read_pod
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
 from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, to_dict
-from gpupool.adapters.wire.names import LABEL_TENANT
+from gpupool.adapters.kubernetes.watch_cache import (
+    GPULEASES,
+    GPUNODES,
+    NODES,
+    TENANT_PODS,
+    list_objects,
+)
 from gpupool.state.cluster import ClusterCache, Drift
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.pod_hold import held_by
 
 log = logging.getLogger(__name__)
+
+# the bound GPU pods (GPU pods carry their tenant's label): what they hold without a lease
+BOUND_TENANT_PODS = replace(TENANT_PODS, fields={"spec.nodeName": operators.not_equal("")})
 
 
 class Informer:
@@ -45,17 +55,8 @@ class Informer:
         self.on_drift = on_drift
         self.ready = asyncio.Event()
 
-    async def _list(self, res: Any, **kw: Any) -> tuple[list[dict[str, Any]], str]:
-        it = self.client.list(res, **kw)
-        items = [to_dict(x) async for x in it]
-        try:
-            rv = it.resourceVersion
-        except Exception:  # an empty list may not have started iterating
-            rv = ""
-        return items, rv
-
     @staticmethod
-    def _leases(items: list[dict[str, Any]]) -> list[LeaseRecord]:
+    def _leases(items: Sequence[Mapping[str, Any]]) -> list[LeaseRecord]:
         out = []
         for item in items:
             try:
@@ -66,15 +67,12 @@ class Informer:
 
     async def sync(self) -> dict[str, str]:
         """One full list of every kind folded into the cache; returns each kind's list version."""
-        nodes, rv_nodes = await self._list(Node)
-        gpunodes, rv_gpunodes = await self._list(GpuNode)
-        leases, rv_leases = await self._list(GpuLease, namespace="*")
-        pods, _ = await self._list(
-            Pod,
-            namespace="*",
-            labels={LABEL_TENANT: operators.exists()},
-            fields={"spec.nodeName": operators.not_equal("")},
-        )
+        # decoded straight to dicts (watch_cache.list_objects): through lightkube's models the
+        # 5-minute resync cost seconds of CPU at thousands of pods and leases
+        nodes, rv_nodes = await list_objects(self.client, NODES)
+        gpunodes, rv_gpunodes = await list_objects(self.client, GPUNODES)
+        leases, rv_leases = await list_objects(self.client, GPULEASES)
+        pods, _ = await list_objects(self.client, BOUND_TENANT_PODS)
         held = [h for h in (held_by(read_pod(p)) for p in pods) if h is not None]
         drift = self.cache.rebuild(
             [read_node(n) for n in nodes],

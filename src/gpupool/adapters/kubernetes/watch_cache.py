@@ -110,6 +110,59 @@ class WatchEnded(Exception):
     """The API server ended a watch with an error event other than 410; it is resumed."""
 
 
+def request_for(
+    client: AsyncClient, watched: Watched, params: dict[str, Any], *, watch: bool
+) -> Any:
+    """The list (or watch) request for `watched`'s objects, as lightkube builds it."""
+    scope = watched.scope()
+    labels, fields = scope.get("labels"), scope.get("fields")
+    params = {
+        **params,
+        "labelSelector": build_selector(labels) if labels else None,
+        "fieldSelector": build_selector(fields, for_fields=True) if fields else None,
+    }
+    generic: Any = client._client  # lightkube's request builder, as its watch uses it
+    basic = generic.prepare_request(
+        "list",
+        res=watched.resource,
+        namespace=scope.get("namespace"),
+        watch=watch,
+        params={k: v for k, v in params.items() if v is not None},
+    )
+    timeout = generic._watch_timeout if watch else generic._client.timeout
+    return generic._client.build_request(
+        basic.method, basic.url, params=basic.params, timeout=timeout
+    )
+
+
+async def list_objects(client: AsyncClient, watched: Watched) -> tuple[Objects, str]:
+    """Every object of `watched`, in pages of LIST_PAGE, each decoded straight to a dict
+    (through lightkube's models a Node costs about a millisecond, a Pod more: seconds at
+    thousands of them), and the list's resourceVersion. An error status raises lightkube's
+    ApiError."""
+    generic: Any = client._client
+    objects: Objects = []
+    token: str | None = None
+    while True:
+        request = request_for(client, watched, {"limit": LIST_PAGE, "continue": token}, watch=False)
+        response = await generic.send(request)
+        if response.status_code >= 400:
+            generic.raise_for_status(response)
+        page = msgspec.json.decode(response.content)
+        if not isinstance(page, dict):
+            raise WatchEnded(f"a list of {watched.kind} was not an object")
+        # a list's items carry no kind and apiVersion; the watch's objects do
+        kind = str(page.get("kind") or "").removesuffix("List")
+        api_version = page.get("apiVersion")
+        for item in page.get("items") or ():
+            if isinstance(item, dict):
+                objects.append({"apiVersion": api_version, "kind": kind, **item})
+        meta = page.get("metadata") or {}
+        token = meta.get("continue") or None
+        if token is None:
+            return objects, str(meta.get("resourceVersion") or "")
+
+
 class Reflector:
     """Keeps one kind's store in step with the API server."""
 
@@ -140,52 +193,10 @@ class Reflector:
         self._report_size()
 
     def _request(self, params: dict[str, Any], *, watch: bool) -> Any:
-        """The list (or watch) request for this kind's objects, as lightkube builds it."""
-        scope = self.watched.scope()
-        labels, fields = scope.get("labels"), scope.get("fields")
-        params = {
-            **params,
-            "labelSelector": build_selector(labels) if labels else None,
-            "fieldSelector": build_selector(fields, for_fields=True) if fields else None,
-        }
-        generic: Any = self.client._client  # lightkube's request builder, as its watch uses it
-        basic = generic.prepare_request(
-            "list",
-            res=self.watched.resource,
-            namespace=scope.get("namespace"),
-            watch=watch,
-            params={k: v for k, v in params.items() if v is not None},
-        )
-        timeout = generic._watch_timeout if watch else generic._client.timeout
-        return generic._client.build_request(
-            basic.method, basic.url, params=basic.params, timeout=timeout
-        )
+        return request_for(self.client, self.watched, params, watch=watch)
 
     async def _listed(self) -> tuple[Objects, str]:
-        """Every object, in pages of LIST_PAGE, each decoded straight to a dict (through
-        lightkube's models a Node costs about a millisecond: seconds at thousands of nodes), and
-        the list's resourceVersion."""
-        generic: Any = self.client._client
-        objects: Objects = []
-        token: str | None = None
-        while True:
-            request = self._request({"limit": LIST_PAGE, "continue": token}, watch=False)
-            response = await generic.send(request)
-            if response.status_code >= 400:
-                generic.raise_for_status(response)
-            page = msgspec.json.decode(response.content)
-            if not isinstance(page, dict):
-                raise WatchEnded(f"a list of {self.watched.kind} was not an object")
-            # a list's items carry no kind and apiVersion; the watch's objects do
-            kind = str(page.get("kind") or "").removesuffix("List")
-            api_version = page.get("apiVersion")
-            for item in page.get("items") or ():
-                if isinstance(item, dict):
-                    objects.append({"apiVersion": api_version, "kind": kind, **item})
-            meta = page.get("metadata") or {}
-            token = meta.get("continue") or None
-            if token is None:
-                return objects, str(meta.get("resourceVersion") or "")
+        return await list_objects(self.client, self.watched)
 
     def _report_size(self) -> None:
         if self.observer is not None:
