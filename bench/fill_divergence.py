@@ -14,8 +14,11 @@ node's reserve, `live_replay_core.with_reserve`):
 - `choices`: for each live placement, what the planner would have chosen on the same state (the
   live placements before it): the same node, another node with the same score (a tie, which the
   live path breaks as the simulator does, so a difference here is a state that differs in what
-  the planner does not score), a node the planner scores higher, or a live node the planner finds
-  the pod does not fit (the live cluster's capacity differs from the model's), by kind of pod;
+  the planner does not score), a node the planner scores higher (and of those, how many are its
+  choice once the 1 to 8 pods placed just before are taken out again: the extender chose before
+  their picks counted, or their bindings were seen out of the order it chose in), or a live node
+  the planner finds the pod does not fit (the live cluster's capacity differs from the model's),
+  by kind of pod;
 - `unplaced_live_that_fit_at_end`: the pods the live fill did not place that the planner places
   on the live fill's final state, in trace order: room the live path had and did not use (a
   kube-scheduler limit the simulator has no model of, a bind refused, a pod given up);
@@ -77,6 +80,7 @@ def replay_live(
     outcomes: dict[str, Counter[str]] = {}
     misfits: list[str] = []
     placed: list[Request] = []
+    decisions: list[Decision] = []
     for name, node in live:
         req = by_name.get(name)
         if req is None:
@@ -96,14 +100,43 @@ def replay_live(
             tally["tie_other_node"] += 1
         else:
             tally["planner_scores_another_higher"] += 1
+            recent = chosen_without_recent(snap, planner, req, i, decisions)
+            tally["... its choice without the 1-8 pods bound just before" if recent else
+                  "... not its choice without them either"] += 1  # fmt: skip
         try:
-            snap.assume(planner.decide(snap, req, feas, i, 0.0))
+            decision = planner.decide(snap, req, feas, i, 0.0)
+            snap.assume(decision)
         except GpupoolError:
             tally["live_node_does_not_fit_in_model"] += 1
             misfits.append(f"{name} on {node} (cards)")
             continue
+        decisions.append(decision)
         placed.append(req)
     return snap, placed, outcomes, misfits
+
+
+RECENT = 8  # the live fill keeps at most 8 pods unsettled: binds out of order stay that close
+
+
+def chosen_without_recent(
+    snap: ClusterSnapshot, planner: Planner, req: Request, node: int, decisions: list[Decision]
+) -> int | None:
+    """How many of the pods placed just before (1..RECENT) must be taken out again for the
+    planner to choose `node` for `req` (the extender chose before their picks counted, or their
+    binds were seen out of the order it chose in); None when none does. `snap` is as given
+    after."""
+    taken: list[Decision] = []
+    found = None
+    for decision in reversed(decisions[-RECENT:]):
+        snap.forget(decision)
+        taken.append(decision)
+        _, rows, scores = planner.scores(snap, req)
+        if len(rows) and int(rows[first_best(scores, planner.rank(snap)[rows])]) == node:
+            found = len(taken)
+            break
+    for decision in reversed(taken):
+        snap.assume(decision)
+    return found
 
 
 def place_in_order(snap: ClusterSnapshot, requests: list[Request]) -> list[Request]:

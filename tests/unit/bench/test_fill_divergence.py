@@ -56,7 +56,11 @@ def test_a_live_choice_the_planner_scores_lower_and_one_that_does_not_fit_are_to
     # half-2 live on b: the planner packs it on a (half full); then whole on a: does not fit
     live = [("half-1", "a"), ("half-2", "b"), ("whole", "a"), ("unknown-pod", "a")]
     final, placed, outcomes, misfits = divergence.replay_live(NODES, PODS, live)
-    assert outcomes["share"] == {"same_node": 1, "planner_scores_another_higher": 1}
+    assert outcomes["share"] == {
+        "same_node": 1,
+        "planner_scores_another_higher": 1,
+        "... not its choice without them either": 1,  # without half-1: a, first by name
+    }
     assert outcomes["whole_gpus"] == {"live_node_does_not_fit_in_model": 1}
     assert misfits == ["whole on a"]
     assert [r.name for r in placed] == ["half-1", "half-2"]
@@ -74,3 +78,15 @@ def test_placements_written_by_live_replay_read_back_in_binding_order(tmp_path: 
     path.write_text('{"pod": "p1"}\n')
     with pytest.raises(SystemExit, match=r"placements\.jsonl:1: not a placement line"):
         divergence.read_placements(path)
+
+
+def test_a_lower_choice_made_before_the_pod_bound_just_before_is_told_apart() -> None:
+    """half-1 live on b (a tie with a), then half-2 on a: the planner packs it beside half-1
+    on b, but without half-1 it would choose a: the extender chose before half-1 counted."""
+    live = [("half-1", "b"), ("half-2", "a")]
+    _, _, outcomes, _ = divergence.replay_live(NODES, PODS, live)
+    assert outcomes["share"] == {
+        "tie_other_node": 1,
+        "planner_scores_another_higher": 1,
+        "... its choice without the 1-8 pods bound just before": 1,
+    }
