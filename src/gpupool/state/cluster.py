@@ -330,6 +330,8 @@ class ClusterCache:
             self._apply_condition(self.leases[key].node)
 
     def set_lease(self, lease: LeaseRecord) -> None:
+        if lease.key in self._picks:  # the pod's lease counts now (a standby sees it by watch)
+            self.forget_pick(lease.key)
         old = self.leases.get(lease.key)
         self.orphans.pop(lease.key, None)  # the lease itself is back
         self.generation += 1

@@ -534,3 +534,16 @@ def test_a_lease_another_writer_made_wins_over_a_pick_in_its_way() -> None:
     snap = cache.snapshot()
     assert snap.condition[snap.index["a"]] is None  # not fenced
     assert ext.filter(args).node_names is None  # 60Gi no longer fits beside the 40Gi lease
+
+
+def test_the_pods_own_lease_arriving_by_watch_replaces_its_pick() -> None:
+    """On a standby the bind runs elsewhere (forwarded to the leader): the pick it counted at
+    /filter must give way to the pod's lease when the watch brings it, not count beside it."""
+    api = MemoryApi([_pod_json("p", 30)], [])
+    cache = _cache(("a",), [])
+    ext = Extender(cache, api, policy="binpack")
+    empty = _free_gib(cache, "a")
+    args = ExtenderArgs.from_json({"Pod": api.pods["p"], "NodeNames": ["a"]})
+    assert ext.filter(args).node_names == ("a",) and _free_gib(cache, "a") == empty - 30
+    cache.set_lease(_lease("p", 30, node="a"))  # the leader's lease for t/uid-p
+    assert cache.picks() == set() and _free_gib(cache, "a") == empty - 30  # counted once
