@@ -26,11 +26,12 @@ import json
 import os
 import secrets
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bare_cluster import cpu_seconds, on_bare_cluster
 
 from gpupool.adapters.kubeclient import async_client, kube_config
 from gpupool.adapters.kubernetes.crds import apply_crds
@@ -38,20 +39,12 @@ from gpupool.adapters.kubernetes.fast_post import FastPoster
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.kubernetes.pod import allocation_annotation
 from gpupool.adapters.wire.names import API_VERSION
-from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import version_tag
-from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.domain.allocations import Allocation, Slice
 from gpupool.domain.units import GiB
 from gpupool.state.lease import LeaseRecord, PodRef
 
-MEASURED = ("kube-apiserver", "etcd")
 NODE = "gpu-node-0"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pod_body(ns: str, name: str) -> dict[str, Any]:
@@ -165,17 +158,11 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=600)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="gpupool-write-cost-") as tmp:
-        cluster = DevCluster(Path(tmp) / "cluster")
-        spec = ClusterSpec(nodes=tuple(node_specs(2, parse_gpu_spec("8xA100-80GB"))))
-        state = cluster.up(spec, die_with_parent=True)
-        try:
-            pids = {p.name: p.pid for p in state.processes if p.name in MEASURED}
-            phases = asyncio.run(
-                measure(Path(state.kubeconfig), pids, args.writes, args.concurrency)
-            )
-        finally:
-            cluster.down()
+    phases = on_bare_cluster(
+        "gpupool-write-cost-",
+        2,
+        lambda kubeconfig, pids: measure(kubeconfig, pids, args.writes, args.concurrency),
+    )
     by = {row["phase"]: row["kube-apiserver_cpu_ms_per_write"] for row in phases}
     plain = by["binding (kube-scheduler's)"]
     gpupool = by["gpulease create"] + by["binding with gpupool annotations"]

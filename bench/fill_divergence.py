@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_replay as lr
-from live_replay_core import pod_request, smallest_card_mib, unallocated_gpu_pct, with_reserve
+from live_replay_core import unallocated_gpu_pct, with_reserve
 
 from gpupool.domain.devices import Node
 from gpupool.domain.errors import GpupoolError
@@ -47,7 +47,6 @@ from gpupool.domain.requests import Request
 from gpupool.placement.default_workload import default_workload
 from gpupool.placement.planner import Planner, first_best
 from gpupool.placement.snapshot import ClusterSnapshot, Decision
-from gpupool.simulator.openb import load_pods
 
 
 def kind_of(req: Request) -> str:
@@ -154,20 +153,10 @@ def place_in_order(snap: ClusterSnapshot, requests: list[Request]) -> list[Reque
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("placements", type=Path)
-    parser.add_argument(
-        "--nodes-file", type=Path, default=lr.DEFAULT_TRACE / "openb_node_list_gpu_node.csv"
-    )
-    parser.add_argument(
-        "--pods-file", type=Path, default=lr.DEFAULT_TRACE / "openb_pod_list_default.csv"
-    )
+    lr.add_trace_arguments(parser)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    node_args = argparse.Namespace(
-        nodes_file=args.nodes_file, node_limit=0, repeat_nodes=1, unknown_model_as="V100-32GB"
-    )
-    _, nodes = lr.cluster_nodes(node_args)
-    card = smallest_card_mib(nodes)
-    requests = [pod_request(p.request, lr.TENANT, card) for p in load_pods(args.pods_file)]
+    nodes, requests = lr.replay_inputs(args.nodes_file, args.pods_file)
     by_name = {r.name: r for r in requests}
     live = read_placements(args.placements)
     final, placed, outcomes, misfits = replay_live(nodes, by_name, live)

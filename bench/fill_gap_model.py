@@ -53,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_replay as lr
-from live_replay_core import pod_request, smallest_card_mib, unallocated_gpu_pct
+from live_replay_core import unallocated_gpu_pct
 
 from gpupool.adapters.extender_http.prioritize import cpu_pod_scores, pick_scores
 from gpupool.domain.devices import Node
@@ -63,7 +63,6 @@ from gpupool.placement.default_workload import default_workload
 from gpupool.placement.planner import Planner, first_best
 from gpupool.placement.policies.first_fit import FirstFitByDevicePolicy
 from gpupool.placement.snapshot import ClusterSnapshot
-from gpupool.simulator.openb import load_pods
 
 SUBSET = 0.403  # kube-scheduler's adaptive percentage at 1,213 nodes: 50 - 1213/125
 MIN_FEASIBLE = 100  # ... never fewer nodes than this
@@ -210,12 +209,7 @@ def shuffled(requests: list[Request], window: int, seed: int) -> list[Request]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "--nodes-file", type=Path, default=lr.DEFAULT_TRACE / "openb_node_list_gpu_node.csv"
-    )
-    parser.add_argument(
-        "--pods-file", type=Path, default=lr.DEFAULT_TRACE / "openb_pod_list_default.csv"
-    )
+    lr.add_trace_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", choices=sorted(VARIANTS), default=None)
     parser.add_argument(
@@ -235,12 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shuffle-seeds", nargs="*", type=int, default=[1, 2, 3])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    node_args = argparse.Namespace(
-        nodes_file=args.nodes_file, node_limit=0, repeat_nodes=1, unknown_model_as="V100-32GB"
-    )
-    _, nodes = lr.cluster_nodes(node_args)
-    card = smallest_card_mib(nodes)
-    requests = [pod_request(p.request, lr.TENANT, card) for p in load_pods(args.pods_file)]
+    nodes, requests = lr.replay_inputs(args.nodes_file, args.pods_file)
     result: dict[str, object] = {
         "benchmark": "fill gap model (the live path's choices over the simulator's planner)",
         "nodes_file": args.nodes_file.name,

@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,16 +33,15 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from apiserver_write_cost import MEASURED, cpu_seconds, one_slice
+from apiserver_write_cost import one_slice
+from bare_cluster import cpu_seconds, on_bare_cluster
 
 from gpupool.adapters.kubeclient import async_client, kube_config
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import FastPoster
 from gpupool.adapters.kubernetes.lease import lease_to_json
 from gpupool.adapters.wire.names import API_VERSION, LABEL_NODE
-from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import version_tag
-from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.domain.units import GiB
 from gpupool.state.lease import LeaseRecord, PodRef
 
@@ -118,17 +116,11 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.leases, args.nodes, args.lists) < 1:
         parser.error("--leases, --nodes and --lists must be at least 1")
-    with tempfile.TemporaryDirectory(prefix="gpupool-list-cost-") as tmp:
-        cluster = DevCluster(Path(tmp) / "cluster")
-        spec = ClusterSpec(nodes=tuple(node_specs(2, parse_gpu_spec("8xA100-80GB"))))
-        state = cluster.up(spec, die_with_parent=True)
-        try:
-            pids = {p.name: p.pid for p in state.processes if p.name in MEASURED}
-            rows = asyncio.run(
-                measure(Path(state.kubeconfig), pids, args.leases, args.nodes, args.lists)
-            )
-        finally:
-            cluster.down()
+    rows = on_bare_cluster(
+        "gpupool-list-cost-",
+        2,
+        lambda kubeconfig, pids: measure(kubeconfig, pids, args.leases, args.nodes, args.lists),
+    )
     print(json.dumps({
         "benchmark": "kube-apiserver CPU per list of one node's GpuLeases",
         "binaries": version_tag(),

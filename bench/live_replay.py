@@ -81,6 +81,7 @@ from gpupool.simulator.openb import load_nodes, load_pods
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/traces/alibaba-gpu-v2023"
 TENANT = "replay"
+UNKNOWN_MODEL_AS = "V100-32GB"  # the cards of unknown memory size (G2, G3) become these
 PROBES = "probes"
 
 
@@ -339,6 +340,29 @@ def idle_window(
     return {"requests": with_component_lists(requests.finish()), "usage": usage.finish()}
 
 
+def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--nodes-file` and `--pods-file`, the trace's GPU node list and `default` pod list by
+    default (the models that replay the live fill take the same)."""
+    parser.add_argument(
+        "--nodes-file", type=Path, default=DEFAULT_TRACE / "openb_node_list_gpu_node.csv"
+    )
+    parser.add_argument(
+        "--pods-file", type=Path, default=DEFAULT_TRACE / "openb_pod_list_default.csv"
+    )
+
+
+def replay_inputs(nodes_file: Path, pods_file: Path) -> tuple[list[Node], list[Request]]:
+    """The whole node list as the live replay's cluster has it (unknown cards given the default
+    stand-in) and the whole pod list as the pods it submits ask, in order: what the models of
+    the live fill (fill_gap_model.py, fill_divergence.py) place."""
+    args = argparse.Namespace(
+        nodes_file=nodes_file, node_limit=0, repeat_nodes=1, unknown_model_as=UNKNOWN_MODEL_AS
+    )
+    _, nodes = cluster_nodes(args)
+    card = smallest_card_mib(nodes)
+    return nodes, [pod_request(p.request, TENANT, card) for p in load_pods(pods_file)]
+
+
 def cluster_nodes(args: argparse.Namespace) -> tuple[list[Node], list[Node]]:
     """(the trace's nodes, the nodes the cluster gets: unknown card sizes given a stand-in)."""
     trace = load_nodes(args.nodes_file)
@@ -508,19 +532,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument(
-        "--nodes-file", type=Path, default=DEFAULT_TRACE / "openb_node_list_gpu_node.csv"
-    )
-    parser.add_argument(
-        "--pods-file", type=Path, default=DEFAULT_TRACE / "openb_pod_list_default.csv"
-    )
+    add_trace_arguments(parser)
     parser.add_argument("--node-limit", type=int, default=0, help="the first N nodes only")
     parser.add_argument("--repeat-nodes", type=int, default=1, help="the node list K times")
     parser.add_argument("--limit", type=int, default=0, help="the first N pods only")
     parser.add_argument("--policy", default="gpupool")
     parser.add_argument(
         "--unknown-model-as",
-        default="V100-32GB",
+        default=UNKNOWN_MODEL_AS,
         help="the stand-in for cards of unknown memory (G2, G3); 'none' keeps them",
     )
     parser.add_argument("--in-flight", type=int, default=8, help="unsettled pods at most")

@@ -140,7 +140,7 @@ def with_reserve(nodes: Sequence[Node], reserve_pct: float = DEFAULT_RESERVE_PCT
             node,
             gpus=tuple(
                 replace(gpu, memory_bytes=allocatable_bytes(total, reserve_pct))
-                if (total := gpu.memory_bytes or get_model(gpu.model).memory_bytes)
+                if (total := gpu.total_memory)
                 else gpu
                 for gpu in node.gpus
             ),

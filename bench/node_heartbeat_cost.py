@@ -30,12 +30,12 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
+from bare_cluster import cpu_seconds, on_bare_cluster
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
@@ -47,21 +47,13 @@ from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.node_lease import NODE_LEASE_NAMESPACE, renewal
 from gpupool.adapters.kubernetes.resources import GpuNode, to_dict
 from gpupool.adapters.wire.names import API_VERSION
-from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.heartbeat import fake_status
-from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 
-MEASURED = ("kube-apiserver", "etcd")
 CLUSTER_NODES = 1213  # issue 24's Alibaba cluster
 PERIOD_S = 10.0  # the dev cluster's heartbeat period
 WATCHERS = 3  # GpuNode watchers: the extender's informer, the controller, the web view
 LEASE_WATCHERS = 1  # the controller's watch cache
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def as_lease(obj: dict[str, Any]) -> Lease:
@@ -172,19 +164,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="gpupool-heartbeat-cost-") as tmp:
-        cluster = DevCluster(Path(tmp) / "cluster")
-        state = cluster.up(
-            ClusterSpec(nodes=tuple(node_specs(1, parse_gpu_spec("8xA100-80GB")))),
-            die_with_parent=True,
-        )
-        try:
-            pids = {p.name: p.pid for p in state.processes if p.name in MEASURED}
-            rows = asyncio.run(
-                measure(Path(state.kubeconfig), pids, args.nodes, args.rounds, args.concurrency)
-            )
-        finally:
-            cluster.down()
+    rows = on_bare_cluster(
+        "gpupool-heartbeat-cost-",
+        1,
+        lambda kubeconfig, pids: measure(
+            kubeconfig, pids, args.nodes, args.rounds, args.concurrency
+        ),
+    )
     by = {row["phase"]: row for row in rows}
     per_s = CLUSTER_NODES / PERIOD_S
 

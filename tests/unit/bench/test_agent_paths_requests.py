@@ -3,19 +3,12 @@ those scoped to one node (a field selector, as the agents ask) and cluster-wide 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "bench"))  # it imports api_requests as the bench scripts do
-_spec = importlib.util.spec_from_file_location(
-    "agent_paths_requests", ROOT / "bench" / "agent_paths_requests.py"
-)
-assert _spec is not None and _spec.loader is not None
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+from support.bench import bench_module
+
+bench = bench_module("agent_paths_requests")
 
 AGENT = "system:serviceaccount:gpupool-system:gpupool-agent"
 

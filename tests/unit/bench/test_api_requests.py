@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from support.bench import bench_module
 
-ROOT = Path(__file__).resolve().parents[3]
-_spec = importlib.util.spec_from_file_location("api_requests", ROOT / "bench" / "api_requests.py")
-assert _spec is not None and _spec.loader is not None
-api_requests = importlib.util.module_from_spec(_spec)
-sys.modules["api_requests"] = api_requests
-_spec.loader.exec_module(api_requests)
+api_requests = bench_module("api_requests")
 
 METRICS = """\
 # HELP apiserver_request_total Counter of apiserver requests

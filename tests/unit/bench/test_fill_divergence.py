@@ -4,32 +4,16 @@ finds the pod does not fit; and live_replay's placements file reads back."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support.bench import bench_module
 
 from gpupool.domain.devices import Gpu, Node
 from gpupool.domain.requests import Request
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _module(name: str) -> ModuleType:
-    if str(ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-divergence = _module("fill_divergence")
-live_replay = _module("live_replay")
+divergence = bench_module("fill_divergence")
+live_replay = bench_module("live_replay")
 
 NODES = [
     Node("a", 8000, 1 << 16, (Gpu(0, "A100-80GB"),)),

@@ -4,13 +4,9 @@ simulator's in-order fill, and the latency percentiles."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import numpy as np
 import pytest
+from support.bench import bench_module
 
 from gpupool.adapters.wire.pods import read_pod_gpu
 from gpupool.domain.devices import uniform_node
@@ -18,19 +14,7 @@ from gpupool.domain.requests import Request
 from gpupool.domain.units import MiB
 from gpupool.placement.workload import TargetWorkload
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-core = _module("live_replay_core")
+core = bench_module("live_replay_core")
 
 NODES = [
     uniform_node("t4", cpu_milli=32000, memory_mib=131072, gpu_count=2, model="T4"),

@@ -3,28 +3,13 @@ count as gpupool's components."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[3]
+from support.bench import bench_module
 
-
-def _module(name: str) -> ModuleType:
-    if str(ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(ROOT / "bench"))  # live_replay imports its sibling modules
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-proc_usage = _module("proc_usage")
-live_replay = _module("live_replay")
+proc_usage = bench_module("proc_usage")
+live_replay = bench_module("live_replay")
 
 
 def _gone_pid() -> int:

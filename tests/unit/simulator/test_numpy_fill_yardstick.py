@@ -7,28 +7,16 @@ gpupool's fgd is the experiment the yardstick times, and that speed work changed
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support.bench import bench_module
 
 from gpupool.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[3]
 SEEDS = (42, 43, 44, 45, 46)
-
-
-def yardstick() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("numpy_fill", ROOT / "bench" / "numpy_fill.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["numpy_fill"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def write_cluster(tmp: Path) -> tuple[Path, Path]:
@@ -71,7 +59,7 @@ def test_yardstick_and_gpupool_fgd_agree_seed_by_seed(tmp_path: Path) -> None:
             "--seeds", seeds, "--json", str(out), "--jobs", "1"]  # fmt: skip
     assert main(argv) == 0
     ours = {run["seed"]: run for run in json.loads(out.read_text())["results"]["fgd"]["runs"]}
-    ref = yardstick()
+    ref = bench_module("numpy_fill")
     for seed in SEEDS:
         theirs = ref.fill(nodes, pods, seed)
         run = ours[seed]
