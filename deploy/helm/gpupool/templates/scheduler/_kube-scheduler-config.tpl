@@ -15,7 +15,10 @@ tools/helm/render-manifests.sh, into deploy/scheduler/kube-scheduler-config.yaml
 # kube-scheduler calls the first extender entry (filter, prioritize, bind) only for pods that
 # request one of managedResources (the resources gpupool's webhook and users put on GPU pods). It
 # leaves those resources to the extender (ignoredByScheduler): no node advertises gpu-memory,
-# gpu-compute or gpu, and the extender accounts for vgpu per card. The second entry only scores
+# gpu-compute or gpu, and the extender accounts for vgpu per card. Its filter answers the
+# planner's pick alone (unless the pod has soft preferences, or a fitting node a PreferNoSchedule
+# taint it does not tolerate), so kube-scheduler skips scoring for most GPU pods, prioritize
+# included; the weight below counts for the pods still scored. The second entry only scores
 # every other pod (prioritize-cpu: nodes without gpupool GPUs first, then packed onto as few GPU
 # nodes as they need, so they do not strand GPUs); it is ignorable, so those pods are scheduled
 # as before while the extender is down. weight 5: the planner's pick outweighs kube-scheduler's
