@@ -78,8 +78,11 @@ class ClusterApi(EventWriter, Protocol):
     other refusal: the round stops and the next one tries again from what the API server then
     holds."""
 
-    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
-        """Every pod with a tenant label; `fresh`: from the API server itself, not a cache."""
+    async def tenant_pods(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[PodView]:
+        """Every pod with a tenant label; `fresh`: from the API server itself, not a cache;
+        `keys`: only these (namespace/name; those that exist)."""
         ...
 
     async def quotas(self) -> Listed[QuotaObject]: ...

@@ -189,9 +189,11 @@ class KubeClusterApi:
             raise NotLeader(f"{what} refused: this {COMPONENT} replica is not leader")
 
     # -- reading -------------------------------------------------------------------------------
-    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
-        """Every pod the webhook stamped with a tenant, in all namespaces."""
-        return await self._decoded_of(TENANT_PODS, pods_listed, fresh=fresh)
+    async def tenant_pods(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[PodView]:
+        """Every pod the webhook stamped with a tenant, in all namespaces (`keys`: these)."""
+        return await self._decoded_of(TENANT_PODS, pods_listed, fresh=fresh, keys=keys)
 
     async def quotas(self) -> Listed[QuotaObject]:
         return await self._decoded_of(GPUQUOTAS, quotas_listed)

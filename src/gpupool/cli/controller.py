@@ -311,7 +311,8 @@ def run(args: argparse.Namespace) -> int:
                     ),
                     # per node: a round looks at the nodes that changed or came due
                     Loop("node-health", nodes.reconcile, NODE_HEALTH_KINDS, due_at=nodes.due_at),
-                    Loop("leases", whole(leases.reconcile), LEASE_KINDS, due_at=leases.due_at),
+                    # per lease: a round looks at the leases and pods that changed or came due
+                    Loop("leases", leases.reconcile, LEASE_KINDS, due_at=leases.due_at),
                     Loop(
                         "autoscale",
                         whole(autoscale.reconcile),

@@ -25,16 +25,17 @@ def read_leases(listed: Listed[LeaseRecord], log: logging.Logger) -> list[LeaseR
 
 
 def decode_leases(
-    contain: Containment, listed: Listed[LeaseRecord], now: float
+    contain: Containment, listed: Listed[LeaseRecord], now: float, *, every: bool = True
 ) -> list[LeaseRecord]:
-    return [le for le, _ in contain.decode(READ, "GpuLease", listed, now)]
+    """`every`: `listed` is every GpuLease (not the few a round over what changed read)."""
+    return [le for le, _ in contain.decode(READ, "GpuLease", listed, now, every=every)]
 
 
 def decode_pods(
-    contain: Containment, listed: Listed[PodView], now: float
+    contain: Containment, listed: Listed[PodView], now: float, *, every: bool = True
 ) -> list[tuple[PodView, ObjectReference]]:
-    """(view, reference) of each pod that reads."""
-    return contain.decode(READ, "Pod", listed, now)
+    """(view, reference) of each pod that reads; `every`: as `decode_leases`'."""
+    return contain.decode(READ, "Pod", listed, now, every=every)
 
 
 def quota_specs(listed: Listed[QuotaObject]) -> Listed[TenantQuota]:

@@ -147,11 +147,14 @@ class FakeCluster:
         return [(key, payload) for m, key, payload in self.writes if m == method]
 
     # -- reads ---------------------------------------------------------------------------------
-    async def tenant_pods(self, *, fresh: bool = False) -> Listed[PodView]:
+    async def tenant_pods(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[PodView]:
         return pods_listed(
             copy.deepcopy(p)
-            for p in self.pods.values()
+            for key, p in self.pods.items()
             if "gpupool.io/tenant" in ((p.get("metadata") or {}).get("labels") or {})
+            and (keys is None or key in keys)
         )
 
     async def quotas(self) -> Listed[QuotaObject]:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Collection
 
 from fake_cluster import FakeCluster, pod_json, quota_json
 
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
-from gpupool.ports import Json
+from gpupool.state.listed import Listed
+from gpupool.state.pods import PodView
 
 NOW = 1_767_225_600.0
 
@@ -69,7 +71,9 @@ def test_a_failed_admit_sets_the_pod_aside_and_the_next_round_admits() -> None:
 class _Recreated(FakeCluster):
     """a1 is deleted and made again (a new uid) just after the reconciler listed it."""
 
-    async def tenant_pods(self, *, fresh: bool = False) -> list[Json]:
+    async def tenant_pods(
+        self, *, fresh: bool = False, keys: Collection[str] | None = None
+    ) -> Listed[PodView]:
         pods = await super().tenant_pods()
         self.pods["ns/a1"]["metadata"]["uid"] = "uid-recreated"
         return pods

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 
 from gpupool.adapters.kubernetes.leader import NotLeader
@@ -63,11 +63,15 @@ class ChargeReporter:
         leases: Mapping[str, ObjectReference],
         pods: Mapping[str, ObjectReference],
         now: float,
+        judged: Collection[str] | None = None,
     ) -> list[ChargeFinding]:
         """Writes the new findings' events; returns the findings reported now. `leases`: lease
-        key -> its reference; `pods`: pod uid -> its reference (a pod not there is read)."""
+        key -> its reference; `pods`: pod uid -> its reference (a pod not there is read);
+        `judged`: the lease keys the audit looked at (None: every lease there is), so a round
+        over some leases forgets no report of the others."""
         current = {f.lease.key: f for f in audit.findings}
-        for key in list(self._reported):  # mended or gone: a later disagreement is news again
+        scope = self._reported.keys() if judged is None else set(judged) & self._reported.keys()
+        for key in list(scope):  # mended or gone: a later disagreement is news again
             if key not in current:
                 del self._reported[key]
         stamp = format_time(now)

@@ -46,6 +46,23 @@ def _lease_times(
         yield notice.evict_at if notice.evict_at > now else now + retry_s
 
 
+def lease_due(
+    lease: LeaseRecord,
+    pod: PodView | None,
+    now: float,
+    *,
+    retention_s: float,
+    reserved_timeout_s: float | None,
+    budgets: Mapping[str, Budget] | None = None,
+    retry_s: float = RETRY_S,
+) -> float | None:
+    """The soonest of one lease's times after `now` (None: nothing timed). A time already past
+    that the round did not act on waits on something else (a pod still running, a budget
+    window): a change or the manager's safety net brings it."""
+    times = _lease_times(lease, pod, now, retention_s, reserved_timeout_s, budgets or {}, retry_s)
+    return min((at for at in times if at > now), default=None)
+
+
 def next_lease_work(
     leases: Iterable[LeaseRecord],
     pods_by_uid: Mapping[str, PodView],
@@ -56,15 +73,14 @@ def next_lease_work(
     budgets: Mapping[str, Budget] | None = None,
     retry_s: float = RETRY_S,
 ) -> float | None:
-    """The soonest of the leases' times after `now` (None: nothing timed). A time already past
-    that the round did not act on waits on something else (a pod still running, a budget
-    window): a change or the manager's safety net brings it."""
-    soonest: float | None = None
-    for lease in leases:
-        pod = pods_by_uid.get(lease.pod.uid)
-        for at in _lease_times(
-            lease, pod, now, retention_s, reserved_timeout_s, budgets or {}, retry_s
-        ):
-            if at > now and (soonest is None or at < soonest):
-                soonest = at
-    return soonest
+    """The soonest of the leases' `lease_due` (None: nothing timed)."""
+    return min(
+        (
+            at
+            for lease in leases
+            if (at := lease_due(lease, pods_by_uid.get(lease.pod.uid), now,
+                                retention_s=retention_s, reserved_timeout_s=reserved_timeout_s,
+                                budgets=budgets, retry_s=retry_s)) is not None
+        ),
+        default=None,
+    )  # fmt: skip

@@ -16,24 +16,37 @@ that object is set aside with a ReconcileFailed event and retried with backoff, 
 goes on for the others (the next round plans the same move again from what the API server
 holds).
 
-After each round `due_at` says when its timed work next comes due (`leases.due`: the next
-expiry, eviction, reservation timeout or collection; an object set aside retried); the manager
-runs the loop then, or sooner on a change."""
+A round decides per lease (`Owed`): one owed some changes looks only at the leases they touch
+(`leases.touched`: a changed lease, the leases of a changed pod, of a changed GpuNode, of a
+tenant whose GpuQuota changed), the pods of those leases and the changed pods themselves (a
+bound pod without a lease: restored), and at the leases and pods whose own time came; each is
+read by key from the watch cache, so in a fill a new pod costs its own lease and pod, not a
+pass over every lease. A restore or fence found that way is planned again over every lease
+(the overlap check needs every live lease on the card). A round owed everything (the first,
+the manager's safety net, a retry of an object set aside, one after a failed round) decides
+over every lease and pod as before and makes the index of leases again.
+
+After each round `due_at` says when its timed work next comes due, kept per lease and per pod
+(`controllers.deadlines`; `leases.due`: a lease's expiry, eviction, reservation timeout or
+collection; `leases.restore.lease_awaited`: a bound pod's lease not made by the extender
+within the grace; an object set aside retried); the manager runs the loop then, or sooner on a
+change."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 
 from gpupool.adapters.kubernetes.leader import NotLeader
 from gpupool.adapters.kubernetes.lease import phase_name
 from gpupool.controllers.contain import Containment, lease_ref, pod_ref
+from gpupool.controllers.deadlines import Deadlines
 from gpupool.controllers.due import soonest
 from gpupool.controllers.leases.charge_audit import CardSizes
 from gpupool.controllers.leases.charge_reconcile import ChargeReporter, audit_of
-from gpupool.controllers.leases.due import next_lease_work
+from gpupool.controllers.leases.due import lease_due
 from gpupool.controllers.leases.expiry import plan_expiry
 from gpupool.controllers.leases.expiry_reconcile import apply_expiry
 from gpupool.controllers.leases.plan import (
@@ -42,8 +55,16 @@ from gpupool.controllers.leases.plan import (
     Move,
     plan_leases,
 )
-from gpupool.controllers.leases.restore import Fence, Restore, RestorePlan, plan_restores
+from gpupool.controllers.leases.restore import (
+    Fence,
+    Restore,
+    RestorePlan,
+    lease_awaited,
+    plan_restores,
+)
+from gpupool.controllers.leases.touched import LeaseIndex
 from gpupool.controllers.reads import READ, decode_leases, decode_pods, quota_specs
+from gpupool.controllers.work_queue import EVERYTHING, Owed
 from gpupool.ports import Clock, ClusterApi, Outcomes
 from gpupool.quota.spec import Budget
 from gpupool.rfc3339 import format_time
@@ -58,6 +79,8 @@ from gpupool.state.quota_object import QuotaObject
 log = logging.getLogger("gpupool.controller.leases")
 
 LOOP = "leases"
+LEASE, POD = "lease", "pod"  # what a deadline is kept for (a lease's timed work, a pod's restore)
+NOTHING = LeasePlan((), (), ())
 
 
 def lease_move(move: Move, now: float) -> LeaseStatusWrite:
@@ -105,7 +128,10 @@ class LeaseReconciler:
         self._reported: set[str] = set()  # uids reported unadmitted (one event per pod)
         self.charges = ChargeReporter(api, on_report=on_integrity)
         self._lease_refs: dict[str, ObjectReference] = {}  # this round's GpuLeases by key
-        self._next: float | None = None  # the last round's next timed work (wall time)
+        self._index = LeaseIndex()  # every lease, by its pod, node and tenant
+        self._indexed = False  # the index was made by a round over everything
+        # (LEASE, lease key) and (POD, pod key) -> when its timed work comes due (wall time)
+        self._due: Deadlines[tuple[str, str]] = Deadlines()
         self._round_at = 0.0  # when the last round began (wall time)
 
     def _plan(self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
@@ -128,6 +154,7 @@ class LeaseReconciler:
         refs: Mapping[str, ObjectReference],
         quotas: Listed[QuotaObject],
         now: float,
+        every: bool,
     ) -> None:
         """Expiry terms, renewals, expiry notices and evictions (`leases.expiry`), over the
         round's snapshot."""
@@ -139,6 +166,7 @@ class LeaseReconciler:
         plan = self.contain.plan(
             "expiry", "GpuLease", live, lambda le: le.key,
             lambda some: plan_expiry(list(some), by_uid, tenants, now), now, self._lease_obj,
+            every=every,
         )  # fmt: skip
         await apply_expiry(self.api, plan, refs, now, self.outcomes, self.contain)
 
@@ -148,40 +176,90 @@ class LeaseReconciler:
 
     def _planned(
         self, leases: list[LeaseRecord], by_uid: dict[str, PodView], now: float,
-        gone: frozenset[str], budgets: Mapping[str, Budget],
+        gone: frozenset[str], budgets: Mapping[str, Budget], every: bool,
     ) -> LeasePlan:  # fmt: skip
         return self.contain.plan(
             "lifecycle", "GpuLease", leases, lambda le: le.key,
             lambda some: self._plan(list(some), by_uid, now, gone, budgets), now,
-            self._lease_obj,
+            self._lease_obj, every=every,
         )  # fmt: skip
 
-    async def reconcile(self) -> LeasePlan:
+    async def reconcile(self, owed: Owed = EVERYTHING) -> LeasePlan:
         now = self._round_at = self.clock()
-        self._next = None
+        retry = self.contain.next_retry(float("-inf"))
+        # a retry of an object set aside, or no index yet: a round over everything, as before
+        whole = owed.everything or not self._indexed or (retry is not None and retry <= now)
         try:
-            return await self._reconcile(now)
+            if whole:
+                return await self._reconcile(now)
+            return await self._reconcile_owed(owed, now)
         finally:
             await self.contain.report(now)
 
     def due_at(self) -> float | None:
-        """When the loop next has timed work, as its last round saw it (wall time)."""
-        return soonest(self._next, self.contain.next_retry(self._round_at))
+        """When the loop next has timed work, as its rounds saw it (wall time)."""
+        return soonest(self._due.first(), self.contain.next_retry(self._round_at))
 
     async def _reconcile(self, now: float) -> LeasePlan:
+        """A round over every lease and pod; the index and the deadlines are made again."""
         listed_leases = await self.api.leases()
         self._lease_refs = {ref.key: ref for _, ref in listed_leases.read}
         leases = decode_leases(self.contain, listed_leases, now)
+        self._index.rebuild(leases)
+        self._indexed = True
+        self._due = Deadlines()
         read = decode_pods(self.contain, await self.api.tenant_pods(), now)
+        return await self._decide(leases, read, now, every=True)
+
+    async def _reconcile_owed(self, owed: Owed, now: float) -> LeasePlan:
+        """A round over what `owed`'s changes touch and what came due (see the module)."""
+        changed: dict[str, set[str]] = {}
+        for kind, key in owed.changed:
+            changed.setdefault(kind, set()).add(key)
+        lease_keys, pod_keys = changed.get("gpuleases", set()), changed.get("pods", set())
+        for what, key in self._due.pop_due(now):
+            (lease_keys if what == LEASE else pod_keys).add(key)
+        asked = self._index.touched(
+            leases=lease_keys,
+            pods=pod_keys,
+            nodes=changed.get("gpunodes", ()),
+            tenants=changed.get("gpuquotas", ()),
+        )
+        if not asked and not pod_keys:
+            return NOTHING
+        listed: Listed[LeaseRecord] = Listed()
+        if asked:
+            listed = await self.api.leases(keys=sorted(asked))
+        self._lease_refs = {ref.key: ref for _, ref in listed.read}
+        leases = decode_leases(self.contain, listed, now, every=False)
+        # a deleted lease's pod is looked at too: still bound, it has its lease made again
+        pod_keys |= self._index.seen(asked, leases, [bad.ref.key for bad in listed.unreadable])
+        for key in asked - self._lease_refs.keys():
+            self._due.drop((LEASE, key))  # gone (or unreadable: set aside, retried whole)
+        pod_keys |= {lease.pod.key for lease in leases}
+        listed_pods = await self.api.tenant_pods(keys=sorted(pod_keys))
+        read = decode_pods(self.contain, listed_pods, now, every=False)
+        return await self._decide(leases, read, now, every=False)
+
+    async def _decide(
+        self,
+        leases: list[LeaseRecord],
+        read: list[tuple[PodView, ObjectReference]],
+        now: float,
+        *,
+        every: bool,
+    ) -> LeasePlan:
+        """The round's decisions over `leases` and the pods `read` (`every`: all there are)."""
         pods = [v for v, _ in read]
         refs = {v.key: ref for v, ref in read}
         quotas = await self.api.quotas()
         budgets = _budgets(self.contain, quotas, now)
         gpunodes = await self._gpu_nodes()
-        await self.restore(leases, pods, refs, self._sizes(gpunodes or ()))
-        await self.audit_charges(leases, refs, gpunodes)
+        await self.restore(leases, pods, refs, self._sizes(gpunodes or ()), every=every)
+        judged = None if every else [lease.key for lease in leases]
+        await self.audit_charges(leases, refs, gpunodes, judged)
         by_uid = {p.uid: p for p in pods}
-        plan = self._planned(leases, by_uid, now, frozenset(), budgets)
+        plan = self._planned(leases, by_uid, now, frozenset(), budgets, every)
         if plan.unsure:  # pods outside the tenant list: look each up before declaring it gone
             gone: set[str] = set()
             for lease in plan.unsure:
@@ -189,21 +267,35 @@ class LeaseReconciler:
                 if pod is None or _uid(pod) != lease.pod.uid:
                     gone.add(lease.pod.uid)
                 else:
-                    for view, _ in decode_pods(self.contain, _one(pod), now):
+                    for view, _ in decode_pods(self.contain, _one(pod), now, every=False):
                         by_uid[lease.pod.uid] = view
-            plan = self._planned(leases, by_uid, now, frozenset(gone), budgets)
+            plan = self._planned(leases, by_uid, now, frozenset(gone), budgets, every)
         for move in plan.moves:
             await self._lease_step("lifecycle", move.lease, partial(self._move, move, now), now)
-        await self._expire(leases, pods, refs, quotas, now)
+        await self._expire(leases, pods, refs, quotas, now, every)
         for item in plan.collect:
             await self._lease_step("collect", item.lease, partial(self._collect, item.lease), now)
         for lease in plan.sweep:
             await self._lease_step("sweep", lease, partial(self._sweep, lease), now)
-        self._next = next_lease_work(
-            leases, by_uid, now, retention_s=self.retention_s,
-            reserved_timeout_s=self.reserved_timeout_s, budgets=budgets,
-        )  # fmt: skip
+        self._schedule(leases, pods, by_uid, budgets, now)
         return plan
+
+    def _schedule(
+        self,
+        leases: list[LeaseRecord],
+        pods: list[PodView],
+        by_uid: Mapping[str, PodView],
+        budgets: Mapping[str, Budget],
+        now: float,
+    ) -> None:
+        """Each lease's and each pod's next timed work, as this round saw them."""
+        for lease in leases:
+            at = lease_due(lease, by_uid.get(lease.pod.uid), now, retention_s=self.retention_s,
+                           reserved_timeout_s=self.reserved_timeout_s, budgets=budgets)  # fmt: skip
+            self._due.schedule((LEASE, lease.key), at)
+        leased = {lease.pod.uid for lease in leases}
+        for pod in pods:
+            self._due.schedule((POD, pod.key), lease_awaited(pod, pod.uid in leased, now))
 
     async def _lease_step(
         self, step: str, lease: LeaseRecord, work: Callable[[], Awaitable[None]], now: float
@@ -256,15 +348,17 @@ class LeaseReconciler:
         leases: list[LeaseRecord],
         pods: Mapping[str, ObjectReference],
         gpunodes: list[GpuNodeObject] | None,
+        judged: list[str] | None = None,
     ) -> None:
         """Report the live leases charged other than what they hold; a failure is logged and
-        the round goes on. `pods`: the pods' references by key."""
+        the round goes on. `pods`: the pods' references by key; `judged`: the keys of
+        `leases` when they are not every lease."""
         if gpunodes is None:
             return
         try:
             audit = audit_of(leases, gpunodes, self._sizes)
             by_uid = {ref.uid: ref for ref in pods.values() if ref.uid}
-            await self.charges.report(audit, self._lease_refs, by_uid, self.clock())
+            await self.charges.report(audit, self._lease_refs, by_uid, self.clock(), judged)
         except (asyncio.CancelledError, NotLeader):
             raise
         except Exception:
@@ -276,19 +370,29 @@ class LeaseReconciler:
         pods: list[PodView],
         refs: Mapping[str, ObjectReference],
         card_bytes: Mapping[str, int] | None = None,
+        *,
+        every: bool = True,
     ) -> RestorePlan:
         """Make again the leases of bound pods that lost theirs; fence those it cannot trust.
         A pod whose handling fails is set aside; the others go on. `refs`: the pods'
-        references by key, as listed."""
+        references by key, as listed. `every`: `leases` and `pods` are all there are; else
+        `leases` holds every lease of `pods`, and a restore or fence found is planned again
+        over every lease (a restored lease must overlap no live lease on its cards)."""
         now = self.clock()
 
         def pod_obj(pod: PodView) -> ObjectReference:
             return refs.get(pod.key) or pod_ref(pod)
 
-        plan = self.contain.plan(
-            "restore", "Pod", pods, lambda p: p.key,
-            lambda some: plan_restores(leases, some, card_bytes, now), now, pod_obj,
-        )  # fmt: skip
+        def planned(over: Sequence[LeaseRecord]) -> RestorePlan:
+            return self.contain.plan(
+                "restore", "Pod", pods, lambda p: p.key,
+                lambda some: plan_restores(over, some, card_bytes, now), now, pod_obj,
+                every=every,
+            )  # fmt: skip
+
+        plan = planned(leases)
+        if not every and (plan.restore or plan.fence):  # rare: a pod bound without its lease
+            plan = planned(decode_leases(self.contain, await self.api.leases(), now, every=False))
         stamp = format_time(now)
         for pod in plan.unadmitted:
             if pod.uid in self._reported:

@@ -101,6 +101,15 @@ def _holds_cards(pod: PodView) -> bool:
 RESTORE_GRACE_S = 30.0
 
 
+def lease_awaited(pod: PodView, has_lease: bool, now: float) -> float | None:
+    """When a bound GPU pod without a lease stops waiting for it from the extender and is
+    restored or fenced (None: it has a lease, holds no cards, or waits no more)."""
+    if has_lease or not _holds_cards(pod) or pod.bound_at is None:
+        return None
+    at = pod.bound_at + RESTORE_GRACE_S
+    return at if at > now else None
+
+
 def plan_restores(
     leases: Sequence[LeaseRecord],
     pods: Iterable[PodView],

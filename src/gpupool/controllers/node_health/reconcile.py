@@ -24,13 +24,13 @@ every node as before."""
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Collection
 from functools import partial
 
 from gpupool.adapters.kubernetes.decoded import reference
 from gpupool.controllers.contain import Containment, lease_ref
+from gpupool.controllers.deadlines import Deadlines
 from gpupool.controllers.due import soonest
 from gpupool.controllers.node_health.plan import (
     LOST_S,
@@ -71,8 +71,7 @@ class NodeHealthReconciler:
         self.lost_s = lost_s
         self.contain = contain if contain is not None else Containment(LOOP, api)
         self._renewed: dict[str, float] = {}  # node -> its Lease's last renewal seen
-        self._due: dict[str, float] = {}  # node -> when it is next judged (wall time)
-        self._heap: list[tuple[float, str]] = []  # (when, node); entries not in _due are stale
+        self._due: Deadlines[str] = Deadlines()  # node -> when it is next judged (wall time)
         self._round_at = 0.0  # when the last round began (wall time)
 
     async def reconcile(self, owed: Owed = EVERYTHING) -> HealthPlan:
@@ -86,10 +85,7 @@ class NodeHealthReconciler:
 
     def due_at(self) -> float | None:
         """When the loop next has timed work, as its last round saw it (wall time)."""
-        while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
-            heapq.heappop(self._heap)  # a node judged again, or gone, since
-        first = self._heap[0][0] if self._heap else None
-        return soonest(first, self.contain.next_retry(self._round_at))
+        return soonest(self._due.first(), self.contain.next_retry(self._round_at))
 
     async def _owed(self, owed: Owed, now: float) -> set[str]:
         """The nodes a round owed for `owed` judges: those whose GpuNode changed, those a changed
@@ -99,18 +95,7 @@ class NodeHealthReconciler:
         if lease_keys:
             changed = await self.api.leases(keys=lease_keys)
             names |= {lease.node for lease, _ in changed.read if lease.node}
-        while self._heap and self._heap[0][0] <= now:  # the nodes whose deadline came
-            at, node = heapq.heappop(self._heap)
-            if self._due.get(node) == at:
-                names.add(node)
-        return names
-
-    def _remember(self, node: str, at: float | None) -> None:
-        if at is None:
-            self._due.pop(node, None)
-            return
-        self._due[node] = at
-        heapq.heappush(self._heap, (at, node))
+        return names | self._due.pop_due(now)  # and the nodes whose deadline came
 
     async def _reconcile(self, now: float, names: Collection[str] | None) -> HealthPlan:
         """Judge `names` (None: every GpuNode)."""
@@ -124,13 +109,11 @@ class NodeHealthReconciler:
         renewed = await self.api.node_renewals(names)
         if names is None:  # a node gone (its GpuNode deleted) is forgotten
             self._renewed = {n: at for n, at in self._renewed.items() if n in refs}
-            self._due = {n: at for n, at in self._due.items() if n in refs}
-            self._heap = [(at, n) for n, at in self._due.items()]
-            heapq.heapify(self._heap)
+            self._due.keep(lambda n: n in refs)
         else:
             for gone in set(names) - set(refs):
                 self._renewed.pop(gone, None)
-                self._due.pop(gone, None)
+                self._due.drop(gone)
         # a Lease gone keeps its node's last renewal seen (it goes Suspect, then Lost)
         self._renewed.update((n, at) for n, at in renewed.items() if n in refs)
         heartbeats = self._renewed
@@ -151,7 +134,7 @@ class NodeHealthReconciler:
             at = next_check([node], heartbeats, now, suspect_s=self.suspect_s, lost_s=self.lost_s)
             if at is None and node.name not in heartbeats:  # its first heartbeat wakes nothing
                 at = now + self.suspect_s
-            self._remember(node.name, at)
+            self._due.schedule(node.name, at)
         stamp = format_time(now)
         for change in plan.health:
             held = refs.get(change.node) or reference("GpuNode", change.node)
