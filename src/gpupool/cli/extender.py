@@ -31,6 +31,7 @@ from gpupool.adapters.kubernetes.compute_modes_watch import (
 )
 from gpupool.adapters.kubernetes.crds import apply_crds
 from gpupool.adapters.kubernetes.fast_post import bind_poster
+from gpupool.adapters.kubernetes.watch_cache import RELIST_S
 from gpupool.adapters.tls import server_context
 from gpupool.cli.daemon import (
     add_leader_args,
@@ -74,7 +75,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="apply deploy/crds before starting (dev clusters)",
     )
     parser.add_argument("--crd-dir", type=Path, default=None)
-    parser.add_argument("--resync-seconds", type=float, default=300.0)
+    parser.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=RELIST_S,
+        help="list everything again about this often, beside the watches (a safety net, "
+        "jittered by a fifth; drift it finds is counted); a watch that fails or ends relists "
+        "at once",
+    )
     add_leader_args(parser, name="gpupool-extender", does="binds")
     parser.add_argument(
         "--advertise-url",
