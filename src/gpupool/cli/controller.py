@@ -259,7 +259,9 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
         drain = BudgetDrainReconciler(api, metrics, contain=in_admission)
         observer = MetricsObserver(api, metrics)
-        defrag = DefragReconciler(api, time.time, DefragMetrics(metrics.registry))
+        defrag = DefragReconciler(
+            api, time.time, DefragMetrics(metrics.registry), contain=contain("defrag")
+        )
         pools = PoolStatusReconciler(api, contain=in_admission)
         runner = await start_metrics_server(metrics.registry, *metrics_at) if metrics_at else None
 

@@ -258,3 +258,30 @@ def test_the_metrics_say_what_moved() -> None:
     assert value("gpupool_controller_defrag_moves_total", outcome="evicted") == 2
     assert value("gpupool_controller_defrag_released_total", why="cleared") == 1
     assert value("gpupool_controller_defrag_marked_cards") == 0
+
+
+def test_a_mark_the_api_server_refuses_fails_that_node_and_gives_no_notice_for_its_pods() -> None:
+    api = cluster()
+    api.fail_next("annotate_gpu_node")
+    run(api, T0)  # the failure stays with the node: no raise
+    assert MARK not in (api.gpu_node_objects["n1"]["metadata"].get("annotations") or {})
+    assert NOTICE not in annotations(api, "ns/a1") and NOTICE not in annotations(api, "ns/a2")
+    assert api.pool_objects["default"]["status"]["defrag"]["moves"] == 2  # the round recorded
+    [(key, _, message)] = [e for e in api.events if e[1] == "ReconcileFailed"]
+    assert key == "n1" and "ApiDown" in message
+
+
+def test_a_condition_the_api_server_refuses_fails_that_pool_and_the_round_goes_on() -> None:
+    api = cluster()
+    api.fail_next("patch_gpu_pool_status")  # the first: the pool's Defragmentation condition
+    reconciler = DefragReconciler(api, lambda: now)
+    now = T0
+    asyncio.run(reconciler.reconcile())
+    assert "conditions" not in api.pool_objects["default"]["status"]
+    assert NOTICE in annotations(api, "ns/a1") and NOTICE in annotations(api, "ns/a2")
+    assert [k for k, r, _ in api.events if r == "ReconcileFailed"] == ["default"]
+    due = reconciler.due_at()
+    assert due is not None and due <= T0 + 5  # the condition is retried with the round
+    now = T0 + 5
+    asyncio.run(reconciler.reconcile())
+    assert condition(api)["status"] == "True"

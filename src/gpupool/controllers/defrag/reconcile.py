@@ -5,21 +5,37 @@ and `status.defrag`, marks on GpuNodes (annotation `gpupool.io/defrag`), and thr
 notices writer (`notices.write`): notices (`gpupool.io/defrag-notice` + event), evictions through
 the Eviction API (a 429 is written into the notice once and retried every round) with the room
 hold on the evicted pod's GpuLease when a waiting pod is named, and withdrawals; released marks,
-with an event on the GpuPool for each round and release. A failed write raises and ends
-the round; the next one plans again from what the API server holds (marks, notices and deadlines
-live there).
+with an event on the GpuPool for each round and release.
+
+A write the API server refuses fails only its object (`controllers.contain`: set aside with a
+ReconcileFailed event, retried after its backoff; the next round plans again from what the API
+server holds: marks, notices and deadlines live there): a pool's condition, a mark's release, a
+pool's round record, a node's mark, a pod's notice, eviction or withdrawal. A round whose record
+could not be written gives none of its marks and notices (a round not recorded would be planned
+again), and a mark that could not be written none of the notices for its node's pods (a card is
+closed to new pods before its pods are asked to leave). The plan itself is still made over
+every pool at once: one that raises fails the round.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 
 from gpupool.adapters.kubernetes.decoded import reference
 from gpupool.adapters.metrics.defrag import DefragMetrics
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.defrag_mark import mark_annotation
-from gpupool.controllers.defrag.plan import DefragRound, PoolCondition, plan_defrag_round
+from gpupool.controllers.contain import Containment
+from gpupool.controllers.defrag.plan import (
+    DefragRound,
+    PoolCondition,
+    ReleaseMark,
+    Round,
+    plan_defrag_round,
+)
+from gpupool.controllers.due import soonest
 from gpupool.controllers.notices.plan import EvictPod, NoticePod, WithdrawNotice
 from gpupool.controllers.notices.write import NoticeKind, write_notices
 from gpupool.controllers.reads import read_leases
@@ -36,6 +52,8 @@ from gpupool.state.pool import PoolObject
 from gpupool.state.status_writes import NO_STATUS, Condition, DefragRecord, PoolStatusWrite
 
 log = logging.getLogger("gpupool.controller.defrag")
+
+LOOP = "defrag"
 
 CONDITION = "Defragmentation"
 BUSY_S = 5.0  # while defragmenting, a round at least this often
@@ -152,25 +170,35 @@ class DefragReconciler:
         metrics: DefragMetrics | None = None,
         *,
         busy_s: float = BUSY_S,
+        contain: Containment | None = None,
     ) -> None:
         self.api = api
         self.clock = clock
         self.metrics = metrics
         self.busy_s = busy_s
+        self.contain = contain if contain is not None else Containment(LOOP, api)
         self._active_at: float | None = 0.0  # the last active round (wall); at first: due
+        self._round_at = 0.0  # when the last round began (wall)
 
     def due_at(self) -> float | None:
         """While a pool defragments or a mark stands, `busy_s` after the last round (notices'
         deadlines, evictions retried, marks released); none else (a GpuPool, GpuNode or PDB
-        change wakes the loop)."""
-        return None if self._active_at is None else self._active_at + self.busy_s
+        change wakes the loop); and an object set aside, when it is retried."""
+        busy = None if self._active_at is None else self._active_at + self.busy_s
+        return soonest(busy, self.contain.next_retry(self._round_at))
 
     async def reconcile(self) -> DefragRound:
+        now = self._round_at = self.clock()
+        try:
+            return await self._reconcile(now)
+        finally:
+            await self.contain.report(now)
+
+    async def _reconcile(self, now: float) -> DefragRound:
         pool_objs = await self.api.gpu_pools()
         pools = pool_objs.values
         gpunodes = (await self.api.gpu_nodes()).values
         marks = {g.name: g.defrag for g in gpunodes if g.defrag is not None}
-        now = self.clock()
         self._active_at = now if marks or any(p.defrag is not None for p in pools) else None
         if self._active_at is None:
             plan = plan_defrag_round(pools, build_placement([], [], []), [], [], {}, now)
@@ -203,15 +231,18 @@ class DefragReconciler:
             if old == new:
                 continue
             conditions = (*status.others(CONDITION), new)
-            await self.api.patch_gpu_pool_status(c.pool, PoolStatusWrite(conditions=conditions))
-            if not c.ok and c.reason == "InvalidSpec":
-                await self.api.event(
-                    _pool_ref(c.pool),
-                    "InvalidDefragSpec",
-                    c.message,
-                    warning=True,
-                    now_rfc3339=stamp,
-                )
+            work = partial(self._condition, c, conditions, stamp)
+            await self.contain.handle("condition", ref or _pool_ref(c.pool), work, now)
+
+    async def _condition(
+        self, c: PoolCondition, conditions: tuple[Condition, ...], stamp: str
+    ) -> None:
+        await self.api.patch_gpu_pool_status(c.pool, PoolStatusWrite(conditions=conditions))
+        if not c.ok and c.reason == "InvalidSpec":
+            await self.api.event(
+                _pool_ref(c.pool), "InvalidDefragSpec", c.message, warning=True,
+                now_rfc3339=stamp,
+            )  # fmt: skip
 
     async def _apply(
         self,
@@ -223,49 +254,70 @@ class DefragReconciler:
         stamp = format_time(now)
         await self._conditions(plan, pool_objs, now)
         m = self.metrics
+        contain = self.contain
         for release in plan.releases:
-            if await self.api.annotate_gpu_node(release.node, names.ANN_DEFRAG_MARK, None):
-                log.info("defrag mark on %s released: %s", release.node, release.why)
-                await self.api.event(
-                    _pool_ref(release.mark.pool),
-                    "DefragReleased",
-                    f"node {release.node} GPU {list(release.mark.gpus)}: {release.why}",
-                    now_rfc3339=stamp,
-                )
-                if m is not None:
-                    m.release(release.mark.pool, release.kind)
+            work = partial(self._release, release, stamp)
+            await contain.handle("release", reference("GpuNode", release.node), work, now)
+        unrecorded: set[str] = set()  # pools whose round could not be recorded
         for rnd in plan.rounds:
-            last = DefragRecord(
-                last_round=stamp,
-                moves=len(rnd.plan.moves),
-                cleared=len(rnd.plan.cleared),
-                fragmentation_before=f"{100 * rnd.plan.pool_before:.1f}%",
-                fragmentation_after=f"{100 * rnd.plan.pool_after:.1f}%",
-            )
-            await self.api.patch_gpu_pool_status(rnd.pool, PoolStatusWrite(defrag=last))
-            if m is not None:
-                m.round(rnd.pool)
-            if rnd.plan.moves:
-                log.warning("GpuPool %s: %s", rnd.pool, rnd.message)
-                await self.api.event(
-                    _pool_ref(rnd.pool), "DefragRound", rnd.message, now_rfc3339=stamp
-                )
+            work = partial(self._record, rnd, stamp)
+            if not await contain.handle("round", _pool_ref(rnd.pool), work, now):
+                unrecorded.add(rnd.pool)
+        unmarked: set[str] = set()  # nodes whose mark could not be written
         for mark in plan.marks:
-            await self.api.annotate_gpu_node(
-                mark.node, names.ANN_DEFRAG_MARK, mark_annotation(mark.mark)
-            )
+            if mark.mark.pool in unrecorded:
+                continue
+            write = partial(self.api.annotate_gpu_node, mark.node, names.ANN_DEFRAG_MARK,
+                            mark_annotation(mark.mark))  # fmt: skip
+            if not await contain.handle("mark", reference("GpuNode", mark.node), write, now):
+                unmarked.add(mark.node)
+        notices = [
+            n
+            for n in plan.notices
+            if n.notice.claimant not in unrecorded and n.pod.node not in unmarked
+        ]
         await write_notices(
             self.api,
             DEFRAG,
             refs,
             now,
-            notices=plan.notices,
+            notices=notices,
             evictions=plan.evictions,
             withdrawals=plan.withdrawals,
             tally=DefragTally(m) if m is not None else None,
+            contain=contain,
         )
         if m is not None:
             m.marked_cards(plan.marked_cards)
+
+    async def _release(self, release: ReleaseMark, stamp: str) -> None:
+        if await self.api.annotate_gpu_node(release.node, names.ANN_DEFRAG_MARK, None):
+            log.info("defrag mark on %s released: %s", release.node, release.why)
+            await self.api.event(
+                _pool_ref(release.mark.pool),
+                "DefragReleased",
+                f"node {release.node} GPU {list(release.mark.gpus)}: {release.why}",
+                now_rfc3339=stamp,
+            )
+            if self.metrics is not None:
+                self.metrics.release(release.mark.pool, release.kind)
+
+    async def _record(self, rnd: Round, stamp: str) -> None:
+        """The pool's last round (`status.defrag`), its metric and, when it moves pods, its
+        event."""
+        last = DefragRecord(
+            last_round=stamp,
+            moves=len(rnd.plan.moves),
+            cleared=len(rnd.plan.cleared),
+            fragmentation_before=f"{100 * rnd.plan.pool_before:.1f}%",
+            fragmentation_after=f"{100 * rnd.plan.pool_after:.1f}%",
+        )
+        await self.api.patch_gpu_pool_status(rnd.pool, PoolStatusWrite(defrag=last))
+        if self.metrics is not None:
+            self.metrics.round(rnd.pool)
+        if rnd.plan.moves:
+            log.warning("GpuPool %s: %s", rnd.pool, rnd.message)
+            await self.api.event(_pool_ref(rnd.pool), "DefragRound", rnd.message, now_rfc3339=stamp)
 
 
 __all__ = ["CONDITION", "DefragMark", "DefragReconciler", "LiveState", "read_live"]
