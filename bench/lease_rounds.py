@@ -62,9 +62,9 @@ def cluster(nodes: int, leases: int) -> dict[str, list[dict[str, Any]]]:
     return objs
 
 
-async def size(nodes: int, leases: int, rounds: int, seed: int) -> dict[str, Any]:
-    objs = cluster(nodes, leases)
-    cache = WatchCache(cast(Any, None), CONTROLLER_KINDS)  # never lists: fed below
+def fed_cache(objs: dict[str, list[dict[str, Any]]]) -> tuple[WatchCache, Feeder]:
+    """The controller's watch cache holding `objs`, as its first lists would leave it."""
+    cache = WatchCache(cast(Any, None), CONTROLLER_KINDS)  # never lists: fed here
     feeder = Feeder(cache)
     for kind, items in objs.items():
         for obj in items:
@@ -72,6 +72,19 @@ async def size(nodes: int, leases: int, rounds: int, seed: int) -> dict[str, Any
     for reflector in cache.reflectors.values():
         reflector.store.synced = True
         reflector.synced.set()
+    return cache, feeder
+
+
+def touch(pod: dict[str, Any], feeder: Feeder, i: int) -> str:
+    """A change to `pod` that decides nothing (an annotation), as the watch delivers it; its key."""
+    pod["metadata"]["annotations"]["bench/touched"] = str(i)
+    feeder.write("pods", pod)
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+async def size(nodes: int, leases: int, rounds: int, seed: int) -> dict[str, Any]:
+    objs = cluster(nodes, leases)
+    cache, feeder = fed_cache(objs)
     api = KubeClusterApi(cast(Any, RefusingClient()), cache=cache)
     loops = {way: LeaseReconciler(api, lambda: NOW) for way in ("whole", "per_key")}
     for loop in loops.values():
@@ -81,10 +94,7 @@ async def size(nodes: int, leases: int, rounds: int, seed: int) -> dict[str, Any
     took: dict[str, list[float]] = {way: [] for way in loops}
     for i in range(rounds):
         for way in ("whole", "per_key") if i % 2 else ("per_key", "whole"):
-            pod = rng.choice(pods)
-            pod["metadata"]["annotations"]["bench/touched"] = str(i)
-            feeder.write("pods", pod)
-            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            key = touch(rng.choice(pods), feeder, i)
             owed = EVERYTHING if way == "whole" else Owed(frozenset({("pods", key)}), False)
             t0 = time.process_time()
             plan = await loops[way].reconcile(owed)

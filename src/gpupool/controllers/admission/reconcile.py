@@ -30,7 +30,7 @@ from typing import Protocol
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
-from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
+from gpupool.controllers.admission.charge import KeptMarks, card_sizes_of
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
     AdmitPod,
@@ -152,6 +152,7 @@ class AdmissionReconciler:
         self.mode = mode
         self.claims = claims
         self.contain = contain if contain is not None else Containment(LOOP, api)
+        self._marks = KeptMarks()  # the pods' borrowed marks, kept while pod and lease are
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
         self._node_cards: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
@@ -172,7 +173,7 @@ class AdmissionReconciler:
         quota_objects = await self.api.quotas()
         leases = decode_leases(contain, await self.api.leases(), now)
         quotas, problems = read_quotas(quota_objects, contain, now)
-        views = mark_borrowed([v for v, _ in read], leases)
+        views = self._marks([v for v, _ in read], leases)
         refs = {v.key: ref for v, (_, ref) in zip(views, read, strict=True)}
         budgets = contain.plan(
             "budget", "GpuQuota", quotas, lambda q: q.name,
