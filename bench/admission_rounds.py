@@ -1,7 +1,8 @@
 """The admission round owed one pod change, at several cluster sizes: what it costs beyond its
-writes, with the pods' borrowed marks kept between rounds (`admission.charge.KeptMarks`, the
-controller's) and made afresh each round (`mark_borrowed`, as before), side by side in one
-process; prints JSON.
+writes, with what the controller keeps between rounds (`kept`: the pods' borrowed marks,
+`admission.charge.KeptMarks`, and the leases' core leases for the budget meter,
+`budget.plan.KeptAccounts`) and with both made afresh each round (`afresh`, as before), side
+by side in one process; prints JSON.
 
     .venv/bin/python bench/admission_rounds.py [--pods 1000 7500 20000] [--nodes 1213]
         [--rounds 30] [--out bench/results/NAME.json]
@@ -37,7 +38,7 @@ from gpupool.controllers.admission.charge import mark_borrowed
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 
 NOW = 1_800_000_000.0
-VARIANTS = ("kept_marks", "marks_afresh")
+VARIANTS = ("kept", "afresh")
 
 
 class StatusClient:
@@ -65,7 +66,8 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
     client = StatusClient(feeder, {q["metadata"]["name"]: q for q in objs["gpuquotas"]})
     api = KubeClusterApi(cast(Any, client), cache=cache)
     loops = {way: AdmissionReconciler(api, lambda: NOW) for way in VARIANTS}
-    cast(Any, loops["marks_afresh"])._marks = mark_borrowed  # as before KeptMarks
+    afresh = cast(Any, loops["afresh"])  # as before KeptMarks and KeptAccounts
+    afresh._marks, afresh._accounts = mark_borrowed, None
     for loop in loops.values():
         await loop.reconcile()  # the first round writes the quotas' status
     client.writes = 0
@@ -86,7 +88,7 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
             "cpu_ms_p90": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
         }
     out["afresh_over_kept"] = round(
-        out["marks_afresh"]["cpu_ms_median"] / out["kept_marks"]["cpu_ms_median"], 2
+        out["afresh"]["cpu_ms_median"] / out["kept"]["cpu_ms_median"], 2
     )
     out["writes_in_measured_rounds"] = client.writes
     return out
@@ -101,7 +103,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     result = {
-        "benchmark": "the admission round owed one pod change: borrowed marks kept vs afresh",
+        "benchmark": "the admission round owed one pod change: marks and accounts kept vs afresh",
         "nodes": args.nodes,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -11,7 +11,7 @@ from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.controllers.admission.plan import plan_admission
-from gpupool.controllers.budget.plan import plan_budgets
+from gpupool.controllers.budget.plan import KeptAccounts, plan_budgets
 from gpupool.controllers.leases.plan import plan_leases
 from gpupool.domain.units import GiB
 from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota
@@ -104,3 +104,18 @@ def test_live_idle_lending_counts_the_lenders_ended_gpuleases() -> None:
 
     assert waits(300.0) == ["LENDER_NOT_IDLE"]
     assert waits(0.0) == []
+
+
+def test_kept_accounts_meter_as_fresh_ones_round_after_round() -> None:
+    """The core leases kept between rounds give the same standing as those made afresh, as
+    `now` moves on; a lease whose start is still ahead is clamped each round, not kept."""
+    ahead = lease_from_json(lease_json(pod_json("soon", "alpha", 12), start=T0 + 200))
+    leases = [*LEASES, ahead]
+    accounts = KeptAccounts()
+    for now in (T0 + 40, T0 + 90, T0 + 150, T0 + 260):
+        kept = plan_budgets([quota()], leases, now, accounts)
+        fresh = plan_budgets([quota()], leases, now)
+        assert kept.statuses == fresh.statuses, now
+    assert accounts.of(LEASES[1], T0 + 300) is accounts.of(LEASES[1], T0 + 400)
+    changed = lease_from_json(lease_json(RUNNING, phase="Active", start=T0 + 10))
+    assert accounts.of(changed, T0 + 400) is not accounts.of(LEASES[1], T0 + 400)

@@ -38,7 +38,7 @@ from gpupool.controllers.admission.plan import (
     TenantStatus,
     plan_admission,
 )
-from gpupool.controllers.budget.plan import plan_budgets
+from gpupool.controllers.budget.plan import KeptAccounts, plan_budgets
 from gpupool.controllers.budget.status import budget_fields
 from gpupool.controllers.contain import Containment, quota_ref
 from gpupool.controllers.reads import READ, decode_leases, decode_pods
@@ -153,6 +153,7 @@ class AdmissionReconciler:
         self.claims = claims
         self.contain = contain if contain is not None else Containment(LOOP, api)
         self._marks = KeptMarks()  # the pods' borrowed marks, kept while pod and lease are
+        self._accounts = KeptAccounts()  # the leases' core leases for metering, likewise
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
         self._node_cards: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
@@ -177,7 +178,8 @@ class AdmissionReconciler:
         refs = {v.key: ref for v, (_, ref) in zip(views, read, strict=True)}
         budgets = contain.plan(
             "budget", "GpuQuota", quotas, lambda q: q.name,
-            lambda some: plan_budgets(some, leases, now), now, lambda q: quota_ref(q.name),
+            lambda some: plan_budgets(some, leases, now, self._accounts), now,
+            lambda q: quota_ref(q.name),
         )  # fmt: skip
         sizes = await self._card_sizes(now)
         tenants = sorted({q.name for q in quotas} | set(problems) | {v.tenant for v in views})
