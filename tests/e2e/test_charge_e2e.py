@@ -92,7 +92,11 @@ def test_eight_slices_of_one_gib_hold_one_gib_on_each_of_eight_cards(
     assert [s["sizeBytes"] for s in slices] == [GiB] * 8
     assert len({s["uuid"] for s in slices}) == 8  # eight distinct cards
     lease_ns, uid = annotations["gpupool.io/lease"].split("/")
-    lease = api.get(f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{uid}")
+    # the extender creates the lease after the Binding, in the background: wait for it
+    lease = poll_until(
+        lambda: api.find(f"{GPUPOOL_API}/namespaces/{lease_ns}/gpuleases/{uid}"), timeout_s=30
+    )
+    assert lease, f"no GpuLease {lease_ns}/{uid}"
     assert (lease["spec"]["resource"], int(lease["spec"]["amount"])) == ("gpu-memory", 8 * GiB)
     assert sum(int(d["sizeBytes"]) for d in lease["spec"]["devices"]) == 8 * GiB
     assert poll_until(lambda: _quota_used(api, tenant) == 8 * GiB, timeout_s=30), (

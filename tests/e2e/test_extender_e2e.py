@@ -354,7 +354,9 @@ def test_a_pod_that_fits_a_fragmented_card_by_bytes_takes_several_free_ranges(
         {"offsetBytes": 50 * GiB, "sizeBytes": 10 * GiB},
         {"offsetBytes": 70 * GiB, "sizeBytes": GiB},
     ]
-    lease = api.get(f"{leases}/{pod['metadata']['uid']}")
+    # the extender creates the lease after the Binding, in the background: wait for it
+    lease = poll_until(lambda: _lease(api, ns, pod["metadata"]["uid"]), timeout_s=30)
+    assert lease, f"no GpuLease for split:\n{ext_cluster.log.read_text()[-3000:]}"
     assert lease["spec"]["devices"] == [alloc]
     held = api.get(leases)["items"]
     _assert_disjoint([r for x in held for d in x["spec"]["devices"] for r in _ranges(d)])
