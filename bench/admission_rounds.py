@@ -1,13 +1,12 @@
 """The admission round owed one pod change, at several cluster sizes: what it costs beyond its
-writes, with what the controller keeps between rounds (`kept`: the pods' borrowed marks,
-`admission.charge.KeptMarks`, and the leases' core leases for the budget meter,
-`budget.plan.KeptAccounts`) and with both made afresh each round (`afresh`, as before), side
-by side in one process; prints JSON.
+writes, with what the controller keeps between rounds (`kept`: the pods' borrowed marks and
+the leases' core leases for the budget meter, `controllers.kept.Kept`) and with both made
+afresh each round (`afresh`, as before), side by side in one process; prints JSON.
 
     .venv/bin/python bench/admission_rounds.py [--pods 1000 7500 20000] [--nodes 1213]
         [--rounds 30] [--out bench/results/NAME.json]
 
-The cluster is lease_rounds.py's (bench/web_model.py's generated pool at rest: every lease
+The cluster is round_harness.py's (bench/web_model.py's generated pool at rest: every lease
 Active, every pod admitted and Running, twelve tenants' GpuQuotas), in the controller's watch
 cache fed by hand and read through its own adapter. The client takes the writes: a GpuQuota
 status it is sent is folded back into the cache, as the watch would bring it, so from the
@@ -19,25 +18,16 @@ is its cost per change in a fill.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import json
-import os
-import platform
 import random
-import statistics
 import time
-from pathlib import Path
 from typing import Any, cast
 
-from lease_rounds import cluster, fed_cache, touch
+from round_harness import NOW, cluster, cpu_ms, fed_cache, main, touch
 from web_model import Feeder
 
 from gpupool.adapters.cluster import KubeClusterApi
-from gpupool.controllers.admission.charge import mark_borrowed
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 
-NOW = 1_800_000_000.0
 VARIANTS = ("kept", "afresh")
 
 
@@ -66,8 +56,8 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
     client = StatusClient(feeder, {q["metadata"]["name"]: q for q in objs["gpuquotas"]})
     api = KubeClusterApi(cast(Any, client), cache=cache)
     loops = {way: AdmissionReconciler(api, lambda: NOW) for way in VARIANTS}
-    afresh = cast(Any, loops["afresh"])  # as before KeptMarks and KeptAccounts
-    afresh._marks, afresh._accounts = mark_borrowed, None
+    afresh = loops["afresh"]  # as before: nothing kept between rounds
+    afresh._marks = afresh._accounts = None
     for loop in loops.values():
         await loop.reconcile()  # the first round writes the quotas' status
     client.writes = 0
@@ -81,12 +71,7 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
             took[way].append((time.process_time() - t0) * 1000)
             assert not done.plan.admit, "the pool is at rest: nothing to admit"
     out: dict[str, Any] = {"pods": len(objs["pods"]), "rounds_each": rounds}
-    for way, times in took.items():
-        ordered = sorted(times)
-        out[way] = {
-            "cpu_ms_median": round(statistics.median(ordered), 3),
-            "cpu_ms_p90": round(ordered[int(0.9 * (len(ordered) - 1))], 3),
-        }
+    out |= {way: cpu_ms(times) for way, times in took.items()}
     out["afresh_over_kept"] = round(
         out["afresh"]["cpu_ms_median"] / out["kept"]["cpu_ms_median"], 2
     )
@@ -94,29 +79,8 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pods", type=int, nargs="+", default=[1000, 7500, 20000])
-    parser.add_argument("--nodes", type=int, default=1213)
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--seed", type=int, default=3)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    result = {
-        "benchmark": "the admission round owed one pod change: marks and accounts kept vs afresh",
-        "nodes": args.nodes,
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "sizes": [asyncio.run(size(args.nodes, n, args.rounds, args.seed)) for n in args.pods],
-        "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
-    }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(
+        main(__doc__, "the admission round owed one pod change: marks and accounts kept vs afresh",
+             "pods", 30, size)
+    )  # fmt: skip

@@ -125,6 +125,15 @@ class Feeder:
         if change is not None:
             reflector.changed(change)
 
+    def load(self, objs: dict[str, list[Json]]) -> None:
+        """Every object as the first lists bring them; then every store is synced."""
+        for kind, items in objs.items():
+            for obj in items:
+                self.write(kind, obj, Event.ADDED)
+        for reflector in self.cache.reflectors.values():
+            reflector.store.synced = True
+            reflector.synced.set()
+
 
 async def drive(feeder: Feeder, names: list[str], args: argparse.Namespace, seconds: float,
                 flapping: bool) -> int:  # fmt: skip
@@ -166,12 +175,7 @@ async def run(variant: str, objs: dict[str, list[Json]], args: argparse.Namespac
             until_step=until_step(time.time, args.step),
         )
         feed = CacheFeed(cache, source.poke)
-    for kind, items in objs.items():
-        for obj in items:
-            feeder.write(kind, obj, Event.ADDED)
-    for reflector in cache.reflectors.values():
-        reflector.store.synced = True
-        reflector.synced.set()
+    feeder.load(objs)
     stop = asyncio.Event()
     task = asyncio.ensure_future(source.run(stop)) if source is not None else None
     if source is not None:

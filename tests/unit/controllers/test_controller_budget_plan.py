@@ -11,9 +11,11 @@ from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
 from gpupool.adapters.wire.names import DEFAULT_TENANT
 from gpupool.controllers.admission.plan import plan_admission
-from gpupool.controllers.budget.plan import KeptAccounts, plan_budgets
+from gpupool.controllers.budget.plan import accounting, plan_budgets
+from gpupool.controllers.kept import Kept
 from gpupool.controllers.leases.plan import plan_leases
 from gpupool.domain.units import GiB
+from gpupool.quota.lease import Lease
 from gpupool.quota.spec import Budget, OnExhaustion, TenantQuota
 
 WINDOW = 120.0
@@ -111,11 +113,11 @@ def test_kept_accounts_meter_as_fresh_ones_round_after_round() -> None:
     `now` moves on; a lease whose start is still ahead is clamped each round, not kept."""
     ahead = lease_from_json(lease_json(pod_json("soon", "alpha", 12), start=T0 + 200))
     leases = [*LEASES, ahead]
-    accounts = KeptAccounts()
+    kept: Kept[Lease] = Kept()
     for now in (T0 + 40, T0 + 90, T0 + 150, T0 + 260):
-        kept = plan_budgets([quota()], leases, now, accounts)
+        by_kept = plan_budgets([quota()], leases, now, kept)
         fresh = plan_budgets([quota()], leases, now)
-        assert kept.statuses == fresh.statuses, now
-    assert accounts.of(LEASES[1], T0 + 300) is accounts.of(LEASES[1], T0 + 400)
+        assert by_kept.statuses == fresh.statuses, now
+    assert accounting(LEASES[1], T0 + 300, kept) is accounting(LEASES[1], T0 + 400, kept)
     changed = lease_from_json(lease_json(RUNNING, phase="Active", start=T0 + 10))
-    assert accounts.of(changed, T0 + 400) is not accounts.of(LEASES[1], T0 + 400)
+    assert accounting(changed, T0 + 400, kept) is not accounting(LEASES[1], T0 + 400, kept)

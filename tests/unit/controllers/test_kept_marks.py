@@ -10,7 +10,8 @@ from fake_cluster import lease_json, pod_json
 
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
-from gpupool.controllers.admission.charge import KeptMarks, mark_borrowed
+from gpupool.controllers.admission.charge import mark_borrowed
+from gpupool.controllers.kept import Kept
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.pods import PodView
 
@@ -23,23 +24,23 @@ def _pair(name: str, borrowed_gib: int) -> tuple[PodView, LeaseRecord]:
 
 def test_the_same_view_and_lease_give_the_same_marked_view_back() -> None:
     (a, la), (b, lb) = _pair("a", 4), _pair("b", 0)
-    marks = KeptMarks()
-    first = marks([a, b], [la, lb])
+    kept: Kept[PodView] = Kept()
+    first = mark_borrowed([a, b], [la, lb], kept)
     assert first == mark_borrowed([a, b], [la, lb])
     assert first[0] is not a and first[0].admitted is not None
     assert first[0].admitted.borrowed == 4 * 2**30  # the lease's borrowed mark, copied in
-    again = marks([a, b], [la, lb])
+    again = mark_borrowed([a, b], [la, lb], kept)
     assert again[0] is first[0] and again[1] is first[1]  # no new copy
 
 
 def test_a_changed_lease_or_pod_is_marked_again() -> None:
     a, la = _pair("a", 4)
-    marks = KeptMarks()
-    first = marks([a], [la])
+    kept: Kept[PodView] = Kept()
+    first = mark_borrowed([a], [la], kept)
     moved = replace(la, borrowed=0)
-    after_lease = marks([a], [moved])
+    after_lease = mark_borrowed([a], [moved], kept)
     assert after_lease == mark_borrowed([a], [moved]) and after_lease[0] is not first[0]
     assert after_lease[0].admitted is not None and after_lease[0].admitted.borrowed == 0
     renamed = replace(a, phase="Running")  # an equal but new view: marked again
-    assert marks([renamed], [moved])[0] is not after_lease[0]
-    assert marks([], [moved]) == []  # pods gone: forgotten
+    assert mark_borrowed([renamed], [moved], kept)[0] is not after_lease[0]
+    assert mark_borrowed([], [moved], kept) == []  # pods gone: forgotten

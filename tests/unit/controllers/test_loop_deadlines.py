@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpupool.controllers.due import soonest
-from gpupool.controllers.leases.due import next_lease_work
+from gpupool.controllers.leases.due import lease_due
 from gpupool.controllers.node_health.plan import next_check
 from gpupool.domain.allocations import Slice
 from gpupool.domain.devices import Gpu
@@ -70,8 +70,14 @@ def pod(**kw: object) -> PodView:
 
 def due(leases: list[LeaseRecord], now: float, pods: dict[str, PodView] | None = None,
         budgets: dict[str, Budget] | None = None) -> float | None:  # fmt: skip
-    return next_lease_work(leases, pods or {}, now, retention_s=3600, reserved_timeout_s=120,
-                           budgets=budgets)  # fmt: skip
+    """The soonest of the leases' own deadlines (the lease loop keeps one per lease)."""
+    by_uid = pods or {}
+    times = (
+        lease_due(le, by_uid.get(le.pod.uid), now, retention_s=3600, reserved_timeout_s=120,
+                  budgets=budgets)
+        for le in leases
+    )  # fmt: skip
+    return soonest(*times)
 
 
 def test_an_idle_active_lease_without_expiry_has_no_deadline() -> None:

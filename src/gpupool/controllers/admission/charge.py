@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 
+from gpupool.controllers.kept import Kept
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError
 from gpupool.domain.models import get_model
@@ -39,39 +41,26 @@ def _marked(pod: PodView, lease: LeaseRecord | None) -> PodView:
     return replace(pod, admitted=admitted)
 
 
-def mark_borrowed(pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> list[PodView]:
+def mark_borrowed(
+    pods: Iterable[PodView], leases: Iterable[LeaseRecord], kept: Kept[PodView] | None = None
+) -> list[PodView]:
     """The pods, each admitted one with its borrowed mark and its amount (what it holds, in its
-    quota's resource) taken from its live GpuLease."""
+    quota's resource) taken from its live GpuLease. `kept`: the marked views of the last call,
+    given back while a pod's view and lease are the same objects (`controllers.kept`): the
+    record of a bound pod often differs from its lease (a whole-card pod is admitted at the
+    most it may take, its lease says what its cards hold), and that copy made for every
+    admitted pod was a fifth of an admission round's own CPU in a fill."""
     live = {le.pod.uid: le for le in leases if le.holds_capacity}
-    return [_marked(pod, live.get(pod.uid)) for pod in pods]
-
-
-class KeptMarks:
-    """`mark_borrowed`, kept between rounds: a pod whose view and live lease are the very
-    objects of the last call (the readers hand the same decoded object for an unchanged
-    resourceVersion) gets the last call's marked view back, not a new copy. The record of a
-    bound pod often differs from its lease (the lease says what bind charged), and making that
-    copy for every admitted pod was a fifth of an admission round's own CPU in a fill."""
-
-    def __init__(self) -> None:
-        self._kept: dict[str, tuple[PodView, LeaseRecord | None, PodView]] = {}
-
-    def __call__(self, pods: Iterable[PodView], leases: Iterable[LeaseRecord]) -> list[PodView]:
-        live = {le.pod.uid: le for le in leases if le.holds_capacity}
-        kept: dict[str, tuple[PodView, LeaseRecord | None, PodView]] = {}
-        out: list[PodView] = []
-        for pod in pods:
-            lease = live.get(pod.uid)
-            last = self._kept.get(pod.uid)
-            if last is not None and last[0] is pod and last[1] is lease:
-                marked = last[2]
-            else:
-                marked = _marked(pod, lease)
-            if pod.uid:
-                kept[pod.uid] = (pod, lease, marked)
-            out.append(marked)
-        self._kept = kept
-        return out
+    if kept is None:
+        return [_marked(pod, live.get(pod.uid)) for pod in pods]
+    out = []
+    for pod in pods:
+        lease = live.get(pod.uid)
+        out.append(
+            kept.get(pod.uid, (pod, lease), partial(_marked, pod, lease), keep=bool(pod.uid))
+        )
+    kept.pass_done()
+    return out
 
 
 def card_sizes_of(gpus: Iterable[Gpu]) -> dict[str, int]:

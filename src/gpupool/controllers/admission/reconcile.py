@@ -30,7 +30,7 @@ from typing import Protocol
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
-from gpupool.controllers.admission.charge import KeptMarks, card_sizes_of
+from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
     AdmitPod,
@@ -38,14 +38,16 @@ from gpupool.controllers.admission.plan import (
     TenantStatus,
     plan_admission,
 )
-from gpupool.controllers.budget.plan import KeptAccounts, plan_budgets
+from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.controllers.budget.status import budget_fields
 from gpupool.controllers.contain import Containment, quota_ref
+from gpupool.controllers.kept import Kept
 from gpupool.controllers.reads import READ, decode_leases, decode_pods
 from gpupool.domain.devices import Gpu
 from gpupool.domain.errors import GpupoolError
 from gpupool.ports import Clock, ClusterApi
 from gpupool.quota.budget import BudgetStatus
+from gpupool.quota.lease import Lease
 from gpupool.quota.queue import FifoMode
 from gpupool.quota.spec import TenantQuota
 from gpupool.rfc3339 import format_time
@@ -152,8 +154,10 @@ class AdmissionReconciler:
         self.mode = mode
         self.claims = claims
         self.contain = contain if contain is not None else Containment(LOOP, api)
-        self._marks = KeptMarks()  # the pods' borrowed marks, kept while pod and lease are
-        self._accounts = KeptAccounts()  # the leases' core leases for metering, likewise
+        # kept between rounds while made from the same objects (`controllers.kept`): the pods'
+        # borrowed marks and the leases' core leases the budget meter counts
+        self._marks: Kept[PodView] | None = Kept()
+        self._accounts: Kept[Lease] | None = Kept()
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
         self._node_cards: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
@@ -174,7 +178,7 @@ class AdmissionReconciler:
         quota_objects = await self.api.quotas()
         leases = decode_leases(contain, await self.api.leases(), now)
         quotas, problems = read_quotas(quota_objects, contain, now)
-        views = self._marks([v for v, _ in read], leases)
+        views = mark_borrowed([v for v, _ in read], leases, self._marks)
         refs = {v.key: ref for v, (_, ref) in zip(views, read, strict=True)}
         budgets = contain.plan(
             "budget", "GpuQuota", quotas, lambda q: q.name,

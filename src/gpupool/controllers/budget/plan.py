@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
+from gpupool.controllers.kept import Kept
 from gpupool.domain.errors import InvalidQuota
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.budget import BudgetStatus, budget_status
@@ -31,40 +33,24 @@ class BudgetPlan:
     statuses: Mapping[str, BudgetStatus]  # tenants with a budget
 
 
-class KeptAccounts:
-    """`LeaseRecord.accounting`, kept per lease between rounds: while a lease is the very object
-    of the last round (the readers hand the same decoded object for an unchanged
-    resourceVersion) and its start is past, its core lease is the same whatever the round's
-    `now` (only a start still ahead of `now` is clamped to it). Making it again for every lease
-    every admission round was most of the round's budget metering."""
-
-    def __init__(self) -> None:
-        self._kept: dict[str, tuple[LeaseRecord, Lease]] = {}
-        self._next: dict[str, tuple[LeaseRecord, Lease]] = {}
-
-    def of(self, lease: LeaseRecord, now: float) -> Lease:
-        kept = self._kept.get(lease.key)
-        if kept is not None and kept[0] is lease and lease.start <= now:
-            acct = kept[1]
-        else:
-            acct = lease.accounting(now)
-        if lease.start <= now:
-            self._next[lease.key] = (lease, acct)
-        return acct
-
-    def round_done(self) -> None:
-        """The leases of this round are the ones kept for the next (those gone are forgotten)."""
-        self._kept, self._next = self._next, {}
+def accounting(lease: LeaseRecord, now: float, kept: Kept[Lease] | None = None) -> Lease:
+    """`lease.accounting(now)`; `kept`: the last round's while the lease is the same object
+    (`controllers.kept`) and its start is past, when it does not depend on `now` (only a start
+    still ahead is clamped to it). Made again for every lease every admission round, it was
+    most of the round's budget metering."""
+    if kept is None:
+        return lease.accounting(now)
+    return kept.get(lease.key, (lease,), partial(lease.accounting, now), keep=lease.start <= now)
 
 
 def _metered(
-    lease: LeaseRecord, quota: TenantQuota | None, now: float, accounts: KeptAccounts | None
+    lease: LeaseRecord, quota: TenantQuota | None, now: float, kept: Kept[Lease] | None
 ) -> Lease | None:
     """The core lease metering counts, in its tenant quota's resource; None when the lease was
     written in another resource than the quota now counts (its amount cannot be compared)."""
     if quota is None or lease.resource != quota.resource.value:
         return None
-    acct = lease.accounting(now) if accounts is None else accounts.of(lease, now)
+    acct = accounting(lease, now, kept)
     if not acct.live and acct.ended_at is None:
         return None  # ended without an end time: nothing to meter to
     return acct
@@ -74,19 +60,19 @@ def plan_budgets(
     quotas: Iterable[TenantQuota],
     leases: Sequence[LeaseRecord],
     now: float,
-    accounts: KeptAccounts | None = None,
+    kept: Kept[Lease] | None = None,
 ) -> BudgetPlan:
-    """`accounts`: the leases' core leases kept between rounds (None: each made afresh)."""
+    """`kept`: the leases' core leases kept between rounds (`accounting`; None: made afresh)."""
     listed = list(quotas)
     try:
         book = QuotaBook(listed)
     except InvalidQuota:
         return BudgetPlan(None, {})
     metered = [
-        m for le in leases if (m := _metered(le, book.get(le.tenant), now, accounts)) is not None
+        m for le in leases if (m := _metered(le, book.get(le.tenant), now, kept)) is not None
     ]
-    if accounts is not None:
-        accounts.round_done()
+    if kept is not None:
+        kept.pass_done()
     meter = Meter.snapshot(book, metered, now)
     statuses: dict[str, BudgetStatus] = {}
     for quota in book:

@@ -61,26 +61,3 @@ def lease_due(
     window): a change or the manager's safety net brings it."""
     times = _lease_times(lease, pod, now, retention_s, reserved_timeout_s, budgets or {}, retry_s)
     return min((at for at in times if at > now), default=None)
-
-
-def next_lease_work(
-    leases: Iterable[LeaseRecord],
-    pods_by_uid: Mapping[str, PodView],
-    now: float,
-    *,
-    retention_s: float,
-    reserved_timeout_s: float | None,
-    budgets: Mapping[str, Budget] | None = None,
-    retry_s: float = RETRY_S,
-) -> float | None:
-    """The soonest of the leases' `lease_due` (None: nothing timed)."""
-    return min(
-        (
-            at
-            for lease in leases
-            if (at := lease_due(lease, pods_by_uid.get(lease.pod.uid), now,
-                                retention_s=retention_s, reserved_timeout_s=reserved_timeout_s,
-                                budgets=budgets, retry_s=retry_s)) is not None
-        ),
-        default=None,
-    )  # fmt: skip
