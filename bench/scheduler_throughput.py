@@ -45,6 +45,7 @@ import json
 import os
 import platform
 import secrets
+import ssl
 import statistics
 import sys
 import tempfile
@@ -53,6 +54,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
+from api_requests import request_counts
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Namespace, Pod
@@ -61,6 +63,7 @@ from lightkube.types import PatchType
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.resources import GpuLease
 from gpupool.devcluster import ClusterSpec, DevCluster, processes
+from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
@@ -77,6 +80,13 @@ EVERY_NODE = {
     "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]},
 }
 STEP_METRIC = "gpupool_extender_bind_step_seconds"
+# kube-scheduler's own clock: one scheduling attempt (its serial cycle: queue pop, filter with the
+# extender's /filter round trip, score, reserve; the bind runs apart) and the algorithm within it
+SCHEDULER_METRICS = (
+    "scheduler_scheduling_attempt_duration_seconds",
+    "scheduler_scheduling_algorithm_duration_seconds",
+)
+FILTER_METRIC = 'gpupool_extender_latency_seconds{verb="filter"}'
 
 
 def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
@@ -277,6 +287,32 @@ def bind_steps(port: int) -> dict[str, tuple[float, float]]:
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
+def histogram_sums(url: str, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """(count, sum) of each named histogram at `url`, summed over its labels (a name may carry
+    a label selector, matched as written)."""
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_insecure())
+    )
+    with opener.open(url, timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        for name in names:
+            base, _, labels = name.partition("{")
+            for suffix, at in (("_count", 0), ("_sum", 1)):
+                if line.startswith(base + suffix) and (not labels or labels[:-1] in line):
+                    out.setdefault(name, [0.0, 0.0])[at] += float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _insecure() -> ssl.SSLContext:
+    """kube-scheduler's metrics are served on its self-signed port, open to anyone (dev cluster)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def step_means(
     before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
 ) -> dict[str, dict[str, float]]:
@@ -311,6 +347,8 @@ async def measure(
     extender: Extender,
     kinds: tuple[str, ...],
     cluster_pids: dict[str, int],
+    scheduler_port: int,
+    apiserver: KubeApi,
 ) -> list[dict[str, Any]]:
     client = async_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
     results = []
@@ -319,12 +357,23 @@ async def measure(
         if kind != "plain":
             extender.ensure()
             before = bind_steps(extender.port)
+        watched = cycle_sums(scheduler_port, extender)
+        asked = request_counts(str(apiserver.get("/metrics")))
         pids = {**cluster_pids, "bench-client": os.getpid()}
         if extender.record is not None:
             pids["gpupool-extender"] = extender.record.pid
         result = await one_phase(client, kind, count, args.timeout, pids)
         if kind != "plain":
             result["bind_steps"] = step_means(before, bind_steps(extender.port))
+        result["cycle_ms"] = step_means(watched, cycle_sums(scheduler_port, extender))
+        # what the API server was asked over the phase (its create, ungate, list and Binding
+        # included), per pod: the writes a GPU pod adds are where its extra CPU goes
+        asked = request_counts(str(apiserver.get("/metrics"))) - asked
+        result["requests_per_pod"] = {
+            f"{verb} {resource}": round(n / count, 2)
+            for (verb, resource), n in sorted(asked.items())
+            if verb not in ("WATCH", "LIST") or n >= count / 10
+        }
         return result
 
     try:
@@ -341,6 +390,15 @@ async def measure(
     finally:
         await client.close()
     return results
+
+
+def cycle_sums(scheduler_port: int, extender: Extender) -> dict[str, tuple[float, float]]:
+    """kube-scheduler's attempt and algorithm histograms and, once it runs, the extender's
+    /filter latency: (count, sum of seconds) each."""
+    sums = histogram_sums(f"https://127.0.0.1:{scheduler_port}/metrics", SCHEDULER_METRICS)
+    if extender.record is not None:
+        sums |= histogram_sums(f"http://127.0.0.1:{extender.port}/metrics", (FILTER_METRIC,))
+    return {name.split("{")[0].removeprefix("scheduler_"): v for name, v in sums.items()}
 
 
 def cpu_medians(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, Any]:
@@ -392,7 +450,12 @@ def main() -> None:
         extender = Extender(cluster, state.kubeconfig, port, args.policy)
         try:
             cluster_pids = {p.name: p.pid for p in state.processes}
-            results = asyncio.run(measure(state.kubeconfig, args, extender, kinds, cluster_pids))
+            results = asyncio.run(
+                measure(
+                    state.kubeconfig, args, extender, kinds, cluster_pids,
+                    state.ports["kube-scheduler"], cluster.api(),
+                )
+            )  # fmt: skip
         finally:
             extender.stop()
             cluster.down()

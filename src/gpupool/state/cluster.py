@@ -122,6 +122,8 @@ class ClusterCache:
     # but the snapshot sees it) until the pod's bind reserves its lease or it is swept; with
     # when it was made and the snapshot it is counted on (a rebuilt snapshot drops them all)
     _picks: dict[str, tuple[Decision, float, int]] = field(default_factory=dict)
+    # node -> its leases by key (`leases` indexed: a bind reads one node's, not every lease)
+    _on_node: dict[str, dict[str, LeaseRecord]] = field(default_factory=dict)
 
     # ---- reads -------------------------------------------------------------------------------
     def snapshot(self) -> ClusterSnapshot:
@@ -158,7 +160,17 @@ class ClusterCache:
             self.room_holds[lease.key] = lease.room_hold
 
     def leases_on(self, node: str) -> list[LeaseRecord]:
-        return [x for x in self.leases.values() if x.node == node and x.holds_capacity]
+        return [x for x in self._on_node.get(node, {}).values() if x.holds_capacity]
+
+    def _index_node(self, old: LeaseRecord | None, new: LeaseRecord | None) -> None:
+        if old is not None and (new is None or old.node != new.node):
+            on = self._on_node.get(old.node)
+            if on is not None:
+                on.pop(old.key, None)
+                if not on:
+                    del self._on_node[old.node]
+        if new is not None:
+            self._on_node.setdefault(new.node, {})[new.key] = new
 
     def orphans_on(self, node: str) -> list[LeaseRecord]:
         """Holds on `node` that no GpuLease stands for (yet): a fresh list of the node's leases
@@ -336,6 +348,7 @@ class ClusterCache:
         self.orphans.pop(lease.key, None)  # the lease itself is back
         self.generation += 1
         self._index_hold(lease)
+        self._index_node(old, lease)
         if old is not None and (old.slices, old.node, old.holds_capacity) == (
             lease.slices,
             lease.node,
@@ -391,7 +404,9 @@ class ClusterCache:
             self.generation += 1
             self._unapply(key)
             self.room_holds.pop(key, None)
-            node = self.leases.pop(key).node
+            gone = self.leases.pop(key)
+            self._index_node(gone, None)
+            node = gone.node
             if self._snap is not None and node in self._snap.index:
                 self._apply_condition(node)
 
@@ -445,6 +460,9 @@ class ClusterCache:
                 )
             )
         self.nodes, self.gpunodes, self.leases = new_nodes, new_gpunodes, new_leases
+        self._on_node = {}
+        for lease in new_leases.values():
+            self._index_node(None, lease)
         self.orphans = orphans
         self.bound = {x.key for x in held}
         self.room_holds = {k: x.room_hold for k, x in new_leases.items() if x.room_hold}
