@@ -57,7 +57,7 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
     api = KubeClusterApi(cast(Any, client), cache=cache)
     loops = {way: AdmissionReconciler(api, lambda: NOW) for way in VARIANTS}
     afresh = loops["afresh"]  # as before: nothing kept between rounds
-    afresh._marks = afresh._accounts = None
+    afresh._marks = afresh._accounts = afresh._charges = None
     for loop in loops.values():
         await loop.reconcile()  # the first round writes the quotas' status
     client.writes = 0

@@ -8,6 +8,7 @@ value not asked for in a pass is forgotten at its end (its object is gone). Pure
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import is_
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -24,7 +25,11 @@ class Kept(Generic[T]):
         """`key`'s value: the last pass's while `made_from` are the same objects, else `make()`.
         `keep` False: made afresh and not kept (its value depends on more than `made_from`)."""
         last = self._last.get(key) if keep else None
-        if last is not None and all(a is b for a, b in zip(last[0], made_from, strict=True)):
+        if (
+            last is not None
+            and len(last[0]) == len(made_from)
+            and all(map(is_, last[0], made_from))
+        ):
             value = last[1]
         else:
             value = make()

@@ -33,14 +33,13 @@ class LeasePhase(Enum):
     LOST = "lost"
     RECLAIMED = "reclaimed"
 
-    @property
-    def terminal(self) -> bool:
-        return self in _TERMINAL
+    def __init__(self, value: str) -> None:
+        # a plain attribute: asked of every lease several times a round, and an enum member's
+        # hash is a Python call
+        self.terminal = value in ("released", "expired", "lost", "reclaimed")
 
 
-_TERMINAL = frozenset(
-    {LeasePhase.RELEASED, LeasePhase.EXPIRED, LeasePhase.LOST, LeasePhase.RECLAIMED}
-)
+_TERMINAL = frozenset(p for p in LeasePhase if p.terminal)
 _ENDINGS = frozenset(_TERMINAL)
 ALLOWED: dict[LeasePhase, frozenset[LeasePhase]] = {
     LeasePhase.RESERVED: frozenset({LeasePhase.BOUND} | _ENDINGS),

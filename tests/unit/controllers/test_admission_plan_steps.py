@@ -179,3 +179,34 @@ def test_queue_positions_and_tenant_statuses_show_each_line() -> None:
     statuses = {t.tenant: t for t in tenant_statuses(state.book, state.ledger, per_tenant)}
     assert statuses["alpha"].used == 12 * GiB and len(statuses["alpha"].queue) == 2
     assert statuses[DEFAULT_TENANT].queue == ()
+
+
+def test_open_round_keeps_a_pods_charge_while_its_view_quota_and_card_sizes_are_the_same() -> None:
+    from dataclasses import replace
+
+    from gpupool.controllers.kept import Kept
+    from gpupool.quota.lease import Lease
+
+    pods = [running("r1", memory="16Gi"), running("r2", memory="8Gi")]
+    quota, sizes = TenantQuota("alpha", nominal=64 * GiB), {"A100-80GB": 80 * GiB}
+    charged: Kept[Lease] = Kept()
+
+    def ledger_of(these: list[PodView], q: TenantQuota, s: dict[str, int]) -> dict[str, Lease]:
+        state = open_round(these, [q], NOW, DEFAULT_TENANT, None, {}, s, charged)
+        fresh = open_round(these, [q], NOW, DEFAULT_TENANT, None, {}, s)
+        leases = {x.id: x for x in state.ledger}
+        assert leases == {x.id: x for x in fresh.ledger}  # as made afresh
+        return leases
+
+    first = ledger_of(pods, quota, sizes)
+    again = ledger_of(pods, quota, sizes)
+    assert all(again[k] is first[k] for k in first)  # kept: not made again
+    bigger = [replace(pods[0], priority=5), pods[1]]  # a new view of r1: charged again
+    moved = ledger_of(bigger, quota, sizes)
+    assert moved[pods[0].uid or pods[0].key].priority == 5
+    assert moved[pods[1].uid or pods[1].key] is first[pods[1].uid or pods[1].key]
+    other = ledger_of(bigger, replace(quota, nominal=32 * GiB), sizes)  # a new quota object
+    assert all(other[k] is not moved[k] for k in moved)
+    settled = ledger_of(bigger, quota, sizes)
+    assert all(ledger_of(bigger, quota, sizes)[k] is settled[k] for k in settled)
+    assert all(ledger_of(bigger, quota, dict(sizes))[k] is not settled[k] for k in settled)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from gpupool.controllers.admission.charge import card_memory, charged_lease, held_amount
+from gpupool.controllers.kept import Kept
 from gpupool.domain.errors import GpupoolError, InvalidQuota
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
@@ -138,12 +139,14 @@ def plan_admission(
     meter: Meter | None = None,
     quota_problems: Mapping[str, str] | None = None,
     card_sizes: Mapping[str, int] | None = None,
+    charged: Kept[Lease] | None = None,
 ) -> AdmissionPlan:
     """Decide this round. `default_tenant`: the tenant of pods without a tenant label (unlimited
     unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why;
-    `card_sizes`: the cluster's cards (`charge.card_sizes_of`), to count whole GPUs in bytes."""
+    `card_sizes`: the cluster's cards (`charge.card_sizes_of`), to count whole GPUs in bytes;
+    `charged`: the admitted pods' charges kept from the last round (`controllers.kept`)."""
     state = open_round(
-        pods, quotas, now, default_tenant, meter, quota_problems or {}, card_sizes or {}
+        pods, quotas, now, default_tenant, meter, quota_problems or {}, card_sizes or {}, charged
     )
     queue = fill_queue(state, pods, mode)
     queue.drain(partial(attempt, state))
@@ -192,9 +195,11 @@ def open_round(
     meter: Meter | None,
     quota_problems: Mapping[str, str],
     card_sizes: Mapping[str, int],
+    charged: Kept[Lease] | None = None,
 ) -> RoundState:
     """The round's quotas (quotas that clash admit nothing: every tenant shows why) and its
-    ledger charged with what the admitted pods hold."""
+    ledger charged with what the admitted pods hold. `charged`: each pod's charge given back
+    while the pod's view, its quota and the card sizes are the same objects as last round."""
     problems = dict(quota_problems)
     sizes = dict(card_sizes)
     quotas = list(quotas)
@@ -209,8 +214,13 @@ def open_round(
     for pod in pods:
         if pod.holds_quota and pod.request is not None:
             quota = book.get(pod.tenant)
-            if quota is not None:
-                ledger.add(charged_lease(pod, pod.request, quota, sizes))
+            if quota is None:
+                continue
+            charge = partial(charged_lease, pod, pod.request, quota, sizes)
+            made_from = (pod, quota, card_sizes)
+            ledger.add(charge() if charged is None else charged.get(pod.key, made_from, charge))
+    if charged is not None:
+        charged.pass_done()
     return RoundState(book, ledger, now, meter, sizes, unlimited, problems)
 
 

@@ -158,6 +158,7 @@ class AdmissionReconciler:
         # borrowed marks and the leases' core leases the budget meter counts
         self._marks: Kept[PodView] | None = Kept()
         self._accounts: Kept[Lease] | None = Kept()
+        self._charges: Kept[Lease] | None = Kept()  # the admitted pods' charges (the ledger's)
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
         self._node_cards: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
@@ -199,6 +200,7 @@ class AdmissionReconciler:
                 meter=budgets.meter,
                 quota_problems={t: p for t, p in problems.items() if t in chosen},
                 card_sizes=sizes,
+                charged=self._charges,
             )
 
         # One plan over every tenant (cohorts borrow across them); a tenant whose plan raises
@@ -233,7 +235,7 @@ class AdmissionReconciler:
             log.info("admitted %s: %s", admit.pod.key, admit.reason)
             await self.api.event(pod, "Admitted", admit.reason, now_rfc3339=stamp)
 
-    async def _card_sizes(self, now: float) -> dict[str, int]:
+    async def _card_sizes(self, now: float) -> Mapping[str, int]:
         """The cluster's card sizes by model, computed again only when a node's cards changed.
         When the reads are the very lists of the last round (the watch cache's kinds did not
         change) and nothing is set aside, the last round's sizes stand without a pass over the
@@ -247,7 +249,7 @@ class AdmissionReconciler:
             and last[0] is gpunodes
             and last[1] is nodes
         ):
-            return dict(self._sizes)
+            return self._sizes
         self._read_last = (gpunodes, nodes)
         before = self._node_cards
         cards = self._cards(gpunodes, nodes, now)
@@ -256,7 +258,7 @@ class AdmissionReconciler:
         )
         if not same or self._sizes is None:
             self._sizes = card_sizes_of(cards)
-        return dict(self._sizes)
+        return self._sizes  # the same object while the cards are: the charges made from it stay
 
     def _cards(
         self, listed_gpunodes: Listed[GpuNodeObject], listed_nodes: Listed[NodeObject], now: float
