@@ -19,6 +19,7 @@ is its cost per change in a fill.
 from __future__ import annotations
 
 import random
+import statistics
 import time
 from typing import Any, cast
 
@@ -26,6 +27,7 @@ from round_harness import NOW, cluster, cpu_ms, fed_cache, main, touch
 from web_model import Feeder
 
 from gpupool.adapters.cluster import KubeClusterApi
+from gpupool.controllers.admission.groups import GroupPlans
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 
 VARIANTS = ("kept", "afresh")
@@ -63,19 +65,25 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
     client.writes = 0
     rng = random.Random(seed)
     took: dict[str, list[float]] = {way: [] for way in VARIANTS}
+    kept_groups: list[int] = []
     for i in range(rounds):
         for way in VARIANTS if i % 2 else reversed(VARIANTS):
             touch(rng.choice(objs["pods"]), feeder, i)
+            if way == "afresh":
+                afresh._groups = GroupPlans()  # no group's last plan to keep
             t0 = time.process_time()
             done = await loops[way].reconcile()
             took[way].append((time.process_time() - t0) * 1000)
             assert not done.plan.admit, "the pool is at rest: nothing to admit"
+            if way == "kept":
+                kept_groups.append(loops[way]._groups.kept_last_round)
     out: dict[str, Any] = {"pods": len(objs["pods"]), "rounds_each": rounds}
     out |= {way: cpu_ms(times) for way, times in took.items()}
     out["afresh_over_kept"] = round(
         out["afresh"]["cpu_ms_median"] / out["kept"]["cpu_ms_median"], 2
     )
     out["writes_in_measured_rounds"] = client.writes
+    out["groups_kept_per_round_median"] = statistics.median(kept_groups)
     return out
 
 

@@ -26,7 +26,6 @@ from gpupool.adapters.metrics.controller import (
 from gpupool.adapters.metrics.fragmentation import card_fragmentation
 from gpupool.controllers.admission.plan import TenantStatus
 from gpupool.controllers.admission.reconcile import AdmissionRound
-from gpupool.controllers.budget.plan import plan_budgets
 from gpupool.controllers.cards import CardState
 from gpupool.controllers.leases.charge_audit import CardSizes
 from gpupool.controllers.leases.charge_reconcile import audit_of
@@ -107,7 +106,7 @@ def card_readings(
 def budget_readings(round_: AdmissionRound) -> tuple[BudgetReading, ...]:
     """The budgets as the admission round metered them (the same pure plan, the same numbers
     as GpuQuota status)."""
-    statuses = plan_budgets(round_.quotas, round_.leases, round_.now).statuses
+    statuses = round_.budgets
     return tuple(
         BudgetReading(s.tenant, s.unit, s.limit, s.used, s.remaining)
         for _, s in sorted(statuses.items())

@@ -11,7 +11,7 @@ promoted to unborrowed as long as they fit within nominal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from gpupool.domain.errors import InvalidQuota
@@ -44,6 +44,27 @@ class Ledger:
         self._accounts: dict[str, _Account] = {q.name: _Account() for q in book}
         self._tenant_of: dict[str, str] = {}
         self._pool_used: dict[str, int] = {c: 0 for c in book.cohorts()}
+
+    @classmethod
+    def joined(cls, book: QuotaBook, owner: Mapping[str, Ledger]) -> Ledger:
+        """One ledger over `book` from ledgers kept apart, each tenant's account and each cohort's
+        pool taken from the ledger `owner` names for the tenant (a tenant it does not name has
+        an empty account). The parts must not share a cohort (borrowing is within one) and are
+        not written after: their accounts are shared, not copied."""
+        out = cls.__new__(cls)
+        out.book = book
+        out._accounts = {}
+        out._tenant_of = {}
+        out._pool_used = {c: 0 for c in book.cohorts()}
+        for quota in book:
+            part = owner.get(quota.name)
+            account = None if part is None else part._accounts.get(quota.name)
+            out._accounts[quota.name] = _Account() if account is None else account
+            if account is not None:
+                out._tenant_of.update(dict.fromkeys(account.leases, quota.name))
+            if part is not None and quota.cohort is not None:
+                out._pool_used[quota.cohort] = part._pool_used.get(quota.cohort, 0)
+        return out
 
     # -- reading -------------------------------------------------------------------------------
     def _account(self, tenant: str) -> _Account:

@@ -193,6 +193,7 @@ def test_open_round_keeps_a_pods_charge_while_its_view_quota_and_card_sizes_are_
 
     def ledger_of(these: list[PodView], q: TenantQuota, s: dict[str, int]) -> dict[str, Lease]:
         state = open_round(these, [q], NOW, DEFAULT_TENANT, None, {}, s, charged)
+        charged.pass_done()
         fresh = open_round(these, [q], NOW, DEFAULT_TENANT, None, {}, s)
         leases = {x.id: x for x in state.ledger}
         assert leases == {x.id: x for x in fresh.ledger}  # as made afresh

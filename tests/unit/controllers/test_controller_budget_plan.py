@@ -121,3 +121,38 @@ def test_kept_accounts_meter_as_fresh_ones_round_after_round() -> None:
     assert accounting(LEASES[1], T0 + 300, kept) is accounting(LEASES[1], T0 + 400, kept)
     changed = lease_from_json(lease_json(RUNNING, phase="Active", start=T0 + 10))
     assert accounting(changed, T0 + 400, kept) is not accounting(LEASES[1], T0 + 400, kept)
+
+
+def test_the_meter_counts_only_tenants_that_read_it_and_reads_the_same_for_them() -> None:
+    """Admission reads the meter for a budget's window and for quota lent once idle; the leases
+    of any other tenant are left out of it, and what it says of the others does not change."""
+    from gpupool.quota.book import QuotaBook
+    from gpupool.quota.metering import Meter
+
+    quotas = [
+        quota(),  # alpha: a budget
+        TenantQuota("beta", nominal=50 * GiB, cohort="c", lend_after_idle_s=60.0),
+        TenantQuota("gamma", nominal=50 * GiB, cohort="c"),  # reads nothing of the meter
+    ]
+    leases = []
+    for i, tenant in enumerate(["alpha", "beta", "gamma"] * 3):
+        pod = pod_json(f"p{i}", tenant, 4 + i, node="n1", phase="Running", admitted_at=T0 + i)
+        ended = i % 2 == 0
+        leases.append(lease_from_json(lease_json(
+            pod, phase="Released" if ended else "Active", start=T0 + i,
+            **({"end": T0 + 30 + i} if ended else {}),
+        )))  # fmt: skip
+    now = T0 + 50
+    plan = plan_budgets(quotas, leases, now)
+    everything = Meter.snapshot(QuotaBook(quotas), [x.accounting(now) for x in leases], now)
+    assert plan.meter is not None
+    assert plan.meter.usage("gamma", now).leases == 0  # not metered
+    assert everything.usage("gamma", now).leases == 3
+    core = [x.accounting(now) for x in leases]
+    for tenant in ("alpha", "beta"):
+        mine = [x for x in core if x.tenant == tenant]
+        assert plan.meter.usage(tenant, now) == everything.usage(tenant, now)
+        assert plan.meter.window_usage(tenant, now, mine) == everything.window_usage(
+            tenant, now, mine
+        )
+        assert plan.meter.idle_peak(tenant, now, mine) == everything.idle_peak(tenant, now, mine)

@@ -199,7 +199,8 @@ def open_round(
 ) -> RoundState:
     """The round's quotas (quotas that clash admit nothing: every tenant shows why) and its
     ledger charged with what the admitted pods hold. `charged`: each pod's charge given back
-    while the pod's view, its quota and the card sizes are the same objects as last round."""
+    while the pod's view, its quota and the card sizes are the same objects as last round (the
+    caller ends the round's pass: `Kept.pass_done`)."""
     problems = dict(quota_problems)
     sizes = dict(card_sizes)
     quotas = list(quotas)
@@ -219,8 +220,6 @@ def open_round(
             charge = partial(charged_lease, pod, pod.request, quota, sizes)
             made_from = (pod, quota, card_sizes)
             ledger.add(charge() if charged is None else charged.get(pod.key, made_from, charge))
-    if charged is not None:
-        charged.pass_done()
     return RoundState(book, ledger, now, meter, sizes, unlimited, problems)
 
 

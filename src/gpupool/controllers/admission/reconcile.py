@@ -31,6 +31,7 @@ from typing import Protocol
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
 from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
+from gpupool.controllers.admission.groups import GroupPlans, tenant_groups
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
     AdmitPod,
@@ -159,6 +160,7 @@ class AdmissionReconciler:
         self._marks: Kept[PodView] | None = Kept()
         self._accounts: Kept[Lease] | None = Kept()
         self._charges: Kept[Lease] | None = Kept()  # the admitted pods' charges (the ledger's)
+        self._groups = GroupPlans()  # each group of tenants' last plan (`admission.groups`)
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
         self._node_cards: dict[str, tuple[NodeObject, GpuNodeObject | None, tuple[Gpu, ...]]] = {}
@@ -187,25 +189,41 @@ class AdmissionReconciler:
             lambda q: quota_ref(q.name),
         )  # fmt: skip
         sizes = await self._card_sizes(now)
-        tenants = sorted({q.name for q in quotas} | set(problems) | {v.tenant for v in views})
+        tenants = sorted(
+            {q.name for q in quotas} | set(problems) | {v.tenant for v in views}
+            | {names.DEFAULT_TENANT}
+        )  # fmt: skip
 
-        def plan_for(some: Sequence[str]) -> AdmissionPlan:
-            chosen = set(some)
+        def plan_group(
+            pods: Sequence[PodView], some: Sequence[TenantQuota], said: Mapping[str, str]
+        ) -> AdmissionPlan:
             return plan_admission(
-                [v for v in views if v.tenant in chosen],
-                [q for q in quotas if q.name in chosen],
+                pods,
+                some,
                 now,
                 default_tenant=names.DEFAULT_TENANT,
                 mode=self.mode,
                 meter=budgets.meter,
-                quota_problems={t: p for t, p in problems.items() if t in chosen},
+                quota_problems=said,
                 card_sizes=sizes,
                 charged=self._charges,
             )
 
-        # One plan over every tenant (cohorts borrow across them); a tenant whose plan raises
-        # is set aside and the others are planned without it.
+        def plan_for(some: Sequence[str]) -> AdmissionPlan:
+            chosen = set(some)
+            mine = [v for v in views if v.tenant in chosen]
+            theirs = [q for q in quotas if q.name in chosen]
+            groups = tenant_groups(chosen, theirs, mine)
+            said = {t: p for t, p in problems.items() if t in chosen}
+            return self._groups.plan(groups, mine, theirs, said, sizes, plan_group)
+
+        # Planned per group of tenants that sway each other (a cohort; `admission.groups`), a
+        # group at rest kept from the last round; a tenant whose plan raises is set aside and
+        # the others are planned without it.
         plan = contain.plan("plan", "GpuQuota", tenants, str, plan_for, now, quota_ref)
+        self._groups.round_done()
+        if self._charges is not None:
+            self._charges.pass_done()
         stamp = format_time(now)
         for admit in plan.admit:
             pod = refs[admit.pod.key]

@@ -1,8 +1,10 @@
 """The round's budget meter and each tenant's budget standing, pure, from the GpuLeases alone.
 
-Nothing is counted in memory between rounds: every round meters every GpuLease it reads from
-the lease's own persisted times (`status.start`, `status.end`; live ones up to `now`) with the
-quota core's `Meter.snapshot`, so a restarted controller neither loses nor double-counts hours.
+Nothing is counted in memory between rounds: every round meters every GpuLease it reads of a
+tenant whose quota reads the meter (a budget, or quota lent once idle a while: `metered_tenant`)
+from the lease's own persisted times (`status.start`, `status.end`; live ones up to `now`) with
+the quota core's `Meter.snapshot`, so a restarted controller neither loses nor double-counts
+hours.
 Ended leases must still exist to count: the lease controller keeps an ended lease until the
 budget window its end falls in is over (`Budget.window_end`), whatever its retention.
 
@@ -56,6 +58,13 @@ def _metered(
     return acct
 
 
+def metered_tenant(quota: TenantQuota) -> bool:
+    """Whether admission reads the meter for this tenant: a budget's window, or the idle time
+    before its quota is lent. Another tenant's leases are not metered (metering every lease
+    each round was most of an admission round at 7,500 pods with no budget at all)."""
+    return quota.budget is not None or quota.lend_after_idle_s > 0
+
+
 def plan_budgets(
     quotas: Iterable[TenantQuota],
     leases: Sequence[LeaseRecord],
@@ -68,8 +77,11 @@ def plan_budgets(
         book = QuotaBook(listed)
     except InvalidQuota:
         return BudgetPlan(None, {})
+    reads = {q.name: q for q in book if metered_tenant(q)}
     metered = [
-        m for le in leases if (m := _metered(le, book.get(le.tenant), now, kept)) is not None
+        m
+        for le in leases
+        if (q := reads.get(le.tenant)) is not None and (m := _metered(le, q, now, kept)) is not None
     ]
     if kept is not None:
         kept.pass_done()
