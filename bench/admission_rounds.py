@@ -1,19 +1,21 @@
 """The admission round owed one pod change, at several cluster sizes: what it costs beyond its
-writes, with what the controller keeps between rounds (`kept`: the pods' borrowed marks and
-the leases' core leases for the budget meter, `controllers.kept.Kept`) and with both made
-afresh each round (`afresh`, as before), side by side in one process; prints JSON.
+writes, with what the controller keeps between rounds (`kept`: the pods' borrowed marks, the
+admitted pods' charges and the leases' core leases for the budget meter, `controllers.kept.Kept`;
+each group of tenants' plan while the group is at rest, `admission.groups.GroupPlans`) and with
+all of it made afresh each round (`afresh`: every group planned), side by side in one process;
+prints JSON.
 
     .venv/bin/python bench/admission_rounds.py [--pods 1000 7500 20000] [--nodes 1213]
         [--rounds 30] [--out bench/results/NAME.json]
 
 The cluster is round_harness.py's (bench/web_model.py's generated pool at rest: every lease
-Active, every pod admitted and Running, twelve tenants' GpuQuotas), in the controller's watch
-cache fed by hand and read through its own adapter. The client takes the writes: a GpuQuota
-status it is sent is folded back into the cache, as the watch would bring it, so from the
-second round on a round at rest writes nothing (the JSON counts the writes of the measured
-rounds: 0 expected). Each round a random pod's annotation changes, then each variant's
-reconciler runs a round; the admission round still decides over every tenant's pods, so this
-is its cost per change in a fill.
+Active, every pod admitted and Running, twelve tenants' GpuQuotas, no cohort: thirteen groups
+with the default tenant), in the controller's watch cache fed by hand and read through its own
+adapter. The client takes the writes: a GpuQuota status it is sent is folded back into the
+cache, as the watch would bring it, so from the second round on a round at rest writes nothing
+(the JSON counts the writes of the measured rounds: 0 expected). Each round a random pod's
+annotation changes, then each variant's reconciler runs a round (`groups_kept_per_round_median`:
+the groups the kept variant did not plan again).
 """
 
 from __future__ import annotations
@@ -89,6 +91,6 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
 
 if __name__ == "__main__":
     raise SystemExit(
-        main(__doc__, "the admission round owed one pod change: marks and accounts kept vs afresh",
+        main(__doc__, "the admission round owed one pod change: what is kept vs afresh",
              "pods", 30, size)
     )  # fmt: skip
