@@ -33,7 +33,11 @@ scheduling time, the client, not the scheduler, set the pace. Everything — the
 extender and this client — shares the machine's cores, equally for both kinds. Each phase reports
 `cpu_ms_per_pod`: the CPU time (utime + stime, /proc) each process used over the same window,
 per pod; `cpu_ms_per_pod_median` sums it up per kind. When the machine is saturated, the ratio of
-the rates is the inverse ratio of the per-pod totals.
+the rates is the inverse ratio of the per-pod totals. Each phase also reports `cycle_ms`, the
+mean of kube-scheduler's own `scheduling_attempt_duration_seconds` (an attempt, its bind
+included) and `scheduling_algorithm_duration_seconds` (filter, the extender's /filter round trip
+included, and score) and the extender's /filter handler time, and `requests_per_pod`: what the
+API server was asked over the phase by verb and resource (its `apiserver_request_total`), per pod.
 """
 
 from __future__ import annotations
