@@ -124,7 +124,7 @@ def test_plans_made_per_group_and_kept_at_rest_equal_one_plan_over_every_tenant(
         pods: dict[str, PodView] = {}
         groups = GroupPlans()
         now = 1000.0
-        kept = 0
+        kept = waiting = 0
         held: list[Lease] = []  # what the last round's ledger held: metered up to now
         for step in range(70):
             now += rng.choice((0.0, 1.0, 30.0))
@@ -170,11 +170,16 @@ def test_plans_made_per_group_and_kept_at_rest_equal_one_plan_over_every_tenant(
             made = groups.plan(
                 tenant_groups(tenants, quotas, listed), listed, quotas, {}, None, one
             )
+            before = dict(groups._last)
             groups.round_done()
             kept += groups.kept_last_round
+            waiting += sum(
+                1 for g, m in groups._last.items() if m is before.get(g) and m.plan.queued
+            )
             whole = _whole(listed, quotas, now, meter)
             assert _said(made) == _said(whole), (seed, step)
             held = [x for x in whole.ledger if x.tenant in {q.name for q in quotas}]
             for admit in whole.admit:  # the admitted pods' writes land
                 pods[admit.pod.name] = _admitted(pods[admit.pod.name], whole, now)
-        assert kept > 0, seed  # groups at rest were kept, not planned again
+        assert kept > 0, seed  # groups were kept, not planned again
+        assert waiting > 0, seed  # among them groups with a queue (no tenant reads the meter)

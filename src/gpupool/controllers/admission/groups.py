@@ -7,9 +7,11 @@ must see every member); everything else a tenant's decision reads is its own (it
 GpuQuota) or read by all alike and never written (the card sizes, the budget meter). So the
 round's plan is the union of `plan_admission` made over each group's pods and quotas. A group
 whose pods, GpuQuotas, quota problems and card sizes are the very objects its last plan was
-made from, and whose last plan admitted nothing, left nothing waiting and asked nothing back,
-would be planned the same again: it is kept. A group with a pod waiting is planned every round,
-as time alone may change its verdicts (a budget window opens, idle quota may be lent).
+made from, and whose last plan admitted nothing, would be planned the same again unless time
+alone moves its verdicts: it is kept. Time moves them only through the budget meter (a budget
+window opens, idle quota may be lent: `budget.plan.metered_tenant`), so a group with such a
+tenant is kept only at rest (nothing waiting, nothing asked back); any other group is kept with
+its queue too: a queue that cannot move costs nothing until something in it changes.
 A cohort whose quotas clash (mixed resources) admits nothing, as the whole round did before;
 now only that cohort.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from operator import is_
 
 from gpupool.controllers.admission.plan import AdmissionPlan
+from gpupool.controllers.budget.plan import metered_tenant
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.ledger import Ledger
 from gpupool.quota.spec import TenantQuota
@@ -89,8 +92,14 @@ class _Made:
         )
 
     @property
-    def at_rest(self) -> bool:
-        return not (self.plan.admit or self.plan.queued or self.plan.reclaim)
+    def standing(self) -> bool:
+        """Whether the plan would be made the same again from the same objects: it admitted
+        nothing (the admitted leases start now), and either no tenant of the group reads the
+        meter or nothing waits."""
+        if self.plan.admit:
+            return False
+        timeless = not any(metered_tenant(q) for q in self.quotas)
+        return timeless or not (self.plan.queued or self.plan.reclaim)
 
 
 class GroupPlans:
@@ -125,7 +134,7 @@ class GroupPlans:
             theirs = [quota_of[t] for t in group if t in quota_of]
             said = {t: problems[t] for t in group if t in problems}
             last = self._last.get(group) or self._this.get(group)
-            if last is not None and last.at_rest and last.same(mine, theirs, said, sizes):
+            if last is not None and last.standing and last.same(mine, theirs, said, sizes):
                 made = last
                 self._kept += 1
             else:
