@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from api_requests import RequestWindow, install_audit
+from emit import emit
 
 from gpupool.adapters.wire.names import ANN_FAKE_HEARTBEAT
 from gpupool.devcluster import ClusterSpec, DevCluster
@@ -155,11 +156,7 @@ def main() -> None:
             f"{who}: {verb.upper()} {resource}": n for (who, verb, resource), n in at_start.items()
         },
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=2)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ component runs as its own ServiceAccount, so the user names the component). Per 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from api_requests import RequestWindow, install_audit
+from emit import emit
 
 from gpupool.devcluster import ClusterSpec, DevCluster, readiness
 from gpupool.devcluster import cluster as cluster_module
@@ -249,11 +249,7 @@ def main() -> None:
         result["profile"] = profile
     if requests is not None:
         result["idle_requests"] = requests
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=2)
 
 
 if __name__ == "__main__":

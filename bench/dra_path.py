@@ -31,6 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from emit import emit
 
 from gpupool.cli.simulate import parse_seeds
 from gpupool.domain.units import GiB
@@ -123,10 +124,7 @@ def main() -> int:
         "elapsed_s": round(time.perf_counter() - started),
         "lists": table,
     }
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    emit(out, args.json, indent=1)
     return 0
 
 

@@ -39,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_replay as lr
+from emit import emit
 from live_replay_core import unallocated_gpu_pct, with_reserve
 
 from gpupool.domain.devices import Node
@@ -190,10 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             "unallocated_gpu_pct": round(unallocated_gpu_pct(nodes, in_trace_order), 3),
         },
     }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=1)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ that. It says which choice costs what.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -53,6 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import live_replay as lr
+from emit import emit
 from live_replay_core import unallocated_gpu_pct
 
 from gpupool.adapters.extender_http.prioritize import cpu_pod_scores, pick_scores
@@ -254,10 +254,7 @@ def main(argv: list[str] | None = None) -> None:
             order = shuffled(requests, window, seed)
             variants[label] = run(nodes, order, simulator, args.seed)
             print(label, variants[label], file=sys.stderr, flush=True)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=1)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from emit import emit
+
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "native" / "build" / "libgpupool.so"
 DRIVE = ROOT / "native" / "build" / "tests" / "gp_drive"
@@ -455,10 +457,7 @@ def main() -> int:
     report: dict[str, Any] = {"check": "libgpupool on a real GPU"}
 
     def finish(code: int) -> int:
-        text = json.dumps(report, indent=2)
-        print(text)
-        if args.out:
-            args.out.write_text(text + "\n")
+        emit(report, args.out, indent=2)
         return code
 
     missing = gpu_present()

@@ -19,7 +19,6 @@ the CPU time (utime + stime) of kube-apiserver, etcd and each gpupool process; a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -28,6 +27,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from emit import emit
 
 from gpupool.devcluster import ClusterSpec, DevCluster
 from gpupool.devcluster.binaries import version_tag
@@ -130,10 +131,7 @@ def main() -> None:
         "watch_bytes_per_minute": per_minute(first["watch_bytes"], last["watch_bytes"], window),
         "cpu_seconds_per_minute": dict(sorted(cpu.items(), key=lambda kv: -kv[1])),
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=2)
     print(f"done: {args.label or 'run'}", file=sys.stderr)
 
 

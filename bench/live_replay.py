@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from api_requests import RequestWindow, install_audit
+from emit import emit
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 from live_replay_core import (
@@ -576,11 +577,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         parser.error("--in-flight must be at least 1")
     Binaries.locate()  # fail early, with the build command, if anything is missing
     result = run(args)
-    text = json.dumps(result, indent=2)
-    out(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=2, say=out)
     if "error" in result:
         sys.exit(1)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import pstats
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from emit import emit
 from lightkube.resources.core_v1 import Pod
 from live_replay import (
     DEFAULT_TRACE,
@@ -327,11 +327,7 @@ def main() -> None:
         parser.error("name at least one --variant NAME=SRC")
     Binaries.locate()
     result = run(args)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=2)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from emit import emit
+
 from gpupool.cli.simulate import parse_policies, parse_seeds
 from gpupool.simulator.experiment import run_experiment
 from gpupool.simulator.openb import load_nodes, load_pods
@@ -63,10 +65,7 @@ def main() -> int:
         "elapsed_s": round(time.perf_counter() - started),
         "lists": table,
     }
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+    emit(out, args.json, indent=1)
     header = "| pod list | " + " | ".join(policies) + " |"
     print(header, file=sys.stderr)
     print("|" + "---|" * (len(policies) + 1), file=sys.stderr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import statistics
@@ -19,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, cast
 
+from emit import emit
 from web_model import Feeder, objects
 
 from gpupool.adapters.kubernetes.watch_cache import CONTROLLER_KINDS, WatchCache
@@ -86,8 +86,5 @@ def main(doc: str, benchmark: str, objects_flag: str, rounds: int, size: Size) -
         "sizes": [asyncio.run(size(args.nodes, n, args.rounds, args.seed)) for n in sizes],
         "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    emit(result, args.out, indent=2)
     return 0

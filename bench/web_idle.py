@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from emit import emit
 from proc_usage import UsageWindow
 
 from gpupool.adapters.kubeclient import async_client
@@ -276,10 +277,7 @@ def main() -> int:
             pids = {name: proc.pid for name, proc in procs.items()}
             result.update(asyncio.run(measure(args, pids, ports)))
     result["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(result, args.out, indent=2)
     return 0
 
 

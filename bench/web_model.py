@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import json
 import os
 import random
 import sys
@@ -39,6 +38,7 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from emit import emit
 from web_state import TENANTS, pool
 
 from gpupool.adapters.kubernetes.lease import lease_to_json
@@ -237,10 +237,7 @@ def main() -> int:
     }
     result.update(asyncio.run(bench(args)))
     result["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    text = json.dumps(result, indent=2)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(result, args.out, indent=2)
     return 0
 
 
