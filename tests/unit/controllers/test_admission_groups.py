@@ -183,3 +183,30 @@ def test_plans_made_per_group_and_kept_at_rest_equal_one_plan_over_every_tenant(
                 pods[admit.pod.name] = _admitted(pods[admit.pod.name], whole, now)
         assert kept > 0, seed  # groups were kept, not planned again
         assert waiting > 0, seed  # among them groups with a queue (no tenant reads the meter)
+
+
+def test_a_cohort_whose_quotas_clash_blocks_only_its_own_tenants() -> None:
+    """A cohort mixing quota resources (the webhook refuses it; one written around the webhook)
+    admits nothing in that cohort, and says why; a tenant outside it is admitted as ever (one
+    plan over every tenant blocked them all)."""
+    from gpupool.quota.resource import Resource
+
+    quotas = [
+        TenantQuota("alpha", nominal=32 * GiB, cohort="c1"),
+        TenantQuota("beta", nominal=8000, cohort="c1", resource=Resource.GPU),
+        TenantQuota("eps", nominal=40 * GiB),
+    ]
+    pods = [view(f"{t}-1", tenant=t, memory="4Gi") for t in ("alpha", "beta", "eps")]
+    tenants = ["alpha", "beta", "eps", DEFAULT_TENANT]
+
+    def one(some: Any, theirs: Any, said: Any) -> AdmissionPlan:
+        return plan_admission(some, theirs, 100.0, default_tenant=DEFAULT_TENANT,
+                              quota_problems=said)  # fmt: skip
+
+    plan = GroupPlans().plan(tenant_groups(tenants, quotas, pods), pods, quotas, {}, None, one)
+    assert [a.pod.name for a in plan.admit] == ["eps-1"]
+    stuck = {q.pod.name: (q.reason, q.detail) for q in plan.queued}
+    assert set(stuck) == {"alpha-1", "beta-1"}
+    assert all(reason == "NO_QUOTA" and "mixes quota resources" in detail
+               for reason, detail in stuck.values())  # fmt: skip
+    assert not _whole(pods, quotas, 100.0, Meter.snapshot(QuotaBook([]), [], 100.0)).admit
