@@ -1,6 +1,6 @@
 """Admission decided per group of tenants (`admission.groups`): the groups (a cohort together, a
 gang's tenants together), and seeded random histories in which the plan made group by group,
-groups at rest kept between rounds, equals one plan over every tenant after every step."""
+groups kept between rounds while they stand, equals one plan over every tenant after every step."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def _remade(pod: PodView, **kw: Any) -> PodView:
     return view(pod.name, **(args | kw))
 
 
-def test_plans_made_per_group_and_kept_at_rest_equal_one_plan_over_every_tenant() -> None:
+def test_plans_made_per_group_or_kept_while_standing_equal_one_plan_over_every_tenant() -> None:
     for seed in range(12):
         rng = random.Random(seed)
         quotas = list(QUOTAS)
