@@ -12,8 +12,8 @@ Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide
   budget's standing (`controllers.budget`: metered from the GpuLeases every round, the meter the
   admission decision uses, so a spent budget blocks or admits as preemptible).
 Between rounds the reconciler keeps only values made from the very same objects (borrowed
-marks, charges, core leases: `controllers.kept`; each group of tenants' plan while the group is
-at rest: `admission.groups`) and the objects set aside (`controllers.contain`): a pod,
+marks, charges, core leases: `controllers.kept`; each group of tenants' plan while it would be
+made the same: `admission.groups`) and the objects set aside (`controllers.contain`): a pod,
 GpuQuota, Node or GpuNode that cannot be read, a tenant whose plan raises (the plan is per
 tenant, so the other tenants are planned without it; cohort borrowing sees the cohort less that
 tenant), a pod or GpuQuota whose write fails: each is set aside with a ReconcileFailed event and
@@ -220,8 +220,8 @@ class AdmissionReconciler:
             return self._groups.plan(groups, mine, theirs, said, sizes, plan_group)
 
         # Planned per group of tenants that sway each other (a cohort; `admission.groups`), a
-        # group at rest kept from the last round; a tenant whose plan raises is set aside and
-        # the others are planned without it.
+        # group's last plan kept while it would be made the same; a tenant whose plan raises is
+        # set aside and the others are planned without it.
         plan = contain.plan("plan", "GpuQuota", tenants, str, plan_for, now, quota_ref)
         self._groups.round_done()
         if self._charges is not None:
