@@ -18,10 +18,11 @@ heartbeats) and an audit log of list/watch requests. Then, in order:
    a 1 GiB gpupool slice, and a plain pod (CPU only: kube-scheduler alone) beside it;
 3. fill: the pod list in its order (`--limit`: its first N), each row as the pod a user would
    write (bench/live_replay_core.py says how a share becomes bytes), into one tenant's namespace
-   with a GpuQuota twice the cluster's cards. At most `--in-flight` pods are unsettled (neither
-   Running nor marked Unschedulable) at a time, so the order holds up to that window. Nothing
-   departs (a plain fill). Reported: pods per second, create -> Running p50/p99, the same CPU,
-   RSS and request figures over the fill, and unallocated GPU % at the end beside the
+   with a GpuQuota twice the cluster's cards (`--tenants N`: dealt in turn to N tenants, each
+   with such a quota, so admission decides N groups). At most `--in-flight` pods are unsettled
+   (neither Running nor marked Unschedulable) at a time, so the order holds up to that window.
+   Nothing departs (a plain fill). Reported: pods per second, create -> Running p50/p99, the same
+   CPU, RSS and request figures over the fill, and unallocated GPU % at the end beside the
    simulator's placement of the same requests in the same order with the same policy and the
    extender's target workload (`live_replay_core.fill_in_order`, `gpupool simulate fill`'s loop
    without its shuffle and inflation) on the cards as the live cluster offers them (each less
@@ -156,6 +157,13 @@ def list_version(api: KubeApi, namespace: str) -> str:
     )
 
 
+def tenant_names(count: int) -> list[str]:
+    """The tenants the pods are dealt to in turn: `replay` alone, or `replay-00`, `replay-01`..."""
+    if count < 1:
+        raise SystemExit(f"--tenants must be 1 or more; got {count}")
+    return [TENANT] if count == 1 else [f"{TENANT}-{i:02d}" for i in range(count)]
+
+
 def make_tenant(api: KubeApi, name: str, nominal_bytes: int) -> None:
     namespace, gpuquota = quota_objects(TenantQuota(name=name, nominal=nominal_bytes))
     api.create("/api/v1/namespaces", namespace)
@@ -227,14 +235,18 @@ async def fill(
     stall_s: float,
     pause: tuple[int, Callable[[], dict[str, Any]]] | None = None,
     budget_s: float = 0.0,
+    tenants: Sequence[str] = (TENANT,),
 ) -> tuple[PodTracker, dict[str, Any] | None]:
     """Each request's pod in order, at most `in_flight` unsettled; until all settle or stall.
     `pause` (N, measure): once N GPU pods are bound, let every pod settle and run `measure`
     (in a thread, the watch goes on), then go on; its result is returned beside the tracker.
-    `budget_s` (0: none): no pod is created after that many seconds of filling (pause aside)."""
+    `budget_s` (0: none): no pod is created after that many seconds of filling (pause aside).
+    `tenants`: the namespaces the requests are in (one watch each)."""
     client = async_client(kubeconfig, field_manager="gpupool-live-replay", timeout_s=30)
     tracker = PodTracker()
-    watcher = asyncio.ensure_future(tracker.watch(client, TENANT, list_version(api, TENANT)))
+    watchers = [
+        asyncio.ensure_future(tracker.watch(client, t, list_version(api, t))) for t in tenants
+    ]
     last_report = time.monotonic()
     gpu = {r.name for r in requests if r.wants_gpu}
     paused: dict[str, Any] | None = None
@@ -266,8 +278,9 @@ async def fill(
                 )
         await wait_settled(tracker, 0, stall_s)
     finally:
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
+        for watcher in watchers:
+            watcher.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
         await client.close()
     return tracker, paused
 
@@ -405,7 +418,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.limit:
         tasks = tasks[: args.limit]
     card_mib = smallest_card_mib(nodes)
-    requests = [pod_request(t, TENANT, card_mib) for t in tasks]
+    tenants = tenant_names(args.tenants)
+    requests = [pod_request(t, tenants[i % len(tenants)], card_mib) for i, t in enumerate(tasks)]
     say(f"simulating {len(requests)} pods on {len(nodes)} nodes in order ({args.policy})")
     # the live cluster's cards: their memory less the node reserve its agents report
     sim = fill_in_order(nodes, requests, args.policy, default_workload(), DEFAULT_RESERVE_PCT)
@@ -426,6 +440,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "unknown_model_as": args.unknown_model_as,
         "share_card_mib": card_mib,
         "in_flight": args.in_flight,
+        "tenants": len(tenants),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -460,7 +475,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             api = cluster.api()
             kubeconfig = Path(state.kubeconfig)
             pids = {p.name: p.pid for p in state.processes} | {"bench": os.getpid()}
-            make_tenant(api, TENANT, 2 * card_bytes)
+            for tenant in tenants:  # each may take twice the cluster: quota never binds
+                make_tenant(api, tenant, 2 * card_bytes)
             make_tenant(api, PROBES, 2 * card_bytes)
             say(f"settling {args.settle:g}s")
             time.sleep(args.settle)
@@ -486,7 +502,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
                 pause = (args.pause_at, measure)
             tracker, paused = asyncio.run(
-                fill(kubeconfig, api, requests, args.in_flight, args.stall, pause, args.fill_budget)
+                fill(
+                    kubeconfig,
+                    api,
+                    requests,
+                    args.in_flight,
+                    args.stall,
+                    pause,
+                    args.fill_budget,
+                    tenants,
+                )
             )
             fill_requests = with_component_lists(requests_window.finish())
             fill_usage = usage.finish()
@@ -544,6 +569,13 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         help="the stand-in for cards of unknown memory (G2, G3); 'none' keeps them",
     )
     parser.add_argument("--in-flight", type=int, default=8, help="unsettled pods at most")
+    parser.add_argument(
+        "--tenants",
+        type=int,
+        default=1,
+        help="deal the pods in turn to this many tenants, each its namespace and a GpuQuota of "
+        "twice the cluster (admission decides per tenant: one group each)",
+    )
     parser.add_argument("--idle-window", type=float, default=60.0, metavar="SECONDS")
     parser.add_argument("--settle", type=float, default=30.0, metavar="SECONDS")
     parser.add_argument("--probes", type=int, default=10, help="one-pod probes of each kind")
