@@ -184,7 +184,13 @@ def _bind(replica: Replica, body: dict[str, Any], headers: dict[str, str] | None
 def _bound_by_lease(api: KubeApi, ns: str, pod: dict[str, Any], node: str) -> None:
     """The pod's GpuLease on the node, and the pod bound there carrying it."""
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
-    [gpulease] = [g for g in _gpuleases(api, ns) if g["metadata"]["name"] == uid]
+
+    def leases() -> list[dict[str, Any]]:
+        return [g for g in _gpuleases(api, ns) if g["metadata"]["name"] == uid]
+
+    # the extender creates the lease after the Binding, in the background: wait for it
+    poll_until(lambda: bool(leases()), timeout_s=30)
+    [gpulease] = leases()
     assert gpulease["spec"]["node"] == node
     assert gpulease["spec"]["podRef"] == {"namespace": ns, "name": name, "uid": uid}
     bound = api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
