@@ -23,7 +23,7 @@ import random
 import time
 from typing import Any, cast
 
-from round_harness import NOW, cluster, cpu_ms, fed_cache, main, touch
+from round_harness import NOW, cluster, fed_cache, main, side_by_side, touch
 
 from gpupool.adapters.cluster import KubeClusterApi
 from gpupool.controllers.leases.reconcile import LeaseReconciler
@@ -56,10 +56,7 @@ async def size(nodes: int, leases: int, rounds: int, seed: int) -> dict[str, Any
             took[way].append((time.process_time() - t0) * 1000)
             assert not (plan.moves or plan.collect or plan.sweep), "the change decided nothing"
     out: dict[str, Any] = {"leases": leases, "pods": len(pods), "rounds_each": rounds}
-    out |= {way: cpu_ms(times) for way, times in took.items()}
-    out["whole_over_per_key"] = round(
-        out["whole"]["cpu_ms_median"] / out["per_key"]["cpu_ms_median"], 1
-    )
+    out |= side_by_side(took, "whole", "per_key", digits=1)
     return out
 
 

@@ -71,6 +71,16 @@ def cpu_ms(times: list[float]) -> dict[str, float]:
     }
 
 
+def side_by_side(
+    took: dict[str, list[float]], slow: str, fast: str, digits: int = 2
+) -> dict[str, Any]:
+    """Each way's CPU figures (`cpu_ms`) and `<slow>_over_<fast>`: the ratio of their medians."""
+    out: dict[str, Any] = {way: cpu_ms(times) for way, times in took.items()}
+    ratio = out[slow]["cpu_ms_median"] / out[fast]["cpu_ms_median"]
+    out[f"{slow}_over_{fast}"] = round(ratio, digits)
+    return out
+
+
 def main(doc: str, benchmark: str, objects_flag: str, rounds: int, size: Size) -> int:
     """The command line: `size(nodes, n, rounds, seed)` for each `--<objects_flag>` n."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])

@@ -49,7 +49,6 @@ import json
 import os
 import platform
 import secrets
-import ssl
 import statistics
 import sys
 import tempfile
@@ -63,6 +62,8 @@ from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Namespace, Pod
 from lightkube.types import PatchType
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.resources import GpuLease
@@ -72,6 +73,7 @@ from gpupool.devcluster.binaries import version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
+from gpupool.devcluster.readiness import insecure_context
 from gpupool.devcluster.scheduler_config import ExtenderConfig
 from gpupool.domain.devices import SHARES_PER_CARD
 
@@ -90,7 +92,7 @@ SCHEDULER_METRICS = (
     "scheduler_scheduling_attempt_duration_seconds",
     "scheduler_scheduling_algorithm_duration_seconds",
 )
-FILTER_METRIC = 'gpupool_extender_latency_seconds{verb="filter"}'
+FILTER_METRIC = "gpupool_extender_latency_seconds"  # its verb="filter" samples
 
 
 def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
@@ -277,44 +279,31 @@ def start_extender(
     return record
 
 
-def bind_steps(port: int) -> dict[str, tuple[float, float]]:
-    """(count, sum of seconds) per bind step, from the extender's /metrics."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        for suffix, at in (("_count{", 0), ("_sum{", 1)):
-            if line.startswith(STEP_METRIC + suffix):
-                step = line.split('step="', 1)[1].split('"', 1)[0]
-                out.setdefault(step, [0.0, 0.0])[at] = float(line.rsplit(" ", 1)[1])
-    return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def histogram_sums(url: str, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
-    """(count, sum) of each named histogram at `url`, summed over its labels (a name may carry
-    a label selector, matched as written)."""
+def scrape(url: str) -> list[Metric]:
+    """The metric families at `url` (kube-scheduler's self-signed port: not verified)."""
     opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=_insecure())
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=insecure_context())
     )
     with opener.open(url, timeout=5) as resp:
-        text = resp.read().decode()
+        return list(text_string_to_metric_families(resp.read().decode()))
+
+
+def histogram(
+    families: list[Metric], name: str, *, by: str | None = None, verb: str | None = None
+) -> dict[str, tuple[float, float]]:
+    """(count, sum) of histogram `name`, per value of its label `by` (else one entry, `name`),
+    summed over its other labels; `verb`: only its samples with that verb."""
     out: dict[str, list[float]] = {}
-    for line in text.splitlines():
-        for name in names:
-            base, _, labels = name.partition("{")
-            for suffix, at in (("_count", 0), ("_sum", 1)):
-                if line.startswith(base + suffix) and (not labels or labels[:-1] in line):
-                    out.setdefault(name, [0.0, 0.0])[at] += float(line.rsplit(" ", 1)[1])
+    for family in families:
+        if family.name != name:
+            continue
+        for sample in family.samples:
+            at = {"_count": 0, "_sum": 1}.get(sample.name.removeprefix(name))
+            if at is None or (verb is not None and sample.labels.get("verb") != verb):
+                continue
+            key = sample.labels.get(by, "") if by else name
+            out.setdefault(key, [0.0, 0.0])[at] += sample.value
     return {k: (v[0], v[1]) for k, v in out.items()}
-
-
-def _insecure() -> ssl.SSLContext:
-    """kube-scheduler's metrics are served on its self-signed port, open to anyone (dev cluster)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 def step_means(
@@ -360,16 +349,16 @@ async def measure(
     async def phase(kind: str, count: int) -> dict[str, Any]:
         if kind != "plain":
             extender.ensure()
-            before = bind_steps(extender.port)
-        watched = cycle_sums(scheduler_port, extender)
+        before = readings(scheduler_port, extender)
         asked = request_counts(str(apiserver.get("/metrics")))
         pids = {**cluster_pids, "bench-client": os.getpid()}
         if extender.record is not None:
             pids["gpupool-extender"] = extender.record.pid
         result = await one_phase(client, kind, count, args.timeout, pids)
+        after = readings(scheduler_port, extender)
         if kind != "plain":
-            result["bind_steps"] = step_means(before, bind_steps(extender.port))
-        result["cycle_ms"] = step_means(watched, cycle_sums(scheduler_port, extender))
+            result["bind_steps"] = step_means(bind_steps(before), bind_steps(after))
+        result["cycle_ms"] = step_means(cycle_sums(before), cycle_sums(after))
         # what the API server was asked over the phase (its create, ungate, list and Binding
         # included), per pod: the writes a GPU pod adds are where its extra CPU goes
         asked = request_counts(str(apiserver.get("/metrics"))) - asked
@@ -396,13 +385,27 @@ async def measure(
     return results
 
 
-def cycle_sums(scheduler_port: int, extender: Extender) -> dict[str, tuple[float, float]]:
+def readings(scheduler_port: int, extender: Extender) -> dict[str, list[Metric]]:
+    """kube-scheduler's metrics and, once it runs, the extender's: each scraped once."""
+    out = {"scheduler": scrape(f"https://127.0.0.1:{scheduler_port}/metrics")}
+    if extender.record is not None:
+        out["extender"] = scrape(f"http://127.0.0.1:{extender.port}/metrics")
+    return out
+
+
+def bind_steps(read: dict[str, list[Metric]]) -> dict[str, tuple[float, float]]:
+    """(count, sum of seconds) per bind step, from the extender's histogram."""
+    return histogram(read.get("extender", []), STEP_METRIC, by="step")
+
+
+def cycle_sums(read: dict[str, list[Metric]]) -> dict[str, tuple[float, float]]:
     """kube-scheduler's attempt and algorithm histograms and, once it runs, the extender's
     /filter latency: (count, sum of seconds) each."""
-    sums = histogram_sums(f"https://127.0.0.1:{scheduler_port}/metrics", SCHEDULER_METRICS)
-    if extender.record is not None:
-        sums |= histogram_sums(f"http://127.0.0.1:{extender.port}/metrics", (FILTER_METRIC,))
-    return {name.split("{")[0].removeprefix("scheduler_"): v for name, v in sums.items()}
+    sums = {
+        n: v for name in SCHEDULER_METRICS for n, v in histogram(read["scheduler"], name).items()
+    }
+    sums |= histogram(read.get("extender", []), FILTER_METRIC, verb="filter")
+    return {name.removeprefix("scheduler_"): v for name, v in sums.items()}
 
 
 def cpu_medians(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str, Any]:

@@ -159,9 +159,9 @@ class AdmissionReconciler:
         self.contain = contain if contain is not None else Containment(LOOP, api)
         # kept between rounds while made from the same objects (`controllers.kept`): the pods'
         # borrowed marks and the leases' core leases the budget meter counts
-        self._marks: Kept[PodView] | None = Kept()
-        self._accounts: Kept[Lease] | None = Kept()
-        self._charges: Kept[Lease] | None = Kept()  # the admitted pods' charges (the ledger's)
+        self._marks: Kept[PodView] = Kept()
+        self._accounts: Kept[Lease] = Kept()
+        self._charges: Kept[Lease] = Kept()  # the admitted pods' charges (the ledger's)
         self._groups = GroupPlans()  # each group of tenants' last plan (`admission.groups`)
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
@@ -224,8 +224,7 @@ class AdmissionReconciler:
         # set aside and the others are planned without it.
         plan = contain.plan("plan", "GpuQuota", tenants, str, plan_for, now, quota_ref)
         self._groups.round_done()
-        if self._charges is not None:
-            self._charges.pass_done()
+        self._charges.pass_done()
         stamp = format_time(now)
         for admit in plan.admit:
             pod = refs[admit.pod.key]
