@@ -1,21 +1,29 @@
 """The watch cache on a real API server: it lists once and follows a watch; a watch that stopped
 is resumed from its last version and a watch whose version is gone (410) lists again — in both
-cases every change made meanwhile reaches the store and the subscribers, none is lost."""
+cases every change made meanwhile reaches the store and the subscribers, none is lost. The
+extender's informer, on the same stream, likewise: its GpuLease watch resumed from its last
+version sees every change made while it was stopped, and a version gone is its Gone."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import httpx2 as httpx
+import pytest
 from conftest import E2ECluster
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
+from lightkube.types import PatchType
 from support.waiting import wait_until_async
 
+from gpupool.adapters.extender_http.informer import Informer
 from gpupool.adapters.kubeclient import async_client
-from gpupool.adapters.kubernetes.watch_cache import WatchCache, Watched
+from gpupool.adapters.kubernetes.crds import apply_crds
+from gpupool.adapters.kubernetes.resources import GpuLease
+from gpupool.adapters.kubernetes.watch_cache import GPULEASES, Gone, WatchCache, Watched
+from gpupool.state.cluster import ClusterCache
 from gpupool.state.objects import Change
 
 BOUND = 30.0  # a hang guard
@@ -117,3 +125,74 @@ def test_a_watch_that_stops_or_whose_version_is_gone_loses_no_change(
     dev_cluster: E2ECluster, namespace: str
 ) -> None:
     asyncio.run(_scenario(dev_cluster, namespace))
+
+
+def _lease(ns: str, name: str) -> GpuLease:
+    """A GpuLease of a pod that does not exist, on a node the cache does not know."""
+    device = {"uuid": "GPU-e2e", "index": 0, "model": "A100", "offsetBytes": 0,
+              "sizeBytes": 1 << 30, "computePercent": 10}  # fmt: skip
+    spec = {"tenant": ns, "podRef": {"namespace": ns, "name": name, "uid": f"uid-{name}"},
+            "node": "node-e2e", "devices": [device], "resource": "gpu-memory",
+            "amount": 1 << 30, "amountDisplay": "1Gi"}  # fmt: skip
+    body = {"apiVersion": "gpupool.io/v1alpha1", "kind": "GpuLease",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}  # fmt: skip
+    return cast(GpuLease, GpuLease.from_dict(body))
+
+
+async def _informer_scenario(cluster: E2ECluster, ns: str) -> None:
+    client = async_client(cluster.kubeconfig)
+    counts = Counts()
+    informer = Informer(client, ClusterCache(), observer=counts)
+
+    def leases() -> dict[str, Any]:
+        return informer.cache.leases  # (a sync replaces the dict)
+
+    def following() -> asyncio.Future[None]:
+        return asyncio.ensure_future(informer.follow(GPULEASES, informer._on_lease))
+
+    try:
+        await apply_crds(client)
+        await client.create(_lease(ns, "a"))
+        await informer.sync()
+        assert f"{ns}/a" in leases()
+        follow = following()
+        await client.create(_lease(ns, "b"))
+        await wait_until_async(lambda: f"{ns}/b" in leases(), BOUND, "b from the watch")
+
+        # The watch stops; changes land meanwhile; resumed from its last version (no list),
+        # it sees each of them.
+        follow.cancel()
+        await asyncio.gather(follow, return_exceptions=True)
+        await client.patch(
+            GpuLease, "a", {"spec": {"preemptible": True}}, namespace=ns, patch_type=PatchType.MERGE
+        )
+        await client.delete(GpuLease, "b", namespace=ns)
+        await client.create(_lease(ns, "c"))
+        follow = following()
+        await wait_until_async(
+            lambda: (
+                f"{ns}/c" in leases()
+                and f"{ns}/b" not in leases()
+                and leases()[f"{ns}/a"].preemptible
+            ),
+            BOUND,
+            "the changes made while the watch was stopped",
+        )
+        assert counts.restarts == 0 and counts.relists == 0
+        follow.cancel()
+        await asyncio.gather(follow, return_exceptions=True)
+
+        # A version the API server no longer serves: Gone, for `run` to list everything again.
+        await client.delete(GpuLease, "c", namespace=ns)
+        _compact(cluster)
+        informer.versions[GPULEASES.kind] = "1"
+        with pytest.raises(Gone):
+            await asyncio.wait_for(informer.follow(GPULEASES, informer._on_lease), BOUND)
+    finally:
+        await client.close()
+
+
+def test_the_extender_informer_resumes_its_watch_and_hears_a_version_gone(
+    dev_cluster: E2ECluster, namespace: str
+) -> None:
+    asyncio.run(_informer_scenario(dev_cluster, namespace))

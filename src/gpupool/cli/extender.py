@@ -173,7 +173,9 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event) -> None:
         log.info("CRDs applied: %s", ", ".join(names))
     cache = ClusterCache()
     metrics = Metrics()
-    informer = Informer(client, cache, resync_s=args.resync_seconds, on_drift=metrics.record_drift)
+    informer = Informer(
+        client, cache, resync_s=args.resync_seconds, on_drift=metrics.record_drift, observer=metrics
+    )
     poster = bind_poster(config, client)
     api: ExtenderApi = LightkubeExtenderApi(client, poster)
     # On election, forget the bind ledgers: what another leader bound is not known here.

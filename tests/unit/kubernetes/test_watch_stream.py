@@ -86,9 +86,27 @@ def test_a_pod_bookmark_moves_the_version_and_ends_nothing() -> None:
     assert changes[-1].new == pod("31", "second")
 
 
-def test_an_expired_version_asks_for_a_relist() -> None:
+@pytest.mark.parametrize("how", ["event", "answer"])
+def test_an_expired_version_asks_for_a_relist(how: str) -> None:
+    """410 as an ERROR event in the stream, or as the API server's answer to the watch request
+    itself: the same Gone, so the kind is listed again rather than the watch retried forever."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        # as the API server answers: the Status, typed exactly `application/json`
+        body = json.dumps(GONE).encode()
+        return web.Response(body=body, status=410, content_type="application/json")
+
+    @asynccontextmanager
+    async def server() -> AsyncIterator[int]:
+        if how == "event":
+            async with api([{"type": "ERROR", "object": GONE}]) as (port, _queries):
+                yield port
+        else:
+            async with loopback_server(refuse, "/api/v1/pods") as port:
+                yield port
+
     async def run() -> None:
-        async with api([{"type": "ERROR", "object": GONE}]) as (port, _queries):
+        async with server() as port:
             watcher = reflector(port, [])
             try:
                 await watcher.watch()

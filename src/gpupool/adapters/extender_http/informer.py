@@ -1,8 +1,11 @@
 """Feeds the extender's ClusterCache from the API server: list, then watch nodes, GpuNodes and
-GpuLeases; relist everything on any watch error or end, and about every `resync_s` (the safety
-net, jittered as the watch caches' relist: half an hour by default; drift is counted). At 7,500
-leases a relist costs the extender about 6 s of CPU: every 5 minutes, as it was, that was most
-of its CPU on a cluster at rest.
+GpuLeases through the watch caches' own stream (`watch_cache.watch_events`: bookmarks, each
+event decoded straight to a dict). A watch that ends or breaks is resumed from the last version
+it saw, as the watch caches' reflectors do; everything is listed again only when a watch says
+its version is gone (410) and about every `resync_s` (the safety net, jittered as the watch
+caches' relist: half an hour by default; drift is counted). At 7,500 leases a relist costs the
+extender about 6 s of CPU on its one event loop: on every broken watch, as it was, an API server
+restart cost every extender replica that.
 
 Nothing is decided from memory alone: on start the cache is empty and `ready` stays unset until
 the first full list has been folded in, and bind re-reads the node's leases anyway.
@@ -15,33 +18,39 @@ import contextlib
 import gc
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from lightkube import AsyncClient, operators
-from lightkube.resources.core_v1 import Node
 
 from gpupool.adapters.kubernetes.decoded import read_pod
 from gpupool.adapters.kubernetes.errors import InvalidObject
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.node import read_gpu_node, read_node
-from gpupool.adapters.kubernetes.resources import GpuLease, GpuNode, to_dict
 from gpupool.adapters.kubernetes.watch_cache import (
     GPULEASES,
     GPUNODES,
     NODES,
     RELIST_JITTER,
     RELIST_S,
+    RETRY_S,
     TENANT_PODS,
+    Gone,
+    Watched,
+    WatchObserver,
+    event_version,
     list_objects,
+    watch_events,
 )
 from gpupool.state.cluster import ClusterCache, Drift
 from gpupool.state.lease import LeaseRecord
+from gpupool.state.objects import Obj
 from gpupool.state.pod_hold import held_by
 
 log = logging.getLogger(__name__)
 
+WATCHED_KINDS = (NODES.kind, GPUNODES.kind, GPULEASES.kind)  # what the extender watches
 # the bound GPU pods (GPU pods carry their tenant's label): what they hold without a lease
 BOUND_TENANT_PODS = replace(TENANT_PODS, fields={"spec.nodeName": operators.not_equal("")})
 
@@ -54,12 +63,15 @@ class Informer:
         *,
         resync_s: float = RELIST_S,
         on_drift: Callable[[Drift], None] | None = None,
+        observer: WatchObserver | None = None,
     ) -> None:
         self.client = client
         self.cache = cache
         self.resync_s = resync_s
         self.on_drift = on_drift
+        self.observer = observer
         self.ready = asyncio.Event()
+        self.versions: dict[str, str] = {}  # kind -> the last version its list or watch gave
 
     @staticmethod
     def _leases(items: Sequence[Mapping[str, Any]]) -> list[LeaseRecord]:
@@ -71,8 +83,9 @@ class Informer:
                 log.error("ignoring unreadable lease: %s", err)
         return out
 
-    async def sync(self) -> dict[str, str]:
-        """One full list of every kind folded into the cache; returns each kind's list version."""
+    async def sync(self) -> None:
+        """One full list of every kind folded into the cache; each kind's watch goes on from
+        its list's version."""
         # decoded straight to dicts (watch_cache.list_objects): through lightkube's models the
         # 5-minute resync cost seconds of CPU at thousands of pods and leases
         nodes, rv_nodes = await list_objects(self.client, NODES)
@@ -94,28 +107,49 @@ class Informer:
             self.on_drift(drift)
         if drift.total:
             log.warning("resync found drift: %s", drift)
+        self.versions = {
+            NODES.kind: rv_nodes, GPUNODES.kind: rv_gpunodes, GPULEASES.kind: rv_leases
+        }  # fmt: skip
         self.ready.set()
-        return {"nodes": rv_nodes, "gpunodes": rv_gpunodes, "leases": rv_leases}
 
-    async def _watch(
-        self, res: Any, rv: str, apply: Callable[[str, dict[str, Any]], None], **kw: Any
-    ) -> None:
-        async for kind, obj in self.client.watch(res, resource_version=rv or None, **kw):
-            apply(kind, to_dict(obj))
+    async def follow(self, watched: Watched, apply: Callable[[str, Obj], None]) -> None:
+        """Fold `watched`'s events into the cache for as long as the task runs: a stream the
+        API server ends is resumed from the last version it gave (a bookmark's too), one that
+        breaks the same after a pause (RETRY_S, longer with each failure in a row); raises Gone
+        when the API server says that version is too old, for `run` to list everything again."""
+        failures = 0
+        while True:
+            try:
+                async for kind, obj in watch_events(
+                    self.client, watched, self.versions[watched.kind]
+                ):
+                    if kind != "BOOKMARK":
+                        self._apply(watched, apply, kind, obj)
+                    self.versions[watched.kind] = event_version(obj) or self.versions[watched.kind]
+                    failures = 0
+                failures = 0  # ended by the API server (its timeout): resume from the version
+            except (Gone, asyncio.CancelledError):
+                raise
+            except Exception as err:
+                failures += 1
+                if self.observer is not None:
+                    self.observer.watch_restarted(watched.kind)
+                log.warning("watch of %s failed (%s); resuming", watched.kind, err)
+                await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S)) - 1])
 
-    def _on_node(self, kind: str, obj: dict[str, Any]) -> None:
+    def _on_node(self, kind: str, obj: Obj) -> None:
         if kind == "DELETED":
             self.cache.delete_node(obj["metadata"]["name"])
         else:
             self.cache.set_node(read_node(obj))
 
-    def _on_gpunode(self, kind: str, obj: dict[str, Any]) -> None:
+    def _on_gpunode(self, kind: str, obj: Obj) -> None:
         if kind == "DELETED":
             self.cache.delete_gpunode(obj["metadata"]["name"])
         else:
             self.cache.set_gpunode(read_gpu_node(obj))
 
-    def _on_lease(self, kind: str, obj: dict[str, Any]) -> None:
+    def _on_lease(self, kind: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         if kind == "DELETED":
@@ -126,21 +160,34 @@ class Informer:
         except InvalidObject as err:
             log.error("ignoring unreadable lease: %s", err)
 
+    @staticmethod
+    def _apply(watched: Watched, apply: Callable[[str, Obj], None], kind: str, obj: Obj) -> None:
+        """One event into the cache; one that cannot be read is left out alone (resuming from
+        before it would only read it again)."""
+        try:
+            apply(kind, obj)
+        except Exception as err:
+            name = (obj.get("metadata") or {}).get("name")
+            log.error("ignoring a %s event of %s %r: %s", kind, watched.kind, name, err)
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Sync, watch, and start over on error or every resync period, until `stop` is set."""
+        """Sync and follow every kind, until `stop` is set; list everything again when a watch's
+        version is gone and every resync period."""
         while not stop.is_set():
             try:
-                versions = await self.sync()
+                await self.sync()
             except Exception as err:
                 log.warning("listing from the API server failed: %s; retrying", err)
                 await _sleep_or_stop(stop, 2.0)
                 continue
-            watches: list[Awaitable[None]] = [
-                self._watch(Node, versions["nodes"], self._on_node),
-                self._watch(GpuNode, versions["gpunodes"], self._on_gpunode),
-                self._watch(GpuLease, versions["leases"], self._on_lease, namespace="*"),
-            ]
-            tasks = [asyncio.ensure_future(w) for w in watches]
+            kinds = (
+                (NODES, self._on_node),
+                (GPUNODES, self._on_gpunode),
+                (GPULEASES, self._on_lease),
+            )
+            tasks: dict[asyncio.Future[Any], Watched] = {
+                asyncio.ensure_future(self.follow(w, apply)): w for w, apply in kinds
+            }
             stopper = asyncio.ensure_future(stop.wait())
             period = self.resync_s * random.uniform(1 - RELIST_JITTER, 1 + RELIST_JITTER)
             timer = asyncio.ensure_future(asyncio.sleep(period))
@@ -150,10 +197,28 @@ class Informer:
             for task in [*tasks, stopper, timer]:
                 task.cancel()
             await asyncio.gather(*tasks, stopper, timer, return_exceptions=True)
-            for task in done:
-                if task in tasks and not task.cancelled() and task.exception() is not None:
-                    log.warning("watch ended: %s; relisting", task.exception())
-                    await _sleep_or_stop(stop, 1.0)
+            self._say_why(done, tasks, timer)
+
+    def _say_why(
+        self, done: Iterable[asyncio.Future[Any]], tasks: Mapping[asyncio.Future[Any], Watched],
+        timer: asyncio.Future[Any],
+    ) -> None:  # fmt: skip
+        """Counts and logs why everything is listed again: a watch's version gone, the resync
+        period, or (not expected: `follow` resumes on its own) a watch that ended."""
+        for task in done:
+            watched = tasks.get(task)
+            if task is timer and self.observer is not None:
+                for kind in self.versions:
+                    self.observer.relisted(kind)
+            if watched is None or task.cancelled():
+                continue
+            err = task.exception()
+            if isinstance(err, Gone):
+                log.info("watch of %s: version gone (%s); listing again", watched.kind, err)
+                if self.observer is not None:
+                    self.observer.relisted(watched.kind)
+            else:
+                log.warning("watch of %s ended (%s); listing again", watched.kind, err)
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -51,6 +51,7 @@ from prometheus_client import (
 )
 
 from gpupool.adapters.extender_http.filter import REASON_LABELS, ROOM_HELD
+from gpupool.adapters.extender_http.informer import WATCHED_KINDS
 from gpupool.adapters.extender_http.refusal import Why
 from gpupool.adapters.extender_http.service import Extender
 from gpupool.adapters.extender_http.wire import (
@@ -105,6 +106,23 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.watch_restarts = Counter(
+            "gpupool_extender_watch_restarts",
+            "Watches of the extender's cache that broke and were resumed from their last "
+            "resourceVersion, by kind",
+            ["kind"],
+            registry=r,
+        )
+        self.relists = Counter(
+            "gpupool_extender_relists",
+            "Full lists of the extender's cache after its first, by the kind that asked: its "
+            "watch's version was gone (410), or the resync period passed (every kind)",
+            ["kind"],
+            registry=r,
+        )
+        for kind in WATCHED_KINDS:
+            self.watch_restarts.labels(kind)
+            self.relists.labels(kind)
         self.nodes = Gauge("gpupool_extender_nodes", "GPU nodes in the cache", registry=r)
         self.leases = Gauge("gpupool_extender_leases", "GpuLeases in the cache", registry=r)
         self.picks = Gauge(
@@ -145,6 +163,13 @@ class Metrics:
             registry=r,
         )
         self._score_series = [self.scores.labels(str(s)) for s in range(MAX_EXTENDER_PRIORITY + 1)]
+
+    # adapters.kubernetes.watch_cache.WatchObserver: the informer's watches
+    def watch_restarted(self, kind: str) -> None:
+        self.watch_restarts.labels(kind).inc()
+
+    def relisted(self, kind: str) -> None:
+        self.relists.labels(kind).inc()
 
     def record_bind(self, result: ExtenderBindingResult) -> None:
         self.binds.labels("error" if result.error else "ok").inc()

@@ -48,12 +48,16 @@ Objects = list[Obj]  # (a Reflector's `list` method hides the builtin in its cla
 LIVE_WAIT_S = 0.002  # a read that waited this long waited on the network, not on a backlog
 
 
-class CacheObserver(Protocol):
-    def cache_size(self, kind: str, objects: int) -> None: ...
+class WatchObserver(Protocol):
+    """Hears a watch resumed after it broke and a kind listed again after its first list."""
 
     def watch_restarted(self, kind: str) -> None: ...
 
     def relisted(self, kind: str) -> None: ...
+
+
+class CacheObserver(WatchObserver, Protocol):
+    def cache_size(self, kind: str, objects: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +167,61 @@ async def list_objects(client: AsyncClient, watched: Watched) -> tuple[Objects, 
             return objects, str(meta.get("resourceVersion") or "")
 
 
+async def watch_events(
+    client: AsyncClient, watched: Watched, version: str
+) -> AsyncIterator[tuple[str, Obj]]:
+    """One watch request of `watched`'s objects from `version` (with bookmarks; lightkube's
+    `watch` has no parameter for them), its events as (type, object) with each object decoded
+    straight to a dict: lightkube's own watch builds its model of every object first and fails
+    on a Pod BOOKMARK (whose `spec.containers` is null), ending the watch. Ends when the API
+    server ends the stream; raises Gone when it says `version` is too old (410, as the watch's
+    answer or as an event in it), WatchEnded on any other error event."""
+    generic: Any = client._client
+    request = request_for(
+        client,
+        watched,
+        {"resourceVersion": version or None, "allowWatchBookmarks": "true"},
+        watch=True,
+    )
+    response = await generic.send(request, stream=True)
+    try:
+        if response.status_code >= 400:
+            await response.aread()  # ApiError reads the Status from the body
+            try:
+                generic.raise_for_status(response)
+            except ApiError as err:
+                if err.status.code == 410:
+                    raise Gone(str(err.status.message)) from None
+                raise
+        lines = response.aiter_lines()
+        clock = asyncio.get_running_loop().time
+        while True:
+            asked = clock()
+            try:
+                line = await anext(lines)
+            except StopAsyncIteration:
+                break
+            if watched.batch_s and clock() - asked > LIVE_WAIT_S:
+                # it arrived alone: let the next ones gather (see Watched.batch_s)
+                await asyncio.sleep(watched.batch_s)
+            if not line.strip():
+                continue
+            event = msgspec.json.decode(line)
+            kind, obj = str(event.get("type") or ""), event.get("object") or {}
+            if kind == "ERROR":  # a Status: 410 when the version is too old
+                if obj.get("code") == 410:
+                    raise Gone(str(obj.get("message") or "resourceVersion too old"))
+                raise WatchEnded(f"the API server ended the watch: {obj.get('message')}")
+            yield kind, obj
+    finally:
+        await response.aclose()
+
+
+def event_version(obj: Obj) -> str:
+    """The resourceVersion an event's object carries ("" when none)."""
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 class Reflector:
     """Keeps one kind's store in step with the API server."""
 
@@ -192,9 +251,6 @@ class Reflector:
         self.synced.set()
         self._report_size()
 
-    def _request(self, params: dict[str, Any], *, watch: bool) -> Any:
-        return request_for(self.client, self.watched, params, watch=watch)
-
     async def _listed(self) -> tuple[Objects, str]:
         return await list_objects(self.client, self.watched)
 
@@ -202,60 +258,18 @@ class Reflector:
         if self.observer is not None:
             self.observer.cache_size(self.watched.kind, len(self.store))
 
-    async def _events(self) -> AsyncIterator[tuple[str, Obj]]:
-        """One watch request (with bookmarks; lightkube's `watch` has no parameter for them),
-        its events as (type, object) with each object decoded straight to a dict: lightkube's
-        own watch decodes every object into its model first, which costs about a millisecond a
-        Pod and fails on a Pod BOOKMARK (whose `spec.containers` is null), ending the watch."""
-        generic: Any = self.client._client
-        request = self._request(
-            {"resourceVersion": self.version or None, "allowWatchBookmarks": "true"}, watch=True
-        )
-        response = await generic.send(request, stream=True)
-        try:
-            if response.status_code >= 400:
-                await response.aread()  # ApiError reads the Status from the body
-                generic.raise_for_status(response)
-            lines = response.aiter_lines()
-            clock = asyncio.get_running_loop().time
-            while True:
-                asked = clock()
-                try:
-                    line = await anext(lines)
-                except StopAsyncIteration:
-                    break
-                if self.watched.batch_s and clock() - asked > LIVE_WAIT_S:
-                    # it arrived alone: let the next ones gather (see Watched.batch_s)
-                    await asyncio.sleep(self.watched.batch_s)
-                if not line.strip():
-                    continue
-                event = msgspec.json.decode(line)
-                kind, obj = str(event.get("type") or ""), event.get("object") or {}
-                if kind == "ERROR":  # a Status: 410 when the version is too old
-                    if obj.get("code") == 410:
-                        raise Gone(str(obj.get("message") or "resourceVersion too old"))
-                    raise WatchEnded(f"the API server ended the watch: {obj.get('message')}")
-                yield kind, obj
-        finally:
-            await response.aclose()
-
     async def watch(self) -> None:
         """Fold events in until the stream ends or fails; raises Gone on 410."""
-        try:
-            async for kind, data in self._events():
-                version = str((data.get("metadata") or {}).get("resourceVersion") or "")
-                if kind == "BOOKMARK":
-                    self.version = version or self.version
-                    continue
-                change = self.store.apply(Event(kind), data)
+        async for kind, data in watch_events(self.client, self.watched, self.version):
+            version = event_version(data)
+            if kind == "BOOKMARK":
                 self.version = version or self.version
-                if change is not None:
-                    self.changed(change)
-                    self._report_size()
-        except ApiError as err:
-            if err.status.code == 410:
-                raise Gone(str(err.status.message)) from None
-            raise
+                continue
+            change = self.store.apply(Event(kind), data)
+            self.version = version or self.version
+            if change is not None:
+                self.changed(change)
+                self._report_size()
 
     async def run(self, stop: asyncio.Event) -> None:
         """List, watch, resume; relist on Gone and every `relist_s`; until `stop` is set."""
