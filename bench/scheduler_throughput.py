@@ -3,11 +3,16 @@ kube-scheduler alone, on the same kwok cluster in one run; prints JSON.
 
     .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3]
 
-One dev cluster (`--nodes` kwok nodes of `--gpus`), kube-scheduler configured with the extender,
-and `gpupool extender` running as a process (`--policy`). kube-scheduler calls the extender only
-for pods that ask for its managed resources, so on the same scheduler and nodes:
+One dev cluster (`--nodes` kwok nodes of `--gpus`), kube-scheduler configured with the extender
+(gpupool's two entries: the GPU pods' filter, prioritize and bind, and `prioritize-cpu`, ignorable,
+for every other pod), `gpupool extender` running as a process (`--policy`), and a second
+kube-scheduler with no extender at all (its own profile name, `kube-scheduler-alone`). On the
+same nodes:
 
-- plain: pods asking for `cpu: 10m` only — kube-scheduler alone;
+- alone: pods asking for `cpu: 10m` only, naming the second scheduler — kube-scheduler alone,
+  as it ships: the baseline of the target (the extender's rate at least 0.65 of it);
+- plain: the same pods through gpupool's scheduler: kube-scheduler and one `prioritize-cpu`
+  call to the extender per pod (how a CPU pod is scheduled where gpupool is installed);
 - extender: pods asking for `cpu: 10m`, `gpupool.io/gpu-memory: 1Gi`, `gpupool.io/vgpu: 1` (what
   the webhook makes of a user's pod) — filter and prioritize over HTTP, then the extender's bind
   (a consistent re-list of the node's leases when stale, the Binding with the pod's annotations;
@@ -57,6 +62,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
+import yaml
 from api_requests import request_counts
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
@@ -67,19 +73,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.resources import GpuLease
-from gpupool.devcluster import ClusterSpec, DevCluster, processes
+from gpupool.devcluster import ClusterSpec, DevCluster, control_plane, processes
 from gpupool.devcluster.apiclient import KubeApi
-from gpupool.devcluster.binaries import version_tag
+from gpupool.devcluster.binaries import Binaries, version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
 from gpupool.devcluster.polling import poll_until
 from gpupool.devcluster.ports import free_port
 from gpupool.devcluster.readiness import insecure_context
-from gpupool.devcluster.scheduler_config import ExtenderConfig
+from gpupool.devcluster.scheduler_config import ExtenderConfig, scheduler_configuration
 from gpupool.domain.devices import SHARES_PER_CARD
 
 GATE = "gpupool.io/bench-hold"
-KINDS = ("plain", "extender", "extender_scored")
-TARGET_RATIO = 0.65  # the extender's rate against plain (issue 24's target)
+KINDS = ("alone", "plain", "extender", "extender_scored")
+GPU_KINDS = ("extender", "extender_scored")
+TARGET_RATIO = 0.65  # the extender's rate against kube-scheduler alone (issue 24's target)
+ALONE_SCHEDULER = "kube-scheduler-alone"  # the second scheduler's profile: no extender
 # a preference every node meets: kube-scheduler's scoring runs, and changes no choice
 EVERY_NODE = {
     "weight": 1,
@@ -97,7 +105,7 @@ FILTER_METRIC = "gpupool_extender_latency_seconds"  # its verb="filter" samples
 
 def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
     limits = {"cpu": "10m"}
-    if kind != "plain":
+    if kind in GPU_KINDS:
         limits |= {"gpupool.io/gpu-memory": "1Gi", "gpupool.io/vgpu": "1"}
     spec: dict[str, Any] = {
         "schedulingGates": [{"name": GATE}],
@@ -108,6 +116,8 @@ def pod(ns: str, name: str, kind: str) -> dict[str, Any]:
     if kind == "extender_scored":
         preferred = {"preferredDuringSchedulingIgnoredDuringExecution": [EVERY_NODE]}
         spec["affinity"] = {"nodeAffinity": preferred}
+    if kind == "alone":
+        spec["schedulerName"] = ALONE_SCHEDULER
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -186,7 +196,7 @@ async def one_phase(
         # The extender creates each pod's GpuLease just after its Binding: when did the last
         # one stand? (the rate counts Bindings; this says how far the leases trailed them)
         leases_s = None
-        if kind != "plain" and len(bound) >= count:
+        if kind in GPU_KINDS and len(bound) >= count:
             leases_s = await leases_standing(client, ns, count, start, timeout_s)
     finally:
         watcher.cancel()
@@ -279,6 +289,41 @@ def start_extender(
     return record
 
 
+def start_scheduler_alone(cluster: DevCluster) -> tuple[processes.ProcessRecord, int]:
+    """kube-scheduler with no extender (the dev cluster's configuration without one), under
+    its own profile name so that only the `alone` kind's pods are its; returns it and its
+    port once it answers /healthz."""
+    config = scheduler_configuration(cluster.scheduler_kubeconfig_path)
+    config["profiles"] = [{"schedulerName": ALONE_SCHEDULER}]
+    path = cluster.state_dir / "scheduler-alone.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    port = free_port()
+    argv = control_plane.scheduler_argv(
+        Binaries.locate(cluster.bin_dir),
+        {"kube-scheduler": port},
+        path,
+        cluster.state_dir / "scheduler-alone-certs",
+    )
+    record = processes.start(
+        ALONE_SCHEDULER, argv, cluster.log_dir / f"{ALONE_SCHEDULER}.log", die_with_parent=True
+    )
+
+    def healthy() -> bool:
+        if not processes.is_running(record):
+            raise SystemExit(f"{ALONE_SCHEDULER} exited:\n{processes.tail(record.log)}")
+        try:
+            with urllib.request.urlopen(
+                f"https://127.0.0.1:{port}/healthz", timeout=2, context=insecure_context()
+            ) as resp:
+                return int(resp.status) == 200
+        except OSError:
+            return False
+
+    if not poll_until(healthy, timeout_s=90, interval_s=0.2):
+        raise SystemExit(f"{ALONE_SCHEDULER} not ready:\n{processes.tail(record.log)}")
+    return record, port
+
+
 def scrape(url: str) -> list[Metric]:
     """The metric families at `url` (kube-scheduler's self-signed port: not verified)."""
     opener = urllib.request.build_opener(
@@ -340,15 +385,17 @@ async def measure(
     extender: Extender,
     kinds: tuple[str, ...],
     cluster_pids: dict[str, int],
-    scheduler_port: int,
+    scheduler_ports: dict[str, int],
     apiserver: KubeApi,
 ) -> list[dict[str, Any]]:
     client = async_client(Path(kubeconfig), field_manager="gpupool-bench", timeout_s=30)
     results = []
 
     async def phase(kind: str, count: int) -> dict[str, Any]:
-        if kind != "plain":
+        if kind in GPU_KINDS:
             extender.ensure()
+        # the scheduler of the kind's pods: its attempt and algorithm times
+        scheduler_port = scheduler_ports[ALONE_SCHEDULER if kind == "alone" else "kube-scheduler"]
         before = readings(scheduler_port, extender)
         asked = request_counts(str(apiserver.get("/metrics")))
         pids = {**cluster_pids, "bench-client": os.getpid()}
@@ -356,7 +403,7 @@ async def measure(
             pids["gpupool-extender"] = extender.record.pid
         result = await one_phase(client, kind, count, args.timeout, pids)
         after = readings(scheduler_port, extender)
-        if kind != "plain":
+        if kind in GPU_KINDS:
             result["bind_steps"] = step_means(bind_steps(before), bind_steps(after))
         result["cycle_ms"] = step_means(cycle_sums(before), cycle_sums(after))
         # what the API server was asked over the phase (its create, ungate, list and Binding
@@ -437,7 +484,7 @@ def main() -> None:
     # pods stay bound until the cluster goes: every GPU pod of the run needs a share of a card
     gpus = parse_gpu_spec(args.gpus)
     room = args.nodes * gpus.count * SHARES_PER_CARD
-    wanted = (len(kinds) - 1) * (args.rounds * args.pods + min(20, args.pods))
+    wanted = len(GPU_KINDS) * (args.rounds * args.pods + min(20, args.pods))
     if wanted > room:
         parser.error(
             f"{wanted} GPU pods over the run, but {args.nodes} nodes x {gpus.count} cards x "
@@ -455,16 +502,18 @@ def main() -> None:
         cluster = DevCluster(Path(tmp) / "cluster")
         state = cluster.up(spec, die_with_parent=True)
         extender = Extender(cluster, state.kubeconfig, port, args.policy)
+        alone: processes.ProcessRecord | None = None
         try:
-            cluster_pids = {p.name: p.pid for p in state.processes}
+            alone, alone_port = start_scheduler_alone(cluster)
+            cluster_pids = {p.name: p.pid for p in state.processes} | {ALONE_SCHEDULER: alone.pid}
+            ports = {"kube-scheduler": state.ports["kube-scheduler"], ALONE_SCHEDULER: alone_port}
             results = asyncio.run(
-                measure(
-                    state.kubeconfig, args, extender, kinds, cluster_pids,
-                    state.ports["kube-scheduler"], cluster.api(),
-                )
-            )  # fmt: skip
+                measure(state.kubeconfig, args, extender, kinds, cluster_pids, ports, cluster.api())
+            )
         finally:
             extender.stop()
+            if alone is not None:
+                processes.stop(alone)
             cluster.down()
 
     rates: dict[str, list[float]] = {
@@ -473,12 +522,11 @@ def main() -> None:
     }
     medians = {k: round(statistics.median(v), 1) if v else None for k, v in rates.items()}
 
-    def to_plain(kind: str) -> float | None:
-        top, bottom = medians.get(kind), medians["plain"]
+    def ratio_of(kind: str, to: str) -> float | None:
+        top, bottom = medians.get(kind), medians[to]
         return round(top / bottom, 3) if top and bottom else None
 
-    ratio = to_plain("extender")
-    scored = to_plain("extender_scored")
+    ratio = ratio_of("extender", "alone")
     print(
         json.dumps(
             {
@@ -495,8 +543,12 @@ def main() -> None:
                 "python": platform.python_version(),
                 "pods_per_s": rates,
                 "median_pods_per_s": medians,
-                "ratio_extender_to_plain": ratio,
-                "ratio_extender_scored_to_plain": scored,
+                # the target's ratio: against kube-scheduler with no extender
+                "ratio_extender_to_alone": ratio,
+                "ratio_extender_scored_to_alone": ratio_of("extender_scored", "alone"),
+                # against CPU pods on gpupool's scheduler (one prioritize-cpu call each)
+                "ratio_extender_to_plain": ratio_of("extender", "plain"),
+                "ratio_plain_to_alone": ratio_of("plain", "alone"),
                 "cpu_ms_per_pod_median": cpu_medians(results, kinds),
                 "target_ratio": TARGET_RATIO,
                 "target_met": ratio is not None and ratio >= TARGET_RATIO,
