@@ -2,6 +2,7 @@
 kube-scheduler alone, on the same kwok cluster in one run; prints JSON.
 
     .venv/bin/python bench/scheduler_throughput.py [--nodes 50] [--pods 300] [--rounds 3]
+        [--extender-gc-young N]
 
 One dev cluster (`--nodes` kwok nodes of `--gpus`), kube-scheduler configured with the extender
 (gpupool's two entries: the GPU pods' filter, prioritize and bind, and `prioritize-cpu`, ignorable,
@@ -73,6 +74,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.resources import GpuLease
+from gpupool.cli.daemon import GC_YOUNG_THRESHOLD
 from gpupool.devcluster import ClusterSpec, DevCluster, control_plane, processes
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries, version_tag
@@ -259,10 +261,14 @@ async def leases_standing(
 
 
 def start_extender(
-    cluster: DevCluster, kubeconfig: str, port: int, policy: str
+    cluster: DevCluster, kubeconfig: str, port: int, policy: str, gc_young: int | None = None
 ) -> processes.ProcessRecord:
+    # at another young-generation GC threshold than the daemons' own through bench/gc_young.py
+    gpupool = ["-m", "gpupool.cli.main"]
+    if gc_young is not None:
+        gpupool = [str(Path(__file__).with_name("gc_young.py")), str(gc_young)]
     argv = [
-        sys.executable, "-m", "gpupool.cli.main", "extender",
+        sys.executable, *gpupool, "extender",
         "--kubeconfig", kubeconfig, "--host", "127.0.0.1", "--port", str(port),
         "--policy", policy, "--apply-crds", "--log-level", "WARNING",
     ]  # fmt: skip
@@ -365,13 +371,18 @@ def step_means(
 class Extender:
     """The extender process, started by the first phase that needs it."""
 
-    def __init__(self, cluster: DevCluster, kubeconfig: str, port: int, policy: str) -> None:
+    def __init__(
+        self, cluster: DevCluster, kubeconfig: str, port: int, policy: str, gc_young: int | None
+    ) -> None:
         self.cluster, self.kubeconfig, self.port, self.policy = cluster, kubeconfig, port, policy
+        self.gc_young = gc_young
         self.record: processes.ProcessRecord | None = None
 
     def ensure(self) -> None:
         if self.record is None:
-            self.record = start_extender(self.cluster, self.kubeconfig, self.port, self.policy)
+            self.record = start_extender(
+                self.cluster, self.kubeconfig, self.port, self.policy, self.gc_young
+            )
 
     def stop(self) -> None:
         if self.record is not None:
@@ -479,6 +490,12 @@ def main() -> None:
         default=ExtenderConfig("").http_timeout_s,
         help="kube-scheduler's httpTimeout for the extender, seconds (default: the dev cluster's)",
     )
+    parser.add_argument(
+        "--extender-gc-young",
+        type=int,
+        help="run the extender at this young-generation GC threshold (bench/gc_young.py; "
+        "default: the daemons' own)",
+    )
     args = parser.parse_args()
     kinds = KINDS
     # pods stay bound until the cluster goes: every GPU pod of the run needs a share of a card
@@ -501,7 +518,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpupool-sched-bench-") as tmp:
         cluster = DevCluster(Path(tmp) / "cluster")
         state = cluster.up(spec, die_with_parent=True)
-        extender = Extender(cluster, state.kubeconfig, port, args.policy)
+        extender = Extender(cluster, state.kubeconfig, port, args.policy, args.extender_gc_young)
         alone: processes.ProcessRecord | None = None
         try:
             alone, alone_port = start_scheduler_alone(cluster)
@@ -536,6 +553,7 @@ def main() -> None:
                 "gpus_per_node": args.gpus,
                 "policy": args.policy,
                 "extender_http_timeout_s": args.extender_timeout,
+                "extender_gc_young": args.extender_gc_young or GC_YOUNG_THRESHOLD,
                 "pods_per_phase": args.pods,
                 "rounds": args.rounds,
                 "cpus": os.cpu_count(),
