@@ -95,6 +95,22 @@ def _unschedulable(api: KubeApi, ns: str, name: str) -> str | None:
     return None
 
 
+def _why_not_bound(api: KubeApi, ns: str, name: str, node: str) -> str:
+    """What a failure says of a pod left unbound: kube-scheduler's reason, and what the node
+    holds and shows (the xfail below: the order dependence this should name when it recurs)."""
+    seen = api.get(f"/api/v1/nodes/{node}")
+    on_node = api.get(f"/api/v1/pods?fieldSelector=spec.nodeName={node}")["items"]
+    held = [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']} ({p['status'].get('phase')})"
+        for p in on_node
+    ]
+    return (
+        f"kube-scheduler: {_unschedulable(api, ns, name)!r}; node {node}: allocatable "
+        f"{seen['status'].get('allocatable')}, taints {seen['spec'].get('taints')}, "
+        f"unschedulable {seen['spec'].get('unschedulable')}, {len(held)} pods: {held[:20]}"
+    )
+
+
 def _leases_on(api: KubeApi, node: str) -> list[dict[str, Any]]:
     leases = api.get(f"{GPUPOOL_API}/gpuleases")["items"]
     return [x for x in leases if x["spec"].get("node") == node]
@@ -202,7 +218,9 @@ def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
     # refused by gpupool's extender with the agent's words, and gets no lease
     c.api.create(f"/api/v1/namespaces/{ns}/pods", opted_out)
     running = wait_until(
-        lambda: (p := _pod(c.api, ns, "nvidia"))["spec"].get("nodeName") and p, 60, "nvidia bound"
+        lambda: (p := _pod(c.api, ns, "nvidia"))["spec"].get("nodeName") and p,
+        60,
+        lambda: f"nvidia bound ({_why_not_bound(c.api, ns, 'nvidia', node)})",
     )
     assert running["spec"]["nodeName"] == node
     hami = pod_json(
@@ -223,7 +241,9 @@ def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
     said = f'gpupool_agent_other_gpu_path{{Hostname="{node}"}} 0.0'
     wait_until(lambda: _metrics_with(metrics, said), 30, "the agent's metric to say 0")
     placed = wait_until(
-        lambda: (p := _pod(c.api, ns, "hami"))["spec"].get("nodeName") and p, 90, "hami placed"
+        lambda: (p := _pod(c.api, ns, "hami"))["spec"].get("nodeName") and p,
+        90,
+        lambda: f"hami placed ({_why_not_bound(c.api, ns, 'hami', node)})",
     )
     assert placed["spec"]["nodeName"] == node
     lease = wait_until(
