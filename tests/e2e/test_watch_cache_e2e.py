@@ -148,7 +148,7 @@ async def _informer_scenario(cluster: E2ECluster, ns: str) -> None:
         return informer.cache.leases  # (a sync replaces the dict)
 
     def following() -> asyncio.Future[None]:
-        return asyncio.ensure_future(informer.follow(GPULEASES, informer._on_lease))
+        return asyncio.ensure_future(informer.follow(GPULEASES))
 
     try:
         await apply_crds(client)
@@ -187,7 +187,7 @@ async def _informer_scenario(cluster: E2ECluster, ns: str) -> None:
         _compact(cluster)
         informer.versions[GPULEASES.kind] = "1"
         with pytest.raises(Gone):
-            await asyncio.wait_for(informer.follow(GPULEASES, informer._on_lease), BOUND)
+            await asyncio.wait_for(informer.follow(GPULEASES), BOUND)
     finally:
         await client.close()
 

@@ -112,11 +112,16 @@ class Informer:
         }  # fmt: skip
         self.ready.set()
 
-    async def follow(self, watched: Watched, apply: Callable[[str, Obj], None]) -> None:
-        """Fold `watched`'s events into the cache for as long as the task runs: a stream the
-        API server ends is resumed from the last version it gave (a bookmark's too), one that
-        breaks the same after a pause (RETRY_S, longer with each failure in a row); raises Gone
-        when the API server says that version is too old, for `run` to list everything again."""
+    async def follow(self, watched: Watched) -> None:
+        """Fold `watched`'s events (NODES, GPUNODES or GPULEASES) into the cache for as long as
+        the task runs: a stream the API server ends is resumed from the last version it gave (a
+        bookmark's too), one that breaks the same after a pause (RETRY_S, longer with each
+        failure in a row); raises Gone when the API server says that version is too old, for
+        `run` to list everything again."""
+        apply = {
+            NODES.kind: self._on_node, GPUNODES.kind: self._on_gpunode,
+            GPULEASES.kind: self._on_lease,
+        }[watched.kind]  # fmt: skip
         failures = 0
         while True:
             try:
@@ -180,13 +185,8 @@ class Informer:
                 log.warning("listing from the API server failed: %s; retrying", err)
                 await _sleep_or_stop(stop, 2.0)
                 continue
-            kinds = (
-                (NODES, self._on_node),
-                (GPUNODES, self._on_gpunode),
-                (GPULEASES, self._on_lease),
-            )
             tasks: dict[asyncio.Future[Any], Watched] = {
-                asyncio.ensure_future(self.follow(w, apply)): w for w, apply in kinds
+                asyncio.ensure_future(self.follow(w)): w for w in (NODES, GPUNODES, GPULEASES)
             }
             stopper = asyncio.ensure_future(stop.wait())
             period = self.resync_s * random.uniform(1 - RELIST_JITTER, 1 + RELIST_JITTER)
