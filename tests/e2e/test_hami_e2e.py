@@ -161,10 +161,15 @@ def test_a_pod_opting_out_of_gpupool_keeps_nvidia_gpu(gpupool_cluster: E2ECluste
         annotations={"gpupool.io/adopt-nvidia-gpu": "false"},
     )
     created = _kubectl(c, ns, plain)
-    assert created.returncode == 0 and "Warning" not in created.stderr, created.stderr
-    stored = c.api.get(f"/api/v1/namespaces/{ns}/pods/plain")
-    assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
-    assert not stored["spec"].get("schedulingGates")  # gpupool did not touch it
+    try:
+        assert created.returncode == 0 and "Warning" not in created.stderr, created.stderr
+        stored = c.api.get(f"/api/v1/namespaces/{ns}/pods/plain")
+        assert stored["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+        assert not stored["spec"].get("schedulingGates")  # gpupool did not touch it
+    finally:
+        # Left pending (no node offers nvidia.com/gpu), it would wait for one: a later test
+        # that makes a node offer 8 (test_two_paths_e2e) found one taken by it.
+        c.api.delete(f"/api/v1/namespaces/{ns}/pods/plain?gracePeriodSeconds=0")
 
 
 def _lease_of(api: KubeApi, pod: dict[str, Any]) -> dict[str, Any]:

@@ -97,7 +97,9 @@ def _unschedulable(api: KubeApi, ns: str, name: str) -> str | None:
 
 def _why_not_bound(api: KubeApi, ns: str, name: str, node: str) -> str:
     """What a failure says of a pod left unbound: kube-scheduler's reason, and what the node
-    holds and shows (KNOWN_UNBOUND: the order dependence this should name when it recurs)."""
+    holds and shows. (It named the order dependence this test had in the full suite: a pod of
+    test_hami_e2e asking nvidia.com/gpu: 1, left pending, took one of the node's 8 the moment
+    this test made the node offer them; that test now deletes it.)"""
     seen = api.get(f"/api/v1/nodes/{node}")
     on_node = api.get(f"/api/v1/pods?fieldSelector=spec.nodeName={node}")["items"]
     held = [
@@ -165,14 +167,6 @@ def agent(gpupool_cluster: E2ECluster, tmp_path: Path) -> Iterator[tuple[str, st
         c.api.patch(gpunode, {"metadata": {"annotations": {ANN_FAKE_HEARTBEAT: None}}})
 
 
-# In the full suite (a dev cluster per worker, shared by its tests) the opted-out
-# nvidia.com/gpu pod has sometimes stayed unbound past 60 s, though the test passes on its own
-# every time: an order dependence on what earlier tests leave on the node, not yet found. That
-# one wait, and only it, ends the test as an expected failure whose reason carries what
-# kube-scheduler and the node said (in the summary line), so the next occurrence names it.
-KNOWN_UNBOUND = "the opted-out pod stayed unbound (an order dependence not yet found)"
-
-
 def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
     gpupool_cluster: E2ECluster, agent: tuple[str, str]
 ) -> None:
@@ -219,14 +213,11 @@ def test_a_node_another_device_plugin_serves_is_refused_and_said_so(
     # the other path's pod runs there, outside gpupool; a HAMi-style pod pinned there is
     # refused by gpupool's extender with the agent's words, and gets no lease
     c.api.create(f"/api/v1/namespaces/{ns}/pods", opted_out)
-    try:
-        running = wait_until(
-            lambda: (p := _pod(c.api, ns, "nvidia"))["spec"].get("nodeName") and p,
-            60,
-            "nvidia bound",
-        )
-    except AssertionError:
-        pytest.xfail(f"{KNOWN_UNBOUND}: {_why_not_bound(c.api, ns, 'nvidia', node)}")
+    running = wait_until(
+        lambda: (p := _pod(c.api, ns, "nvidia"))["spec"].get("nodeName") and p,
+        60,
+        lambda: f"nvidia bound ({_why_not_bound(c.api, ns, 'nvidia', node)})",
+    )
     assert running["spec"]["nodeName"] == node
     hami = pod_json(
         "hami", limits={"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000"}, hostname=node
