@@ -75,7 +75,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpupool.adapters.kubeclient import async_client
 from gpupool.adapters.kubernetes.resources import GpuLease
 from gpupool.cli.daemon import GC_YOUNG_THRESHOLD
-from gpupool.devcluster import ClusterSpec, DevCluster, control_plane, processes
+from gpupool.devcluster import ClusterSpec, DevCluster, control_plane, processes, readiness
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.binaries import Binaries, version_tag
 from gpupool.devcluster.nodes import node_specs, parse_gpu_spec
@@ -313,20 +313,8 @@ def start_scheduler_alone(cluster: DevCluster) -> tuple[processes.ProcessRecord,
     record = processes.start(
         ALONE_SCHEDULER, argv, cluster.log_dir / f"{ALONE_SCHEDULER}.log", die_with_parent=True
     )
-
-    def healthy() -> bool:
-        if not processes.is_running(record):
-            raise SystemExit(f"{ALONE_SCHEDULER} exited:\n{processes.tail(record.log)}")
-        try:
-            with urllib.request.urlopen(
-                f"https://127.0.0.1:{port}/healthz", timeout=2, context=insecure_context()
-            ) as resp:
-                return int(resp.status) == 200
-        except OSError:
-            return False
-
-    if not poll_until(healthy, timeout_s=90, interval_s=0.2):
-        raise SystemExit(f"{ALONE_SCHEDULER} not ready:\n{processes.tail(record.log)}")
+    url = f"https://127.0.0.1:{port}/healthz"  # as the dev cluster waits for its own
+    readiness.wait(record, 90, lambda: readiness.http_ok(url, insecure_context()))
     return record, port
 
 

@@ -185,7 +185,7 @@ async def _informer_scenario(cluster: E2ECluster, ns: str) -> None:
         # A version the API server no longer serves: Gone, for `run` to list everything again.
         await client.delete(GpuLease, "c", namespace=ns)
         _compact(cluster)
-        informer.versions[GPULEASES.kind] = "1"
+        informer.streams[GPULEASES.kind].version = "1"
         with pytest.raises(Gone):
             await asyncio.wait_for(informer.follow(GPULEASES), BOUND)
     finally:

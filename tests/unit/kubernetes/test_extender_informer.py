@@ -17,8 +17,8 @@ from aiohttp import web
 from support.loopback_client import loopback_client
 from support.loopback_server import loopback_server
 
-from gpupool.adapters.extender_http import informer as informer_module
 from gpupool.adapters.extender_http.informer import Informer
+from gpupool.adapters.kubernetes import watch_cache
 from gpupool.state.cluster import ClusterCache
 
 LIST_VERSION = "10"
@@ -136,7 +136,7 @@ async def once_it_has(api: Api, node_name: str) -> tuple[Informer, Heard]:
 
 @pytest.fixture(autouse=True)
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(informer_module, "RETRY_S", (0.01,))
+    monkeypatch.setattr(watch_cache, "RETRY_S", (0.01,))
 
 
 def test_an_ended_or_broken_watch_resumes_from_its_last_version_and_lists_nothing() -> None:
@@ -199,4 +199,4 @@ def test_an_unreadable_event_is_left_out_and_the_watch_goes_on() -> None:
     found, heard = asyncio.run(once_it_has(api, "n3"))
     assert set(found.cache.nodes) == {"n3"}
     assert heard.restarts == [] and heard.relists == []
-    assert found.versions["nodes"] == "13"
+    assert found.streams["nodes"].version == "13"

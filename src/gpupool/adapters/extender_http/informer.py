@@ -1,5 +1,5 @@
 """Feeds the extender's ClusterCache from the API server: list, then watch nodes, GpuNodes and
-GpuLeases through the watch caches' own stream (`watch_cache.watch_events`: bookmarks, each
+GpuLeases through the watch caches' own stream (`watch_cache.WatchStream`: bookmarks, each
 event decoded straight to a dict). A watch that ends or breaks is resumed from the last version
 it saw, as the watch caches' reflectors do; everything is listed again only when a watch says
 its version is gone (410) and about every `resync_s` (the safety net, jittered as the watch
@@ -34,14 +34,12 @@ from gpupool.adapters.kubernetes.watch_cache import (
     NODES,
     RELIST_JITTER,
     RELIST_S,
-    RETRY_S,
     TENANT_PODS,
     Gone,
     Watched,
     WatchObserver,
-    event_version,
+    WatchStream,
     list_objects,
-    watch_events,
 )
 from gpupool.state.cluster import ClusterCache, Drift
 from gpupool.state.lease import LeaseRecord
@@ -71,7 +69,12 @@ class Informer:
         self.on_drift = on_drift
         self.observer = observer
         self.ready = asyncio.Event()
-        self.versions: dict[str, str] = {}  # kind -> the last version its list or watch gave
+        # each kind's watch, from its last list's version (made by `sync`)
+        self.streams: dict[str, WatchStream] = {}
+        self._folds: dict[str, Callable[[str, Obj], None]] = {
+            NODES.kind: self._on_node, GPUNODES.kind: self._on_gpunode,
+            GPULEASES.kind: self._on_lease,
+        }  # fmt: skip
 
     @staticmethod
     def _leases(items: Sequence[Mapping[str, Any]]) -> list[LeaseRecord]:
@@ -107,40 +110,18 @@ class Informer:
             self.on_drift(drift)
         if drift.total:
             log.warning("resync found drift: %s", drift)
-        self.versions = {
-            NODES.kind: rv_nodes, GPUNODES.kind: rv_gpunodes, GPULEASES.kind: rv_leases
-        }  # fmt: skip
+        self.streams = {
+            w.kind: WatchStream(self.client, w, version)
+            for w, version in ((NODES, rv_nodes), (GPUNODES, rv_gpunodes), (GPULEASES, rv_leases))
+        }
         self.ready.set()
 
     async def follow(self, watched: Watched) -> None:
         """Fold `watched`'s events (NODES, GPUNODES or GPULEASES) into the cache for as long as
-        the task runs: a stream the API server ends is resumed from the last version it gave (a
-        bookmark's too), one that breaks the same after a pause (RETRY_S, longer with each
-        failure in a row); raises Gone when the API server says that version is too old, for
-        `run` to list everything again."""
-        apply = {
-            NODES.kind: self._on_node, GPUNODES.kind: self._on_gpunode,
-            GPULEASES.kind: self._on_lease,
-        }[watched.kind]  # fmt: skip
-        failures = 0
-        while True:
-            try:
-                async for kind, obj in watch_events(
-                    self.client, watched, self.versions[watched.kind]
-                ):
-                    if kind != "BOOKMARK":
-                        self._apply(watched, apply, kind, obj)
-                    self.versions[watched.kind] = event_version(obj) or self.versions[watched.kind]
-                    failures = 0
-                failures = 0  # ended by the API server (its timeout): resume from the version
-            except (Gone, asyncio.CancelledError):
-                raise
-            except Exception as err:
-                failures += 1
-                if self.observer is not None:
-                    self.observer.watch_restarted(watched.kind)
-                log.warning("watch of %s failed (%s); resuming", watched.kind, err)
-                await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S)) - 1])
+        the task runs, resuming its watch as `WatchStream.follow` does; raises Gone when its
+        version is too old, for `run` to list everything again."""
+        stream = self.streams[watched.kind]
+        await stream.follow(self._folds[watched.kind], self.observer)
 
     def _on_node(self, kind: str, obj: Obj) -> None:
         if kind == "DELETED":
@@ -159,21 +140,8 @@ class Informer:
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         if kind == "DELETED":
             self.cache.lose_lease(key)  # held on while its pod is bound, until made again
-            return
-        try:
+        else:  # one that cannot be read is logged and left out (`WatchStream.once`)
             self.cache.set_lease(lease_from_json(obj))
-        except InvalidObject as err:
-            log.error("ignoring unreadable lease: %s", err)
-
-    @staticmethod
-    def _apply(watched: Watched, apply: Callable[[str, Obj], None], kind: str, obj: Obj) -> None:
-        """One event into the cache; one that cannot be read is left out alone (resuming from
-        before it would only read it again)."""
-        try:
-            apply(kind, obj)
-        except Exception as err:
-            name = (obj.get("metadata") or {}).get("name")
-            log.error("ignoring a %s event of %s %r: %s", kind, watched.kind, name, err)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sync and follow every kind, until `stop` is set; list everything again when a watch's
@@ -208,7 +176,7 @@ class Informer:
         for task in done:
             watched = tasks.get(task)
             if task is timer and self.observer is not None:
-                for kind in self.versions:
+                for kind in WATCHED_KINDS:
                     self.observer.relisted(kind)
             if watched is None or task.cancelled():
                 continue

@@ -222,6 +222,59 @@ def event_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+def retry_pause(failures: int) -> float:
+    """Seconds to wait before trying again after `failures` failures in a row (RETRY_S)."""
+    return RETRY_S[min(failures, len(RETRY_S)) - 1]
+
+
+class WatchStream:
+    """One kind's watch from the last version it saw (a list's, then each event's, a bookmark's
+    too): what the watch caches' reflectors and the extender's informer follow alike."""
+
+    def __init__(self, client: AsyncClient, watched: Watched, version: str = "") -> None:
+        self.client = client
+        self.watched = watched
+        self.version = version
+
+    async def once(self, fold: Callable[[str, Obj], None]) -> None:
+        """One watch request's events (bookmarks aside) folded in, `version` moving past each;
+        an event `fold` cannot take is logged and left out alone (resuming from before it would
+        only read it again). Returns when the API server ends the stream; raises Gone on 410."""
+        async for kind, obj in watch_events(self.client, self.watched, self.version):
+            if kind != "BOOKMARK":
+                try:
+                    fold(kind, obj)
+                except Exception as err:
+                    name = (obj.get("metadata") or {}).get("name")
+                    log.error(
+                        "ignoring a %s event of %s %r: %s", kind, self.watched.kind, name, err
+                    )
+            self.version = event_version(obj) or self.version
+
+    async def follow(
+        self,
+        fold: Callable[[str, Obj], None],
+        observer: WatchObserver | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        """`once` again and again until `stop` is set (or the task is cancelled): a stream the
+        API server ends is resumed at once from `version`, one that breaks after a pause
+        (`retry_pause`), counted as a watch restart; raises Gone for the caller to list again."""
+        failures = 0
+        while stop is None or not stop.is_set():
+            try:
+                await self.once(fold)
+                failures = 0  # ended by the API server (its timeout): resume from the version
+            except (Gone, asyncio.CancelledError):
+                raise
+            except Exception as err:
+                failures += 1
+                if observer is not None:
+                    observer.watch_restarted(self.watched.kind)
+                log.warning("watch of %s failed (%s); resuming", self.watched.kind, err)
+                await _sleep_or_stop(stop, retry_pause(failures))
+
+
 class Reflector:
     """Keeps one kind's store in step with the API server."""
 
@@ -240,8 +293,17 @@ class Reflector:
         self.changed = changed
         self.observer = observer
         self.relist_s = relist_s
-        self.version = ""
+        self.stream = WatchStream(client, watched)
         self.synced = asyncio.Event()
+
+    @property
+    def version(self) -> str:
+        """The version the watch goes on from ("": list first)."""
+        return self.stream.version
+
+    @version.setter
+    def version(self, version: str) -> None:
+        self.stream.version = version
 
     async def list(self) -> None:
         objects, version = await self._listed()
@@ -258,18 +320,15 @@ class Reflector:
         if self.observer is not None:
             self.observer.cache_size(self.watched.kind, len(self.store))
 
+    def _fold(self, kind: str, data: Obj) -> None:
+        change = self.store.apply(Event(kind), data)
+        if change is not None:
+            self.changed(change)
+            self._report_size()
+
     async def watch(self) -> None:
-        """Fold events in until the stream ends or fails; raises Gone on 410."""
-        async for kind, data in watch_events(self.client, self.watched, self.version):
-            version = event_version(data)
-            if kind == "BOOKMARK":
-                self.version = version or self.version
-                continue
-            change = self.store.apply(Event(kind), data)
-            self.version = version or self.version
-            if change is not None:
-                self.changed(change)
-                self._report_size()
+        """Fold one watch request's events in until the stream ends; raises Gone on 410."""
+        await self.stream.once(self._fold)
 
     async def run(self, stop: asyncio.Event) -> None:
         """List, watch, resume; relist on Gone and every `relist_s`; until `stop` is set."""
@@ -281,8 +340,7 @@ class Reflector:
                 async with asyncio.timeout(
                     self.relist_s * random.uniform(1 - RELIST_JITTER, 1 + RELIST_JITTER)
                 ):
-                    await self.watch()
-                failures = 0  # a stream the server ended normally: resume from the version
+                    await self.stream.follow(self._fold, self.observer, stop)
             except asyncio.CancelledError:
                 raise
             except (Gone, TimeoutError) as why:
@@ -291,12 +349,12 @@ class Reflector:
                     self.observer.relisted(self.watched.kind)
                 if isinstance(why, Gone):
                     log.info("watch of %s: version gone; listing again", self.watched.kind)
-            except Exception as err:
+            except Exception as err:  # the list failed (`follow` resumes a broken watch itself)
                 failures += 1
                 if self.observer is not None:
                     self.observer.watch_restarted(self.watched.kind)
-                log.warning("watch of %s failed (%s); resuming", self.watched.kind, err)
-                await _sleep_or_stop(stop, RETRY_S[min(failures, len(RETRY_S)) - 1])
+                log.warning("list of %s failed (%s); trying again", self.watched.kind, err)
+                await _sleep_or_stop(stop, retry_pause(failures))
 
 
 class WatchCache:
@@ -346,6 +404,10 @@ class WatchCache:
                 group.create_task(reflector.run(stop))
 
 
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+async def _sleep_or_stop(stop: asyncio.Event | None, seconds: float) -> None:
+    """`seconds`, or less when `stop` is set meanwhile."""
+    if stop is None:
+        await asyncio.sleep(seconds)
+        return
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)
