@@ -43,6 +43,7 @@ from process_stack import (
     stop_process,
 )
 from support.builders import pod_json
+from support.priority_class import priority_class
 
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError
@@ -89,13 +90,7 @@ def _only(api: KubeApi, node: str) -> None:
 
 
 def _priority_class(api: KubeApi, value: int) -> str:
-    name = f"dg-{value}-{secrets.token_hex(3)}"
-    api.create(
-        "/apis/scheduling.k8s.io/v1/priorityclasses",
-        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-         "metadata": {"name": name}, "value": value, "preemptionPolicy": "Never"},
-    )  # fmt: skip
-    return name
+    return priority_class(api, f"dg-{value}-{secrets.token_hex(3)}", value)
 
 
 def _namespace(s: Stack, tenant: str) -> str:

@@ -40,6 +40,7 @@ from process_stack import (
     process_stack,
 )
 from support.builders import pod_json
+from support.priority_class import priority_class
 
 from gpupool.adapters.wire.times import parse_time
 from gpupool.devcluster.apiclient import KubeApi
@@ -237,18 +238,7 @@ def test_the_notice_is_withdrawn_when_the_waiting_pod_goes(room: Stack) -> None:
 
 def _priority_class(api: KubeApi) -> str:
     """A higher priority that never preempts: kube-scheduler tries its pods first, evicts none."""
-    name = f"first-{secrets.token_hex(3)}"
-    api.create(
-        "/apis/scheduling.k8s.io/v1/priorityclasses",
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": name},
-            "value": 1000,
-            "preemptionPolicy": "Never",
-        },
-    )
-    return name
+    return priority_class(api, f"first-{secrets.token_hex(3)}", 1000)
 
 
 def _reclaim_of(api: KubeApi, ns: str, uid: str) -> dict[str, Any]:

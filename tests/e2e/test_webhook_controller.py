@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.builders import pod_json
+from support.priority_class import priority_class
 
 from gpupool.devcluster.apiclient import KubeApi
 from gpupool.devcluster.errors import ApiError
@@ -280,16 +281,7 @@ def test_over_quota_pods_wait_gated_and_are_admitted_in_priority_then_fifo_order
             "spec": {"nominal": "24Gi"},
         },
     )
-    urgent = f"urgent-{tenant}"
-    api.create(
-        "/apis/scheduling.k8s.io/v1/priorityclasses",
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": urgent},
-            "value": 1000,
-        },
-    )
+    urgent = priority_class(api, f"urgent-{tenant}", 1000, preempts=True)
     ns = _namespace(components, tenant)
     pods = f"/api/v1/namespaces/{ns}/pods"
     twelve = {"gpupool.io/gpu-memory": "12Gi"}
