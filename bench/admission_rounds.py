@@ -29,6 +29,7 @@ from round_harness import NOW, cluster, fed_cache, main, side_by_side, touch
 from web_model import Feeder
 
 from gpupool.adapters.cluster import KubeClusterApi
+from gpupool.controllers.admission.charge import BorrowedMarks
 from gpupool.controllers.admission.groups import GroupPlans
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.kept import Kept
@@ -57,7 +58,7 @@ class StatusClient:
 
 def forget(loop: AdmissionReconciler) -> None:
     """Nothing kept from the last round: the next is made afresh, as before anything was kept."""
-    loop._marks, loop._accounts, loop._charges = Kept(), Kept(), Kept()
+    loop._marks, loop._accounts, loop._charges = BorrowedMarks(), Kept(), Kept()
     loop._groups = GroupPlans()
 
 

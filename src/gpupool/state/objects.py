@@ -10,6 +10,7 @@ never modified here; a reader must not modify them either.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -48,8 +49,13 @@ def version_of(obj: Obj | None) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+CHANGE_LOG = 10_000  # the keys of the last changes a store remembers (`changes_since`)
+
+
 class ObjectStore:
-    """One kind's objects by key; `generation` grows with every change folded in."""
+    """One kind's objects by key; `generation` grows with every change folded in, and the keys
+    of the last `CHANGE_LOG` changes are kept so that a reader can bring what it made from the
+    objects up to date with only those (`changes_since`)."""
 
     def __init__(self, kind: str, *, keep: Callable[[Obj], bool] | None = None) -> None:
         self.kind = kind
@@ -57,6 +63,8 @@ class ObjectStore:
         self._objects: dict[str, Obj] = {}
         self.generation = 0
         self.synced = False  # a first list has been folded in
+        self._log: deque[tuple[int, str]] = deque()  # (generation, key) of each change
+        self._floor = 0  # the oldest generation `changes_since` can answer from
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -64,8 +72,30 @@ class ObjectStore:
     def values(self) -> list[Obj]:
         return list(self._objects.values())
 
+    def items(self) -> list[tuple[str, Obj]]:
+        return list(self._objects.items())
+
     def get(self, key: str) -> Obj | None:
         return self._objects.get(key)
+
+    def changes_since(self, generation: int) -> set[str] | None:
+        """The keys of the objects changed (added, modified or deleted) after `generation`;
+        None when the store cannot tell (a relist came in since, or more changes than it keeps):
+        the reader starts afresh from `values()`."""
+        if generation < self._floor or generation > self.generation:
+            return None
+        keys: set[str] = set()
+        for changed_at, key in reversed(self._log):
+            if changed_at <= generation:
+                break
+            keys.add(key)
+        return keys
+
+    def _changed(self, key: str) -> None:
+        self.generation += 1
+        if len(self._log) >= CHANGE_LOG:
+            self._floor = self._log.popleft()[0]
+        self._log.append((self.generation, key))
 
     def apply(self, event: Event, obj: Obj) -> Change | None:
         """Fold one watch event in; the change it made, None when it changed nothing."""
@@ -75,12 +105,12 @@ class ObjectStore:
             if old is None:
                 return None
             del self._objects[key]
-            self.generation += 1
+            self._changed(key)
             return Change(self.kind, key, old, None)
         if old is not None and version_of(old) == version_of(obj) and version_of(obj):
             return None  # the same version again (a relist's object, a repeated event)
         self._objects[key] = obj
-        self.generation += 1
+        self._changed(key)
         return Change(self.kind, key, old, obj)
 
     def replace(self, objects: Iterable[Obj]) -> list[Change]:
@@ -100,6 +130,8 @@ class ObjectStore:
                 changes.append(Change(self.kind, key, old, None))
         self._objects = fresh
         self.synced = True
-        if changes:
+        if changes:  # one generation for all of them: a reader of an older one starts afresh
             self.generation += 1
+            self._log.clear()
+            self._floor = self.generation
         return changes

@@ -10,8 +10,7 @@ from fake_cluster import lease_json, pod_json
 
 from gpupool.adapters.kubernetes.lease import lease_from_json
 from gpupool.adapters.kubernetes.pod_view import read_pod
-from gpupool.controllers.admission.charge import mark_borrowed
-from gpupool.controllers.kept import Kept
+from gpupool.controllers.admission.charge import BorrowedMarks, mark_borrowed
 from gpupool.state.lease import LeaseRecord
 from gpupool.state.pods import PodView
 
@@ -24,7 +23,7 @@ def _pair(name: str, borrowed_gib: int) -> tuple[PodView, LeaseRecord]:
 
 def test_the_same_view_and_lease_give_the_same_marked_view_back() -> None:
     (a, la), (b, lb) = _pair("a", 4), _pair("b", 0)
-    kept: Kept[PodView] = Kept()
+    kept = BorrowedMarks()
     first = mark_borrowed([a, b], [la, lb], kept)
     assert first == mark_borrowed([a, b], [la, lb])
     assert first[0] is not a and first[0].admitted is not None
@@ -35,7 +34,7 @@ def test_the_same_view_and_lease_give_the_same_marked_view_back() -> None:
 
 def test_a_changed_lease_or_pod_is_marked_again() -> None:
     a, la = _pair("a", 4)
-    kept: Kept[PodView] = Kept()
+    kept = BorrowedMarks()
     first = mark_borrowed([a], [la], kept)
     moved = replace(la, borrowed=0)
     after_lease = mark_borrowed([a], [moved], kept)

@@ -52,3 +52,36 @@ def test_an_object_that_leaves_the_selector_is_gone_from_the_store() -> None:
     assert store.apply(Event.ADDED, tagged) is not None
     left = store.apply(Event.MODIFIED, obj("a", "2"))  # its label removed
     assert left is not None and left.new is None and store.get("t/a") is None
+
+
+def test_changes_since_names_the_keys_changed_after_a_generation() -> None:
+    store = ObjectStore("pods")
+    store.replace([obj("a", "1"), obj("b", "1")])
+    start = store.generation
+    assert store.changes_since(start) == set()
+    store.apply(Event.MODIFIED, obj("a", "2"))
+    middle = store.generation
+    store.apply(Event.ADDED, obj("c", "3"))
+    store.apply(Event.DELETED, obj("b", "4"))
+    store.apply(Event.MODIFIED, obj("a", "2"))  # the same version again: no change
+    assert store.changes_since(start) == {"t/a", "t/c", "t/b"}
+    assert store.changes_since(middle) == {"t/c", "t/b"}
+    assert store.changes_since(store.generation) == set()
+    assert store.changes_since(store.generation + 1) is None  # a generation it never had
+
+
+def test_changes_since_cannot_answer_across_a_relist_or_past_what_it_keeps(
+    monkeypatch: Any,
+) -> None:
+    store = ObjectStore("pods")
+    store.replace([obj("a", "1")])
+    before = store.generation
+    store.replace([obj("a", "2")])  # many changes in one generation: the reader starts afresh
+    assert store.changes_since(before) is None
+    assert store.changes_since(store.generation) == set()
+    monkeypatch.setattr("gpupool.state.objects.CHANGE_LOG", 3)
+    kept_from = store.generation
+    for rv in range(3, 7):  # four changes, three kept
+        store.apply(Event.MODIFIED, obj("a", str(rv)))
+    assert store.changes_since(kept_from) is None
+    assert store.changes_since(kept_from + 1) == {"t/a"}

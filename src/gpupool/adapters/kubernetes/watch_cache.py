@@ -388,6 +388,11 @@ class WatchCache:
             if kinds is None or change.kind in kinds:
                 call(change)
 
+    async def synced_store(self, kind: str) -> ObjectStore:
+        """The store of `kind`, once its first list is in."""
+        await self.reflectors[kind].synced.wait()
+        return self.stores[kind]
+
     async def values(self, kind: str) -> list[Obj]:
         """Every object of `kind`, once its first list is in."""
         await self.reflectors[kind].synced.wait()

@@ -12,7 +12,7 @@ Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide
   budget's standing (`controllers.budget`: metered from the GpuLeases every round, the meter the
   admission decision uses, so a spent budget blocks or admits as preemptible).
 Between rounds the reconciler keeps only values made from the very same objects (borrowed
-marks, charges, core leases: `controllers.kept`; each group of tenants' plan while it would be
+marks: `admission.charge.BorrowedMarks`; charges, core leases: `controllers.kept`; each group of tenants' plan while it would be
 made the same: `admission.groups`) and the objects set aside (`controllers.contain`): a pod,
 GpuQuota, Node or GpuNode that cannot be read, a tenant whose plan raises (the plan is per
 tenant, so the other tenants are planned without it; cohort borrowing sees the cohort less that
@@ -32,7 +32,7 @@ from typing import Protocol
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
-from gpupool.controllers.admission.charge import card_sizes_of, mark_borrowed
+from gpupool.controllers.admission.charge import BorrowedMarks, card_sizes_of, mark_borrowed
 from gpupool.controllers.admission.groups import GroupPlans, tenant_groups
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
@@ -157,9 +157,9 @@ class AdmissionReconciler:
         self.mode = mode
         self.claims = claims
         self.contain = contain if contain is not None else Containment(LOOP, api)
-        # kept between rounds while made from the same objects (`controllers.kept`): the pods'
-        # borrowed marks and the leases' core leases the budget meter counts
-        self._marks: Kept[PodView] = Kept()
+        # kept between rounds while made from the same objects: the pods' borrowed marks, and
+        # (`controllers.kept`) the leases' core leases the budget meter counts
+        self._marks = BorrowedMarks()
         self._accounts: Kept[Lease] = Kept()
         self._charges: Kept[Lease] = Kept()  # the admitted pods' charges (the ledger's)
         self._groups = GroupPlans()  # each group of tenants' last plan (`admission.groups`)
