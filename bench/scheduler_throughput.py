@@ -464,6 +464,22 @@ def cpu_medians(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[s
     return out
 
 
+POD_READY = "  name: pod-ready\nspec:\n"
+
+
+def hold_pods_pending() -> None:
+    """kwok's pod-ready stage delayed an hour in the dev cluster's kwok configuration. Without
+    it, each bound pod gets a status write (Running) from kwok, which the API server, etcd and
+    every pod watcher then handle: a faster phase ends before kwok has caught up with its pods
+    (~0.3 status writes a pod in the window for *alone*, ~0.6-1.1 for the extender's), so its
+    window leaves out work a slower one pays for."""
+    config = control_plane.KWOK_CONFIG
+    if POD_READY not in config:
+        raise SystemExit("kwok_stages.yaml has no pod-ready stage to hold off")
+    delayed = POD_READY + "  delay:\n    durationMilliseconds: 3600000\n"
+    control_plane.KWOK_CONFIG = config.replace(POD_READY, delayed)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=50)
@@ -484,7 +500,15 @@ def main() -> None:
         help="run the extender at this young-generation GC threshold (bench/gc_young.py; "
         "default: the daemons' own)",
     )
+    parser.add_argument(
+        "--pods-stay-pending",
+        action="store_true",
+        help="hold kwok's pod-ready stage off for the run (an hour's delay): no pod's status is "
+        "written by the fake kubelet in any phase, so each phase's window holds scheduling alone",
+    )
     args = parser.parse_args()
+    if args.pods_stay_pending:
+        hold_pods_pending()
     kinds = KINDS
     # pods stay bound until the cluster goes: every GPU pod of the run needs a share of a card
     gpus = parse_gpu_spec(args.gpus)
@@ -544,6 +568,7 @@ def main() -> None:
                 "extender_gc_young": args.extender_gc_young or GC_YOUNG_THRESHOLD,
                 "pods_per_phase": args.pods,
                 "rounds": args.rounds,
+                "pods_stay_pending": args.pods_stay_pending,
                 "cpus": os.cpu_count(),
                 "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
                 "python": platform.python_version(),
