@@ -17,11 +17,14 @@ cache, as the watch would bring it, so from the second round on a round at rest 
 annotation changes, then each variant's reconciler runs a round (`groups_kept_per_round_median`:
 the groups the kept variant did not plan again). Before those, the kept variant runs as many
 rounds alone (`kept_alone`): in the side-by-side rounds the garbage the afresh variant leaves is
-collected in some kept rounds too, which at 20,000 pods is most of their cost.
+collected in some kept rounds too, which at 20,000 pods is most of their cost. Last, the same
+pool held by one tenant (`one_tenant_kept`, kept rounds alone): its group changes with every
+pod, so each round plans its whole queue and ledger, as in a one-tenant fill.
 """
 
 from __future__ import annotations
 
+import gc
 import random
 import statistics
 import time
@@ -56,6 +59,38 @@ class StatusClient:
 
     async def create(self, obj: Any, **_: Any) -> None:
         self.writes += 1
+
+
+def one_tenant(objs: dict[str, list[dict[str, Any]]]) -> None:
+    """The same pool held by its first tenant alone (one GpuQuota, large enough for all)."""
+    first = objs["gpuquotas"][0]
+    tenant = first["metadata"]["name"]
+    for pod in objs["pods"]:
+        pod["metadata"]["labels"]["gpupool.io/tenant"] = tenant
+    for lease in objs["gpuleases"]:
+        lease["spec"]["tenant"] = tenant
+        lease["metadata"].setdefault("labels", {})["gpupool.io/tenant"] = tenant
+    first["spec"]["nominal"] = "1000000Gi"
+    objs["gpuquotas"] = [first]
+
+
+async def one_tenant_rounds(nodes: int, pods: int, rounds: int, seed: int) -> list[float]:
+    """CPU ms of each kept round owed one pod change when one tenant holds every pod: its group
+    changes with every pod, so each round plans its whole queue and ledger."""
+    objs = cluster(nodes, pods)
+    one_tenant(objs)
+    cache, feeder = fed_cache(objs)
+    client = StatusClient(feeder, {q["metadata"]["name"]: q for q in objs["gpuquotas"]})
+    loop = AdmissionReconciler(KubeClusterApi(cast(Any, client), cache=cache), lambda: NOW)
+    await loop.reconcile()
+    rng = random.Random(seed)
+    took = []
+    for i in range(rounds):
+        touch(rng.choice(objs["pods"]), feeder, i)
+        t0 = time.process_time()
+        await loop.reconcile()
+        took.append((time.process_time() - t0) * 1000)
+    return took
 
 
 def forget(loop: AdmissionReconciler) -> None:
@@ -101,6 +136,8 @@ async def size(nodes: int, pods: int, rounds: int, seed: int) -> dict[str, Any]:
     out |= side_by_side(took, "afresh", "kept")
     out["writes_in_measured_rounds"] = client.writes
     out["groups_kept_per_round_median"] = statistics.median(kept_groups)
+    gc.collect()
+    out["one_tenant_kept"] = cpu_ms(await one_tenant_rounds(nodes, pods, rounds, seed))
     return out
 
 

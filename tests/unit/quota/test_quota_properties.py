@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpupool.domain.errors import InvalidQuota
 from gpupool.quota.admission import Admit, Ask, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
 from gpupool.quota.lease import Lease
@@ -186,3 +188,55 @@ def test_every_reclaim_frees_enough_with_no_spare_victim(
     for tenant_name, amount in taken.items():
         assert ledger.used(tenant_name) - amount >= book[tenant_name].guaranteed
         assert ledger.used(tenant_name) > book[tenant_name].nominal  # only from borrowers
+
+
+@st.composite
+def held(draw: st.DrawFn) -> tuple[list[TenantQuota], list[Lease]]:
+    """Quotas, some in a cohort and some alone, and live leases of their tenants."""
+    book = draw(quotas())
+    book = [
+        q if draw(st.booleans()) else TenantQuota(q.name, q.nominal, resource=Resource.GPU)
+        for q in book
+    ]
+    leases = [
+        Lease(
+            id=f"l{i}",
+            tenant=f"t{draw(st.integers(0, len(book) - 1))}",
+            amount=draw(st.integers(0, 20)),
+            reserved_at=float(i),
+            compute_milli=draw(st.integers(0, 1000)),
+            borrowed=draw(st.booleans()),
+            preemptible=draw(st.booleans()),
+            exclusive=draw(st.booleans()),
+        )
+        for i in range(draw(st.integers(0, 12)))
+    ]
+    return book, leases
+
+
+def _state(ledger: Ledger, book: QuotaBook) -> object:
+    return (
+        [(q.name, ledger.used(q.name), ledger.borrowed_marked(q.name), ledger.pods(q.name),
+          ledger.compute(q.name), [le.id for le in ledger.leases(q.name)],
+          [le.id for le in ledger.reclaimable_leases(q.name)], ledger.lent(q.name))
+         for q in book],
+        {c: ledger.pool_used(c) for c in book.cohorts()},
+        len(ledger),
+    )  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(held())
+def test_a_ledger_made_in_one_pass_is_the_ledger_added_to_lease_by_lease(
+    made: tuple[list[TenantQuota], list[Lease]],
+) -> None:
+    quotas_, leases = made
+    book = QuotaBook(quotas_)
+    one_by_one = Ledger(book)
+    for lease in leases:
+        one_by_one.add(lease)
+    at_once = Ledger.of(book, leases)
+    assert _state(at_once, book) == _state(one_by_one, book)
+    if leases:  # and it refuses what `add` refuses
+        with pytest.raises(InvalidQuota, match="already in the ledger"):
+            Ledger.of(book, [*leases, leases[0]])

@@ -211,7 +211,7 @@ def open_round(
         # Quotas that clash (the validating webhook normally prevents it): admit nothing.
         book = build_book((), default_tenant)
         problems = {q.name: str(err) for q in quotas} | problems
-    ledger = Ledger(book)
+    charges = []
     for pod in pods:
         if pod.holds_quota and pod.request is not None:
             quota = book.get(pod.tenant)
@@ -219,7 +219,8 @@ def open_round(
                 continue
             charge = partial(charged_lease, pod, pod.request, quota, sizes)
             made_from = (pod, quota, card_sizes)
-            ledger.add(charge() if charged is None else charged.get(pod.key, made_from, charge))
+            charges.append(charge() if charged is None else charged.get(pod.key, made_from, charge))
+    ledger = Ledger.of(book, charges)
     return RoundState(book, ledger, now, meter, sizes, unlimited, problems)
 
 
@@ -228,9 +229,9 @@ def fill_queue(state: RoundState, pods: Sequence[PodView], mode: FifoMode) -> Ad
     member's time and its highest priority); a pod that asks for no GPU is admitted at once."""
     queue = AdmissionQueue(mode, {q.name: q.priority for q in state.book})
     gangs: dict[str, list[PodView]] = {}
-    for pod in sorted(pods, key=lambda p: (p.submitted_at, p.key)):
-        if not pod.gated or pod.terminal or pod.deleting:
-            continue
+    # only the gated pods are sorted: in a fill, thousands of admitted pods and a few gated
+    waiting = [pod for pod in pods if pod.gated and not pod.terminal and not pod.deleting]
+    for pod in sorted(waiting, key=lambda p: (p.submitted_at, p.key)):
         if pod.request is None and pod.problem is None:
             state.admit.append(AdmitPod(pod, 0, False, "asks for no GPU"))
             continue

@@ -11,15 +11,15 @@ Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide
 - GpuQuota status: used, borrowed, lent, pods, queued and the head of the queue, and the
   budget's standing (`controllers.budget`: metered from the GpuLeases every round, the meter the
   admission decision uses, so a spent budget blocks or admits as preemptible).
-Between rounds the reconciler keeps only values made from the very same objects (borrowed
-marks: `admission.charge.BorrowedMarks`; charges, core leases: `controllers.kept`; each group of tenants' plan while it would be
-made the same: `admission.groups`) and the objects set aside (`controllers.contain`): a pod,
-GpuQuota, Node or GpuNode that cannot be read, a tenant whose plan raises (the plan is per
-tenant, so the other tenants are planned without it; cohort borrowing sees the cohort less that
-tenant), a pod or GpuQuota whose write fails: each is set aside with a ReconcileFailed event and
-retried with backoff while the round goes on for the others. The round's reads and plan
-(`AdmissionRound`) go on to the reclaim reconciler, which decides over the same snapshot and the
-same quota decision.
+Between rounds the reconciler keeps only values made from the very same objects (borrowed marks:
+`admission.charge.BorrowedMarks`; charges, core leases: `controllers.kept`; each group of
+tenants' plan while it would be made the same: `admission.groups`) and the objects set aside
+(`controllers.contain`): a pod, GpuQuota, Node or GpuNode that cannot be read, a tenant whose
+plan raises (the plan is per tenant, so the other tenants are planned without it; cohort
+borrowing sees the cohort less that tenant), a pod or GpuQuota whose write fails: each is set
+aside with a ReconcileFailed event and retried with backoff while the round goes on for the
+others. The round's reads and plan (`AdmissionRound`) go on to the reclaim reconciler, which
+decides over the same snapshot and the same quota decision.
 """
 
 from __future__ import annotations
