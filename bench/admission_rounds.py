@@ -34,7 +34,7 @@ from round_harness import NOW, cluster, cpu_ms, fed_cache, main, side_by_side, t
 from web_model import Feeder
 
 from gpupool.adapters.cluster import KubeClusterApi
-from gpupool.controllers.admission.charge import BorrowedMarks
+from gpupool.controllers.admission.charge import BorrowedMarks, KeptCharges
 from gpupool.controllers.admission.groups import GroupPlans
 from gpupool.controllers.admission.reconcile import AdmissionReconciler
 from gpupool.controllers.kept import Kept
@@ -95,7 +95,7 @@ async def one_tenant_rounds(nodes: int, pods: int, rounds: int, seed: int) -> li
 
 def forget(loop: AdmissionReconciler) -> None:
     """Nothing kept from the last round: the next is made afresh, as before anything was kept."""
-    loop._marks, loop._accounts, loop._charges = BorrowedMarks(), Kept(), Kept()
+    loop._marks, loop._accounts, loop._charges = BorrowedMarks(), Kept(), KeptCharges()
     loop._groups = GroupPlans()
 
 

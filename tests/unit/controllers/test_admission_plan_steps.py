@@ -184,12 +184,12 @@ def test_queue_positions_and_tenant_statuses_show_each_line() -> None:
 def test_open_round_keeps_a_pods_charge_while_its_view_quota_and_card_sizes_are_the_same() -> None:
     from dataclasses import replace
 
-    from gpupool.controllers.kept import Kept
+    from gpupool.controllers.admission.charge import KeptCharges
     from gpupool.quota.lease import Lease
 
     pods = [running("r1", memory="16Gi"), running("r2", memory="8Gi")]
     quota, sizes = TenantQuota("alpha", nominal=64 * GiB), {"A100-80GB": 80 * GiB}
-    charged: Kept[Lease] = Kept()
+    charged = KeptCharges()
 
     def ledger_of(these: list[PodView], q: TenantQuota, s: dict[str, int]) -> dict[str, Lease]:
         state = open_round(these, [q], NOW, DEFAULT_TENANT, None, {}, s, charged)

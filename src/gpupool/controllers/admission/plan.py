@@ -34,8 +34,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from gpupool.controllers.admission.charge import card_memory, charged_lease, held_amount
-from gpupool.controllers.kept import Kept
+from gpupool.controllers.admission.charge import (
+    KeptCharges,
+    card_memory,
+    charged_lease,
+    held_amount,
+)
 from gpupool.domain.errors import GpupoolError, InvalidQuota
 from gpupool.quota.admission import Admit, Ask, Reject, Wait, WaitReason, decide
 from gpupool.quota.book import QuotaBook
@@ -139,12 +143,12 @@ def plan_admission(
     meter: Meter | None = None,
     quota_problems: Mapping[str, str] | None = None,
     card_sizes: Mapping[str, int] | None = None,
-    charged: Kept[Lease] | None = None,
+    charged: KeptCharges | None = None,
 ) -> AdmissionPlan:
     """Decide this round. `default_tenant`: the tenant of pods without a tenant label (unlimited
     unless it has a quota); `quota_problems`: tenants whose GpuQuota cannot be read, and why;
     `card_sizes`: the cluster's cards (`charge.card_sizes_of`), to count whole GPUs in bytes;
-    `charged`: the admitted pods' charges kept from the last round (`controllers.kept`)."""
+    `charged`: the admitted pods' charges kept from the last round (`charge.KeptCharges`)."""
     state = open_round(
         pods, quotas, now, default_tenant, meter, quota_problems or {}, card_sizes or {}, charged
     )
@@ -195,12 +199,12 @@ def open_round(
     meter: Meter | None,
     quota_problems: Mapping[str, str],
     card_sizes: Mapping[str, int],
-    charged: Kept[Lease] | None = None,
+    charged: KeptCharges | None = None,
 ) -> RoundState:
     """The round's quotas (quotas that clash admit nothing: every tenant shows why) and its
     ledger charged with what the admitted pods hold. `charged`: each pod's charge given back
     while the pod's view, its quota and the card sizes are the same objects as last round (the
-    caller ends the round's pass: `Kept.pass_done`)."""
+    caller ends the round's pass: `KeptCharges.pass_done`)."""
     problems = dict(quota_problems)
     sizes = dict(card_sizes)
     quotas = list(quotas)
@@ -213,13 +217,16 @@ def open_round(
         problems = {q.name: str(err) for q in quotas} | problems
     charges = []
     for pod in pods:
-        if pod.holds_quota and pod.request is not None:
+        request = pod.request
+        if request is not None and pod.holds_quota:
             quota = book.get(pod.tenant)
             if quota is None:
                 continue
-            charge = partial(charged_lease, pod, pod.request, quota, sizes)
-            made_from = (pod, quota, card_sizes)
-            charges.append(charge() if charged is None else charged.get(pod.key, made_from, charge))
+            charges.append(
+                charged_lease(pod, request, quota, sizes)
+                if charged is None
+                else charged.charge(pod, request, quota, sizes, card_sizes)
+            )
     ledger = Ledger.of(book, charges)
     return RoundState(book, ledger, now, meter, sizes, unlimited, problems)
 

@@ -12,10 +12,10 @@ Each round reads the tenant pods and the GpuQuotas, lets `plan_admission` decide
   budget's standing (`controllers.budget`: metered from the GpuLeases every round, the meter the
   admission decision uses, so a spent budget blocks or admits as preemptible).
 Between rounds the reconciler keeps only values made from the very same objects (borrowed marks:
-`admission.charge.BorrowedMarks`; charges, core leases: `controllers.kept`; each group of
-tenants' plan while it would be made the same: `admission.groups`) and the objects set aside
-(`controllers.contain`): a pod, GpuQuota, Node or GpuNode that cannot be read, a tenant whose
-plan raises (the plan is per tenant, so the other tenants are planned without it; cohort
+`admission.charge.BorrowedMarks`; charges: `KeptCharges`; core leases: `controllers.kept`; each
+group of tenants' plan while it would be made the same: `admission.groups`) and the objects set
+aside (`controllers.contain`): a pod, GpuQuota, Node or GpuNode that cannot be read, a tenant
+whose plan raises (the plan is per tenant, so the other tenants are planned without it; cohort
 borrowing sees the cohort less that tenant), a pod or GpuQuota whose write fails: each is set
 aside with a ReconcileFailed event and retried with backoff while the round goes on for the
 others. The round's reads and plan (`AdmissionRound`) go on to the reclaim reconciler, which
@@ -32,7 +32,12 @@ from typing import Protocol
 
 from gpupool.adapters.wire import names
 from gpupool.adapters.wire.admitted import Admitted, admitted_annotation
-from gpupool.controllers.admission.charge import BorrowedMarks, card_sizes_of, mark_borrowed
+from gpupool.controllers.admission.charge import (
+    BorrowedMarks,
+    KeptCharges,
+    card_sizes_of,
+    mark_borrowed,
+)
 from gpupool.controllers.admission.groups import GroupPlans, tenant_groups
 from gpupool.controllers.admission.plan import (
     AdmissionPlan,
@@ -161,7 +166,7 @@ class AdmissionReconciler:
         # (`controllers.kept`) the leases' core leases the budget meter counts
         self._marks = BorrowedMarks()
         self._accounts: Kept[Lease] = Kept()
-        self._charges: Kept[Lease] = Kept()  # the admitted pods' charges (the ledger's)
+        self._charges = KeptCharges()  # the admitted pods' charges (the ledger's)
         self._groups = GroupPlans()  # each group of tenants' last plan (`admission.groups`)
         # node -> (its Node, its GpuNode, their cards) as decoded last round: the decoders give
         # the same objects for an unchanged version, so an unchanged node's cards are reused
